@@ -1,0 +1,51 @@
+"""The exceptions contextfold raises, defined once for both backends.
+
+The native extension raises these same classes (it imports them from here), so code that
+catches them works whichever backend is active. Each subclasses the built-in exception a
+caller would expect (``TypeError`` for a wrong type, ``ValueError`` for a bad value).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgumentError",
+    "ContextfoldError",
+    "EstimatorError",
+    "MessageError",
+    "MessageTypeError",
+    "MessageValueError",
+]
+
+
+class ContextfoldError(Exception):
+    """Base class of every error contextfold raises."""
+
+
+class MessageError(ContextfoldError):
+    """A message, or one of its fields, is malformed.
+
+    ``index`` is the message's position in the transcript (``None`` for a single message
+    or for the transcript itself) and ``field`` the field at fault (``""`` for the whole
+    message).
+    """
+
+    def __init__(self, message: str, index: int | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.field = field
+
+
+class MessageTypeError(MessageError, TypeError):
+    """A message or field has the wrong type (not a dict, a non-string role, …)."""
+
+
+class MessageValueError(MessageError, ValueError):
+    """A field's value is unusable: nested deeper than contextfold follows (or circular)."""
+
+
+class ArgumentError(ContextfoldError, ValueError):
+    """An argument other than the messages is invalid (a negative budget, a bad option)."""
+
+
+class EstimatorError(ContextfoldError, TypeError, ValueError):
+    """A custom token estimator returned something other than a non-negative int."""

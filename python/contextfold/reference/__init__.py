@@ -1,0 +1,28 @@
+"""The pure-Python reference backend.
+
+Every hot path of the native extension exists here with the same signature and
+byte-identical results; differential tests hold the two equal. It is what users get
+without the extension, written as idiomatic, efficient Python: the honest baseline that
+the benchmarks measure the extension against.
+"""
+
+from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of
+from .window import (
+    compact_tail_start_for_budget,
+    pinned_directive_index,
+    verbatim_start,
+    window_start,
+    window_start_array,
+)
+
+__all__ = [
+    "compact_tail_start_for_budget",
+    "estimate_tokens",
+    "message_tokens",
+    "message_tokens_array",
+    "pinned_directive_index",
+    "tokens_of",
+    "verbatim_start",
+    "window_start",
+    "window_start_array",
+]

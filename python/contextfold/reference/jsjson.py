@@ -1,0 +1,204 @@
+"""JSON as JavaScript's ``JSON.stringify`` writes it, and its length in UTF-16 units.
+
+Python's ``json.dumps`` differs from JavaScript in ways that change lengths: floats
+(``1.0`` vs ``1``, ``1e16`` vs ``10000000000000000``), ``NaN`` (``null`` in JavaScript),
+big integers (JavaScript rounds them to doubles), lone surrogates (escaped as ``\\udxxx``
+by JavaScript) and the order of integer-like object keys. These functions follow
+JavaScript. Both walk nested values with an explicit stack, so deep nesting cannot
+exhaust Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import re
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
+from ..errors import MessageTypeError, MessageValueError
+
+__all__ = ["MAX_DEPTH", "compact_json", "js_number", "json_length", "utf16_len"]
+
+MAX_DEPTH = 100_000
+"""Deepest nesting followed before a value is rejected as too deep (or circular)."""
+
+_MAX_SAFE = 2**53
+_LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+_SHAPE = "a JSON value (None, bool, int, float, str, list or dict)"
+
+
+def utf16_len(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units (JavaScript's ``.length``)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def _string_json_len(text: str) -> int:
+    escaped = encode_basestring(text)
+    if escaped.isascii():
+        return len(escaped)
+    return utf16_len(escaped) + 5 * len(_LONE_SURROGATE.findall(escaped))
+
+
+def _escape_lone(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _string_json(text: str) -> str:
+    escaped = encode_basestring(text)
+    return escaped if escaped.isascii() else _LONE_SURROGATE.sub(_escape_lone, escaped)
+
+
+def js_number(value: int | float) -> str:
+    """``Number.prototype.toString`` of ``value`` as JSON writes it (``null`` when not finite)."""
+    if isinstance(value, int):
+        if -_MAX_SAFE <= value <= _MAX_SAFE:
+            return str(int(value))
+        try:
+            value = float(value)
+        except OverflowError:
+            return "null"
+    if value != value or value in (float("inf"), float("-inf")):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exp = repr(abs(value)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    point = len(whole) + int(exp or 0) - (len(whole + frac) - len((whole + frac).lstrip("0")))
+    digits = digits.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = f"{digits[:n]}.{digits[n:]}"
+    elif -6 < n <= 0:
+        body = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        head = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+        body = f"{head}e{'+' if e > 0 else '-'}{abs(e)}"
+    return sign + body
+
+
+def _scalar_length(value: Any, field: str, index: int | None) -> int:
+    if value is None:
+        return 4
+    if value is True:
+        return 4
+    if value is False:
+        return 5
+    if isinstance(value, (int, float)):
+        return len(js_number(value))
+    raise _wrong_type(value, field, index)
+
+
+def _wrong_type(value: Any, field: str, index: int | None) -> MessageTypeError:
+    where = "message" if index is None else f"message {index}"
+    return MessageTypeError(f"{where}, field '{field}': expected {_SHAPE}, got {type(value).__name__}", index, field)
+
+
+def _too_deep(field: str, index: int | None) -> MessageValueError:
+    where = "message" if index is None else f"message {index}"
+    return MessageValueError(
+        f"{where}, field '{field}': nested deeper than {MAX_DEPTH} levels (or circular)", index, field
+    )
+
+
+_END = object()
+
+
+def json_length(value: Any, field: str = "content", index: int | None = None) -> int:
+    """UTF-16 length of ``JSON.stringify(value)``, without building the text."""
+    total = 0
+    frames: list[tuple[bool, Any]] = []  # (is_dict, iterator)
+    item = value
+    while True:
+        if isinstance(item, str):
+            total += _string_json_len(item)
+        elif isinstance(item, dict):
+            total += 2 + 2 * len(item) - (1 if item else 0)
+            frames.append((True, iter(item.items())))
+        elif isinstance(item, list):
+            total += 2 + (len(item) - 1 if item else 0)
+            frames.append((False, iter(item)))
+        else:
+            total += _scalar_length(item, field, index)
+        while frames:
+            is_dict, iterator = frames[-1]
+            item = next(iterator, _END)
+            if item is _END:
+                frames.pop()
+                continue
+            if is_dict:
+                key, item = item
+                if not isinstance(key, str):
+                    where = "message" if index is None else f"message {index}"
+                    raise MessageTypeError(
+                        f"{where}, field '{field}': expected str object keys, got {type(key).__name__}", index, field
+                    )
+                total += _string_json_len(key)
+            if len(frames) >= MAX_DEPTH:
+                raise _too_deep(field, index)
+            break
+        else:
+            return total
+
+
+def _ordered_items(obj: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Items in JavaScript's order: array-index keys ascending, then the rest as inserted."""
+    index_keys = [k for k in obj if k.isdigit() and k.isascii() and (k == "0" or k[0] != "0") and int(k) < 2**32 - 1]
+    if not index_keys:
+        return list(obj.items())
+    ordered = sorted(index_keys, key=int)
+    rest = [k for k in obj if k not in set(index_keys)]
+    return [(k, obj[k]) for k in ordered + rest]
+
+
+def compact_json(value: Any, field: str = "content", index: int | None = None) -> str:
+    """``JSON.stringify(value)``: compact, non-ASCII kept, lone surrogates escaped."""
+    out: list[str] = []
+    frames: list[tuple[bool, Any, str]] = []  # (is_dict, iterator, closing bracket)
+    item = value
+    while True:
+        if isinstance(item, str):
+            out.append(_string_json(item))
+        elif isinstance(item, dict):
+            out.append("{")
+            for key in item:
+                if not isinstance(key, str):
+                    raise MessageTypeError(
+                        f"message, field '{field}': expected str object keys, got {type(key).__name__}", index, field
+                    )
+            frames.append((True, iter(_ordered_items(item)), "}"))
+        elif isinstance(item, list):
+            out.append("[")
+            frames.append((False, iter(item), "]"))
+        elif item is None:
+            out.append("null")
+        elif item is True or item is False:
+            out.append("true" if item else "false")
+        elif isinstance(item, (int, float)):
+            out.append(js_number(item))
+        else:
+            raise _wrong_type(item, field, index)
+        while frames:
+            is_dict, iterator, closing = frames[-1]
+            nxt = next(iterator, _END)
+            if nxt is _END:
+                frames.pop()
+                out.append(closing)
+                continue
+            if out[-1] not in ("[", "{"):
+                out.append(",")
+            if is_dict:
+                key, nxt = nxt
+                out.append(_string_json(key))
+                out.append(":")
+            if len(frames) >= MAX_DEPTH:
+                raise _too_deep(field, index)
+            item = nxt
+            break
+        else:
+            return "".join(out)

@@ -1,0 +1,125 @@
+"""Token estimation, in pure Python: the reference for ``contextfold-core``'s tokens.rs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, MessageTypeError
+from .jsjson import json_length, utf16_len
+
+MESSAGE_OVERHEAD = 4
+
+PerMessage = Callable[[int, Any], int]
+Sizers = tuple[PerMessage, Callable[[str], int]]
+
+
+def _where(index: int | None) -> str:
+    return "message" if index is None else f"message {index}"
+
+
+def role_of(message: Any, index: int | None = None) -> str:
+    """The message's role, checked: a dict whose ``role`` is a str."""
+    if not isinstance(message, dict):
+        raise MessageTypeError(f"{_where(index)}: expected a dict, got {type(message).__name__}", index, "")
+    try:
+        role = message["role"]
+    except KeyError:
+        raise MessageTypeError(f"{_where(index)}, field 'role': missing", index, "role") from None
+    if not isinstance(role, str):
+        raise MessageTypeError(
+            f"{_where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role"
+        )
+    return role
+
+
+def content_and_calls(message: dict[str, Any], index: int | None = None) -> tuple[Any, list[Any] | None]:
+    """The message's content (checked: str, list or None) and tool_calls (list or None)."""
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise MessageTypeError(
+            f"{_where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
+            index,
+            "content",
+        )
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise MessageTypeError(
+            f"{_where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
+            index,
+            "tool_calls",
+        )
+    return content, calls
+
+
+def message_units(message: dict[str, Any], index: int | None = None) -> int:
+    """UTF-16 length of a message's text: content (or its JSON), then tool_calls JSON."""
+    content, calls = content_and_calls(message, index)
+    if isinstance(content, str):
+        units = utf16_len(content)
+    elif content is None:
+        units = 2
+    else:
+        units = json_length(content, "content", index)
+    if calls is not None:
+        units += json_length(calls, "tool_calls", index)
+    return units
+
+
+def _default_tokens(index: int | None, message: dict[str, Any]) -> int:
+    return -(-message_units(message, index) // 4) + MESSAGE_OVERHEAD
+
+
+class Transcript:
+    """Roles read (and checked) up front; each message sized once, on first use."""
+
+    __slots__ = ("messages", "roles", "sizes", "_size")
+
+    def __init__(self, messages: Any, sizers: Sizers | None = None) -> None:
+        if not isinstance(messages, list):
+            raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
+        self.messages: list[Any] = messages
+        self.roles = [role_of(m, i) for i, m in enumerate(messages)]
+        self.sizes: list[int | None] = [None] * len(messages)
+        self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def tokens(self, i: int) -> int:
+        size = self.sizes[i]
+        if size is None:
+            size = self.sizes[i] = self._size(i, self.messages[i])
+        return size
+
+    def sum(self, start: int, stop: int) -> int:
+        tokens = self.tokens
+        return sum(tokens(i) for i in range(start, stop))
+
+
+def estimate_tokens(text: str) -> int:
+    return -(-utf16_len(text) // 4)
+
+
+def message_tokens(message: Any, estimate: Sizers | None = None) -> int:
+    role_of(message)
+    return (_default_tokens if estimate is None else estimate[0])(None, message)
+
+
+def tokens_of(messages: Any, estimate: Sizers | None = None) -> int:
+    t = Transcript(messages, estimate)
+    return t.sum(0, len(t))
+
+
+def message_tokens_array(messages: Any, estimate: Sizers | None = None) -> np.ndarray:
+    t = Transcript(messages, estimate)
+    return np.fromiter((t.tokens(i) for i in range(len(t))), dtype=np.int64, count=len(t))
+
+
+def check_limits(window: int, token_budget: int) -> None:
+    if window < 4 or token_budget < 4:
+        raise ArgumentError(
+            f"window and token_budget must be at least 4 (got window={window}, token_budget={token_budget})"
+        )

@@ -1,0 +1,52 @@
+"""Token estimation: what a message, or a transcript, costs against a context window.
+
+The default estimate is ⌈UTF-16 length / 4⌉ (JavaScript's ``.length``, so estimates match
+a TypeScript host for the same transcript), and a message costs its text's estimate plus
+4. Pass ``estimate_tokens=`` any ``callable(text) -> int`` to use a real tokenizer
+(see :func:`contextfold.estimators.tiktoken_estimator`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _backend
+from ._estimate import sizers
+from .errors import MessageTypeError
+
+__all__ = ["estimate_tokens", "message_tokens", "message_tokens_array", "tokens_of", "transcript_tokens"]
+
+Message = dict[str, Any]
+Estimator = Callable[[str], int]
+
+
+def estimate_tokens(text: str) -> int:
+    """⌈UTF-16 length / 4⌉: the default token estimate of ``text``."""
+    if not isinstance(text, str):
+        raise MessageTypeError(f"text: expected str, got {type(text).__name__}", None, "")
+    return int(_backend.impl.estimate_tokens(text))
+
+
+def message_tokens(message: Message, *, estimate_tokens: Estimator | None = None) -> int:
+    """Tokens of one message: its text's estimate plus 4.
+
+    The text is ``content`` (a string as is; a list of parts, or ``None``, as compact
+    JSON) followed by the compact JSON of ``tool_calls`` when that is a list.
+    """
+    return int(_backend.impl.message_tokens(message, sizers(estimate_tokens)))
+
+
+def tokens_of(messages: Sequence[Message], *, estimate_tokens: Estimator | None = None) -> int:
+    """Sum of :func:`message_tokens` over a transcript."""
+    return int(_backend.impl.tokens_of(messages, sizers(estimate_tokens)))
+
+
+transcript_tokens = tokens_of
+
+
+def message_tokens_array(messages: Sequence[Message], *, estimate_tokens: Estimator | None = None) -> np.ndarray:
+    """Each message's tokens as an ``int64`` array, for batch work with numpy."""
+    return _backend.impl.message_tokens_array(messages, sizers(estimate_tokens))

@@ -1,0 +1,141 @@
+"""Chunked history windowing, and the rules compaction uses to pick its verbatim tail.
+
+:func:`windowed` keeps at most ``window`` messages and ``token_budget`` tokens of a
+transcript. Its front moves in chunks (a quarter of each limit) at cut points fixed from
+the transcript's start, so it stays put while messages are appended: a provider's prompt
+cache keeps hitting. The window starts on a user turn and never drops the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _backend
+from ._args import whole
+from ._estimate import sizers
+from .errors import ArgumentError
+from .tokens import Estimator, Message
+
+__all__ = [
+    "COMPACT_TAIL_MAX_MESSAGES",
+    "COMPACT_TAIL_TOKEN_BUDGET",
+    "COMPACT_TAIL_TURNS",
+    "HISTORY_TOKEN_BUDGET",
+    "HISTORY_WINDOW",
+    "assemble_compacted",
+    "compact_tail_start",
+    "compact_tail_start_for_budget",
+    "pinned_directive_index",
+    "verbatim_start",
+    "window_start",
+    "window_start_array",
+    "windowed",
+]
+
+HISTORY_WINDOW = 80
+"""Messages :func:`windowed` keeps at most, by default."""
+HISTORY_TOKEN_BUDGET = 64_000
+"""Tokens :func:`windowed` keeps at most, by default."""
+COMPACT_TAIL_TOKEN_BUDGET = 40_000
+"""Token budget of the tail a compaction keeps verbatim."""
+COMPACT_TAIL_TURNS = 8
+"""Messages a compaction tail keeps at least, when they fit its budget."""
+COMPACT_TAIL_MAX_MESSAGES = HISTORY_WINDOW // 2
+"""Messages a compaction tail keeps at most."""
+
+
+def window_start(
+    convo: Sequence[Message],
+    *,
+    window: int = HISTORY_WINDOW,
+    token_budget: int = HISTORY_TOKEN_BUDGET,
+    estimate_tokens: Estimator | None = None,
+) -> int:
+    """Index where :func:`windowed`'s window starts."""
+    window = whole("window", window, 4)
+    token_budget = whole("token_budget", token_budget, 4)
+    return int(_backend.impl.window_start(convo, window, token_budget, sizers(estimate_tokens)))
+
+
+def windowed(
+    convo: Sequence[Message],
+    *,
+    window: int = HISTORY_WINDOW,
+    token_budget: int = HISTORY_TOKEN_BUDGET,
+    estimate_tokens: Estimator | None = None,
+) -> list[Message]:
+    """The newest part of ``convo`` that the history window keeps (a new list of the same
+    message objects).
+
+    The front drops whole chunks: ``window // 4`` messages and ``token_budget // 4``
+    tokens, at cut points counted from the transcript's start. The window then starts on
+    a user turn, never after the last one. With no user turn at all, the whole transcript
+    is kept when it fits ``token_budget``, else only its last message.
+    """
+    start = window_start(convo, window=window, token_budget=token_budget, estimate_tokens=estimate_tokens)
+    return list(convo[start:])
+
+
+def window_start_array(
+    sizes: np.ndarray,
+    user_mask: np.ndarray,
+    *,
+    window: int = HISTORY_WINDOW,
+    token_budget: int = HISTORY_TOKEN_BUDGET,
+) -> int:
+    """:func:`window_start` over per-message token sizes and a mask of user turns."""
+    window = whole("window", window, 4)
+    token_budget = whole("token_budget", token_budget, 4)
+    try:
+        sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+        user_mask = np.ascontiguousarray(user_mask, dtype=np.bool_)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"sizes and user_mask must be 1-D numeric arrays: {exc}") from None
+    if sizes.ndim != 1 or user_mask.ndim != 1:
+        raise ArgumentError("sizes and user_mask must be 1-D arrays")
+    return int(_backend.impl.window_start_array(sizes, user_mask, window, token_budget))
+
+
+def verbatim_start(convo: Sequence[Message], i: int) -> int:
+    """``i`` clamped to ``[0, len(convo)]``, then moved forward past ``tool`` messages."""
+    return int(_backend.impl.verbatim_start(convo, whole("i", i, -(2**62))))
+
+
+def compact_tail_start(convo: Sequence[Message], n: int) -> int:
+    """Start of a verbatim tail of about the last ``n`` messages."""
+    return verbatim_start(convo, len(convo) - whole("n", n))
+
+
+def compact_tail_start_for_budget(
+    convo: Sequence[Message],
+    budget: int = COMPACT_TAIL_TOKEN_BUDGET,
+    *,
+    estimate_tokens: Estimator | None = None,
+) -> int:
+    """Start of the verbatim tail a compaction keeps under ``budget`` tokens.
+
+    Walking back from the newest message, it stops at 40 messages, or once 8 are taken
+    and the next would overflow ``budget``; then moves past ``tool`` messages (which may
+    leave fewer than 8).
+    """
+    return int(_backend.impl.compact_tail_start_for_budget(convo, whole("budget", budget), sizers(estimate_tokens)))
+
+
+def pinned_directive_index(convo: Sequence[Message], tail_start: int) -> int:
+    """Index of the last user message when it lies before ``tail_start``, else -1."""
+    return int(_backend.impl.pinned_directive_index(convo, whole("tail_start", tail_start, -(2**62))))
+
+
+def assemble_compacted(system_prompt: str, convo: Sequence[Message], note: str, covered_end: int) -> list[Any]:
+    """The request after a fold: system prompt, the note, the directive when the note
+    covers it (the same object), then the verbatim messages from ``covered_end`` on."""
+    tail = verbatim_start(convo, covered_end)
+    out: list[Any] = [{"role": "system", "content": system_prompt}, {"role": "assistant", "content": note}]
+    directive = pinned_directive_index(convo, tail)
+    if directive >= 0:
+        out.append(convo[directive])
+    out.extend(convo[tail:])
+    return out

@@ -1,0 +1,83 @@
+//! One error type for the whole core. The binding maps it to the Python exception classes
+//! of `contextfold.errors`, so both backends raise the same classes with the same text.
+
+use std::fmt;
+
+/// What was wrong with a message field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// The value had the wrong type: `expected` names what is accepted, `got` the type seen.
+    WrongType { expected: &'static str, got: String },
+    /// A required field was absent.
+    Missing,
+    /// Nested content went deeper than [`crate::json::MAX_DEPTH`] (or was circular).
+    TooDeep,
+}
+
+/// An error from the core, naming the message index and field where one applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CoreError {
+    /// A message, or one of its fields, is malformed (a `TypeError` in Python, except
+    /// [`Problem::TooDeep`], which is a `ValueError`).
+    Message { index: Option<usize>, field: &'static str, problem: Problem },
+    /// An argument other than a message is invalid (a `ValueError` in Python).
+    Argument(String),
+    /// A caller-supplied callback failed; the binding keeps the original exception.
+    Callback,
+}
+
+impl CoreError {
+    /// A malformed message field.
+    #[cold]
+    pub fn field(index: Option<usize>, field: &'static str, problem: Problem) -> Self {
+        CoreError::Message { index, field, problem }
+    }
+
+    /// A wrong type in a message field.
+    #[cold]
+    pub fn wrong_type(field: &'static str, expected: &'static str, got: impl Into<String>) -> Self {
+        CoreError::Message { index: None, field, problem: Problem::WrongType { expected, got: got.into() } }
+    }
+
+    /// An invalid argument.
+    #[cold]
+    pub fn argument(text: impl Into<String>) -> Self {
+        CoreError::Argument(text.into())
+    }
+
+    /// The same error, attributed to message `index` when it names no message yet.
+    #[must_use]
+    pub fn at(self, at: usize) -> Self {
+        match self {
+            CoreError::Message { index: None, field, problem } => CoreError::Message { index: Some(at), field, problem },
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for CoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CoreError::Message { index, field, problem } => {
+                match index {
+                    Some(i) => write!(f, "message {i}")?,
+                    None => write!(f, "message")?,
+                }
+                if !field.is_empty() {
+                    write!(f, ", field '{field}'")?;
+                }
+                match problem {
+                    Problem::WrongType { expected, got } => write!(f, ": expected {expected}, got {got}"),
+                    Problem::Missing => write!(f, ": missing"),
+                    Problem::TooDeep => {
+                        write!(f, ": nested deeper than {} levels (or circular)", crate::json::MAX_DEPTH)
+                    }
+                }
+            }
+            CoreError::Argument(text) => f.write_str(text),
+            CoreError::Callback => f.write_str("a callback raised"),
+        }
+    }
+}
+
+impl std::error::Error for CoreError {}

@@ -1,0 +1,302 @@
+//! The accessor trait messages are read through, and the length of a value as
+//! JavaScript's `JSON.stringify` writes it, computed without building the text.
+//!
+//! The walk is iterative with an explicit stack, so 10,000-deep content parts cannot
+//! overflow the native stack; [`MAX_DEPTH`] bounds it, which also stops circular lists.
+
+use crate::error::Problem;
+use crate::text::Text;
+use std::fmt::Write;
+
+/// Deepest nesting [`json_len`] follows before it reports [`Problem::TooDeep`].
+pub const MAX_DEPTH: usize = 100_000;
+
+/// The object keys the core looks up. An enum rather than `&str`, so a binding can keep
+/// one interned key object per name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Role,
+    Content,
+    ToolCalls,
+    Type,
+    Text,
+    Name,
+    Function,
+}
+
+impl Key {
+    /// The key as written in a message.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Key::Role => "role",
+            Key::Content => "content",
+            Key::ToolCalls => "tool_calls",
+            Key::Type => "type",
+            Key::Text => "text",
+            Key::Name => "name",
+            Key::Function => "function",
+        }
+    }
+}
+
+/// One JSON value as the core sees it. Integers outside ±2^53 arrive as `Float`, since
+/// JavaScript holds every number as a double.
+pub enum View<'a, N: JsonNode> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Text<'a>),
+    Array { items: N::Items, len: usize },
+    Object { entries: N::Entries, len: usize },
+}
+
+/// Read access to a JSON-like value: a message, its content, a content part.
+pub trait JsonNode: Sized {
+    /// Iterator over an array's items.
+    type Items: Iterator<Item = Self>;
+    /// Iterator over an object's `(key, value)` pairs.
+    type Entries: Iterator<Item = (Self, Self)>;
+
+    /// What this value is.
+    ///
+    /// # Errors
+    /// [`Problem::WrongType`] when the value has no JSON form.
+    fn view(&self) -> Result<View<'_, Self>, Problem>;
+
+    /// The value under `key` when this is an object holding it, else `None`.
+    fn get(&self, key: Key) -> Option<Self>;
+
+    /// The value's type name, for error messages.
+    fn type_name(&self) -> String;
+
+    /// Whether this value is an object (cheaper than [`JsonNode::view`] for a type check).
+    fn is_object(&self) -> bool {
+        matches!(self.view(), Ok(View::Object { .. }))
+    }
+
+    /// The string this value holds, if it is one.
+    fn as_text(&self) -> Option<Text<'_>> {
+        match self.view() {
+            Ok(View::Str(t)) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+enum Frame<N: JsonNode> {
+    Items(N::Items),
+    Entries(N::Entries),
+}
+
+/// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact).
+///
+/// # Errors
+/// [`Problem::WrongType`] for a value with no JSON form or a non-string object key;
+/// [`Problem::TooDeep`] past [`MAX_DEPTH`] levels.
+pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
+    let mut stack: Vec<Frame<N>> = Vec::new();
+    let mut len = open(value, &mut stack)?;
+    while let Some(top) = stack.last_mut() {
+        let child = match top {
+            Frame::Items(items) => items.next(),
+            Frame::Entries(entries) => match entries.next() {
+                Some((key, child)) => {
+                    len += match key.view()? {
+                        View::Str(k) => k.json_len(),
+                        _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                    };
+                    Some(child)
+                }
+                None => None,
+            },
+        };
+        match child {
+            Some(child) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(Problem::TooDeep);
+                }
+                len += open(&child, &mut stack)?;
+            }
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    Ok(len)
+}
+
+/// Length of a scalar, or of a container's brackets and separators (its children are
+/// pushed for the caller to walk).
+fn open<N: JsonNode>(value: &N, stack: &mut Vec<Frame<N>>) -> Result<usize, Problem> {
+    Ok(match value.view()? {
+        View::Null => 4,
+        View::Bool(b) => {
+            if b {
+                4
+            } else {
+                5
+            }
+        }
+        View::Int(i) => int_len(i),
+        View::Float(f) => js_number_len(f),
+        View::Str(t) => t.json_len(),
+        View::Array { items, len } => {
+            stack.push(Frame::Items(items));
+            2 + len.saturating_sub(1)
+        }
+        View::Object { entries, len } => {
+            stack.push(Frame::Entries(entries));
+            2 + len.saturating_sub(1) + len
+        }
+    })
+}
+
+/// Largest integer a double holds exactly; beyond it JavaScript prints the rounded double.
+const MAX_SAFE: u64 = 1 << 53;
+
+fn int_len(i: i64) -> usize {
+    if i.unsigned_abs() > MAX_SAFE {
+        #[allow(clippy::cast_precision_loss)] // the rounding is what JavaScript does
+        return js_number_len(i as f64);
+    }
+    let digits = i.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1);
+    digits + usize::from(i < 0)
+}
+
+/// A fixed buffer for formatting one float.
+struct NumberBuf {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl Write for NumberBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// The shortest round-trip digits of a finite, non-zero `|x|` and the decimal exponent
+/// `n` with value = 0.d₁d₂… × 10ⁿ (ECMAScript's `Number::toString` terms).
+fn shortest_digits(x: f64) -> Option<(NumberBuf, usize, i32)> {
+    let mut buf = NumberBuf { bytes: [0; 40], len: 0 };
+    write!(buf, "{:e}", x.abs()).ok()?;
+    let text = std::str::from_utf8(buf.bytes.get(..buf.len)?).ok()?;
+    let (mantissa, exp) = text.split_once('e')?;
+    let exp: i32 = exp.parse().ok()?;
+    let mut digits = NumberBuf { bytes: [0; 40], len: 0 };
+    for c in mantissa.chars().filter(char::is_ascii_digit) {
+        digits.write_char(c).ok()?;
+    }
+    let k = digits.len;
+    Some((digits, k, exp + 1))
+}
+
+/// Length of `Number.prototype.toString(x)`; `NaN` and the infinities are `null` in JSON.
+pub fn js_number_len(x: f64) -> usize {
+    if !x.is_finite() {
+        return 4;
+    }
+    if x == 0.0 {
+        return 1;
+    }
+    let Some((_, k, n)) = shortest_digits(x) else { return 4 };
+    let k_i = i32::try_from(k).unwrap_or(i32::MAX);
+    let sign = usize::from(x < 0.0);
+    let body = if k_i <= n && n <= 21 {
+        n.unsigned_abs() as usize
+    } else if 0 < n && n <= 21 {
+        k + 1
+    } else if -6 < n && n <= 0 {
+        2 + n.unsigned_abs() as usize + k
+    } else {
+        let e = n - 1;
+        let mantissa = if k == 1 { 1 } else { k + 1 };
+        let exp_digits = e.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1);
+        mantissa + 2 + exp_digits
+    };
+    sign + body
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    impl<'v> JsonNode for &'v Value {
+        type Items = std::slice::Iter<'v, Value>;
+        type Entries = std::iter::Map<serde_json::map::Iter<'v>, fn((&'v String, &'v Value)) -> (&'v Value, &'v Value)>;
+
+        fn view(&self) -> Result<View<'_, Self>, Problem> {
+            Ok(match self {
+                Value::Null => View::Null,
+                Value::Bool(b) => View::Bool(*b),
+                Value::Number(n) => match n.as_i64() {
+                    Some(i) => View::Int(i),
+                    None => View::Float(n.as_f64().unwrap_or(f64::NAN)),
+                },
+                Value::String(s) => View::Str(Text::Utf8(s)),
+                Value::Array(a) => View::Array { items: a.iter(), len: a.len() },
+                Value::Object(o) => View::Object { entries: o.iter().map(key_value), len: o.len() },
+            })
+        }
+
+        fn get(&self, key: Key) -> Option<Self> {
+            self.as_object().and_then(|o| o.get(key.as_str()))
+        }
+
+        fn type_name(&self) -> String {
+            "value".into()
+        }
+    }
+
+    /// `(key, value)` with the key as a JSON string value (leaked: test data only).
+    fn key_value<'v>((k, v): (&'v String, &'v Value)) -> (&'v Value, &'v Value) {
+        (Box::leak(Box::new(Value::String(k.clone()))), v)
+    }
+
+    #[test]
+    fn json_length_matches_serialisation() {
+        let v: Value = serde_json::from_str(r#"[{"a":"x\ny","b":[1,-2,true,false,null]},{},[],"é😀"]"#).unwrap_or_default();
+        assert_eq!(json_len(&&v), Ok(serde_json::to_string(&v).unwrap_or_default().encode_utf16().count()));
+    }
+
+    #[test]
+    fn numbers_print_as_javascript_does() {
+        for (x, js) in [
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (-0.25, "-0.25"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (1e-7, "1e-7"),
+            (1.5e-7, "1.5e-7"),
+            (1e-6, "0.000001"),
+            (123456.789, "123456.789"),
+            (-1.2345e-10, "-1.2345e-10"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+        ] {
+            assert_eq!(js_number_len(x), js.len(), "{x}");
+        }
+        assert_eq!(js_number_len(f64::NAN), 4);
+        assert_eq!(int_len(-42), 3);
+        assert_eq!(int_len(9_007_199_254_740_993), "9007199254740992".len());
+        assert_eq!(int_len(i64::MIN), "-9223372036854776000".len());
+    }
+
+    #[test]
+    fn deep_nesting_is_reported_not_overflowed() {
+        let mut v = Value::Null;
+        for _ in 0..(MAX_DEPTH + 5) {
+            v = Value::Array(vec![v]);
+        }
+        assert_eq!(json_len(&&v), Err(Problem::TooDeep));
+        // serde_json's drop of this value recurses; keep the test's stack safe.
+        std::mem::forget(v);
+    }
+}

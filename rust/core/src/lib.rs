@@ -1,0 +1,20 @@
+//! contextfold-core: the pure-Rust logic behind contextfold.
+//!
+//! Everything here is deterministic and free of Python. Algorithms read messages through
+//! the small [`json::JsonNode`] accessor trait, so the same code runs on plain Rust values
+//! in `cargo test` and on borrowed Python objects in the extension module. Lengths are
+//! UTF-16 code units and JSON is JavaScript's `JSON.stringify`, because the estimates and
+//! cut points must match the TypeScript host byte for byte.
+
+pub mod error;
+pub mod json;
+pub mod pack;
+pub mod paths;
+pub mod rank;
+pub mod text;
+pub mod tokens;
+pub mod window;
+
+pub use error::{CoreError, Problem};
+pub use json::{JsonNode, Key, View};
+pub use text::Text;

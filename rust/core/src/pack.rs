@@ -1,0 +1,1 @@
+//! Handoff packing (filled in by the packing work).

@@ -1,0 +1,263 @@
+//! Token estimation: what a message costs against a context window.
+//!
+//! The default estimate is ⌈UTF-16 length / 4⌉, and a message costs its text's estimate
+//! plus 4. A message's text is its `content` (a string as is, anything else as compact
+//! JSON, `None` as `""`) followed by the compact JSON of `tool_calls` when that is a list.
+//! [`Transcript`] sizes messages lazily and remembers each size, so an algorithm that
+//! walks back from the newest message pays only for the messages it reaches.
+
+use crate::error::{CoreError, Problem};
+use crate::json::{json_len, JsonNode, Key, View};
+use crate::text::Text;
+
+/// Per-message overhead in tokens (role and framing).
+pub const MESSAGE_OVERHEAD: u64 = 4;
+
+/// ⌈units / 4⌉: the default token estimate of a text `units` UTF-16 units long.
+pub const fn estimate_units(units: usize) -> u64 {
+    (units as u64).div_ceil(4)
+}
+
+/// A message's role, as far as the core's rules care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+    /// Any other string (`developer`, `function`, …): kept and sized, never special.
+    Other,
+}
+
+/// Reads and validates a message's role.
+///
+/// # Errors
+/// When the message is not an object, or its role is missing or not a string.
+pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
+    if !message.is_object() {
+        return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
+    }
+    let Some(role) = message.get(Key::Role) else {
+        return Err(CoreError::field(None, "role", Problem::Missing));
+    };
+    let Some(text) = role.as_text() else {
+        return Err(CoreError::wrong_type("role", "str", role.type_name()));
+    };
+    Ok(if text.eq_ascii("user") {
+        Role::User
+    } else if text.eq_ascii("assistant") {
+        Role::Assistant
+    } else if text.eq_ascii("tool") {
+        Role::Tool
+    } else if text.eq_ascii("system") {
+        Role::System
+    } else {
+        Role::Other
+    })
+}
+
+/// The `tool_calls` list of a message, `None` when absent or null.
+///
+/// # Errors
+/// When `tool_calls` is present but not a list.
+pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
+    match message.get(Key::ToolCalls) {
+        None => Ok(None),
+        Some(calls) => match calls.view() {
+            Ok(View::Null) => Ok(None),
+            Ok(View::Array { .. }) => Ok(Some(calls)),
+            _ => Err(CoreError::wrong_type("tool_calls", "list or None", calls.type_name())),
+        },
+    }
+}
+
+/// UTF-16 length of a message's text (content, then tool_calls JSON); the role is not read.
+///
+/// # Errors
+/// When content is not a str, list or None, tool_calls is not a list or None, or nested
+/// content has no JSON form.
+pub fn message_units<N: JsonNode>(message: &N) -> Result<usize, CoreError> {
+    let content = match message.get(Key::Content) {
+        None => 2,
+        Some(content) => match content.view() {
+            Ok(View::Null) => 2,
+            Ok(View::Str(text)) => text.utf16_len(),
+            Ok(View::Array { .. }) => json_len(&content).map_err(|p| CoreError::field(None, "content", p))?,
+            Ok(_) | Err(_) => return Err(CoreError::wrong_type("content", "str, list or None", content.type_name())),
+        },
+    };
+    let calls = match tool_calls_of(message)? {
+        None => 0,
+        Some(calls) => json_len(&calls).map_err(|p| CoreError::field(None, "tool_calls", p))?,
+    };
+    Ok(content + calls)
+}
+
+/// How messages and note texts are sized.
+pub trait Sizer<N> {
+    /// Tokens of message `index` (overhead included).
+    ///
+    /// # Errors
+    /// When the message is malformed or a custom estimator fails.
+    fn message_tokens(&mut self, index: usize, message: &N) -> Result<u64, CoreError>;
+
+    /// Tokens of a note's text (without the per-message overhead).
+    ///
+    /// # Errors
+    /// When a custom estimator fails.
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError>;
+}
+
+/// The default estimator: four UTF-16 units a token.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CharsPerToken;
+
+impl<N: JsonNode> Sizer<N> for CharsPerToken {
+    fn message_tokens(&mut self, _index: usize, message: &N) -> Result<u64, CoreError> {
+        Ok(estimate_units(message_units(message)?) + MESSAGE_OVERHEAD)
+    }
+
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+        Ok(estimate_units(Text::Utf8(text).utf16_len()))
+    }
+}
+
+/// Anything an algorithm can ask for roles and sizes: a transcript of messages, or
+/// plain arrays of sizes and roles.
+pub trait Sizes {
+    /// Number of messages.
+    fn len(&self) -> usize;
+    /// Whether there are no messages.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Role of message `i` (`Role::Other` past the end).
+    fn role(&self, i: usize) -> Role;
+    /// Tokens of message `i`.
+    ///
+    /// # Errors
+    /// When the message is malformed or the estimator fails, naming message `i`.
+    fn tokens(&mut self, i: usize) -> Result<u64, CoreError>;
+}
+
+const UNSIZED: u64 = u64::MAX;
+
+/// A transcript whose roles are read (and validated) up front and whose sizes are
+/// computed on first use.
+pub struct Transcript<'m, N, S> {
+    messages: &'m [N],
+    roles: Vec<Role>,
+    sizes: Vec<u64>,
+    sizer: S,
+}
+
+impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
+    /// Reads every message's role.
+    ///
+    /// # Errors
+    /// The first message that is not an object or has no string role.
+    pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
+        let roles = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| role_of(m).map_err(|e| e.at(i)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { messages, roles, sizes: vec![UNSIZED; messages.len()], sizer })
+    }
+
+    /// The messages.
+    pub fn messages(&self) -> &'m [N] {
+        self.messages
+    }
+
+    /// The sizer, for sizing texts that are not messages (a note).
+    pub fn sizer(&mut self) -> &mut S {
+        &mut self.sizer
+    }
+
+    /// Sum of the sizes of messages in `range`.
+    ///
+    /// # Errors
+    /// As [`Sizes::tokens`].
+    pub fn sum(&mut self, range: std::ops::Range<usize>) -> Result<u64, CoreError> {
+        range.map(|i| self.tokens(i)).sum()
+    }
+}
+
+impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
+    fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    fn role(&self, i: usize) -> Role {
+        self.roles.get(i).copied().unwrap_or(Role::Other)
+    }
+
+    fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
+        let (Some(slot), Some(message)) = (self.sizes.get_mut(i), self.messages.get(i)) else {
+            return Err(CoreError::argument(format!("message index {i} out of range")));
+        };
+        if *slot == UNSIZED {
+            *slot = self.sizer.message_tokens(i, message).map_err(|e| e.at(i))?;
+        }
+        Ok(*slot)
+    }
+}
+
+/// Precomputed sizes and a user-turn mask (the numpy entry points).
+pub struct ArraySizes<'a> {
+    /// Tokens of each message.
+    pub sizes: &'a [i64],
+    /// Whether each message is a user turn.
+    pub user: &'a [bool],
+}
+
+impl Sizes for ArraySizes<'_> {
+    fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    fn role(&self, i: usize) -> Role {
+        if self.user.get(i).copied().unwrap_or(false) {
+            Role::User
+        } else {
+            Role::Other
+        }
+    }
+
+    fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
+        let size = self.sizes.get(i).copied().unwrap_or(0);
+        u64::try_from(size).map_err(|_| CoreError::argument(format!("sizes[{i}] is negative ({size})")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn tokens(v: &Value) -> Result<u64, CoreError> {
+        CharsPerToken.message_tokens(0, &v)
+    }
+
+    #[test]
+    fn string_none_list_and_tool_calls_are_sized() {
+        assert_eq!(tokens(&json!({"role": "user", "content": "abcde"})), Ok(2 + 4));
+        assert_eq!(tokens(&json!({"role": "user", "content": null})), Ok(1 + 4));
+        assert_eq!(tokens(&json!({"role": "user"})), Ok(1 + 4));
+        // [{"type":"text","text":"hi"}] is 27 units; `[]` tool_calls adds 2.
+        assert_eq!(tokens(&json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "tool_calls": []})), Ok(8 + 4));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let bad = json!({"role": "user", "content": 3});
+        assert!(matches!(tokens(&bad), Err(CoreError::Message { field: "content", .. })));
+        let bad = json!({"role": "user", "content": "x", "tool_calls": {}});
+        assert!(matches!(tokens(&bad), Err(CoreError::Message { field: "tool_calls", .. })));
+        let list = [json!({"role": "user"}), json!({"content": "x"})];
+        let refs: Vec<&Value> = list.iter().collect();
+        let err = Transcript::new(&refs, CharsPerToken).err();
+        assert_eq!(err, Some(CoreError::Message { index: Some(1), field: "role", problem: Problem::Missing }));
+    }
+}

@@ -1,0 +1,46 @@
+//! Core errors as the exception classes of `contextfold.errors` (defined once, in Python).
+
+use contextfold_core::{CoreError, Problem};
+use pyo3::prelude::*;
+
+pyo3::import_exception!(contextfold.errors, MessageTypeError);
+pyo3::import_exception!(contextfold.errors, MessageValueError);
+pyo3::import_exception!(contextfold.errors, ArgumentError);
+
+/// The Python exception for a core error.
+#[cold]
+pub fn to_py(err: CoreError) -> PyErr {
+    let text = err.to_string();
+    match err {
+        CoreError::Message { index, field, problem: Problem::TooDeep } => {
+            MessageValueError::new_err((text, index, field))
+        }
+        CoreError::Message { index, field, .. } => MessageTypeError::new_err((text, index, field)),
+        CoreError::Argument(_) | CoreError::Callback => ArgumentError::new_err(text),
+    }
+}
+
+/// The error for a transcript that is not a list.
+#[cold]
+pub fn not_a_list(value: &Bound<'_, PyAny>) -> PyErr {
+    let got = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    MessageTypeError::new_err((format!("messages: expected a list, got {got}"), None::<usize>, ""))
+}
+
+/// A single-message error re-raised without the index the one-element list gave it.
+pub fn without_index(err: PyErr) -> PyErr {
+    Python::attach(|py| {
+        let value = err.value(py);
+        let is_message_error = value.getattr("index").map(|i| !i.is_none()).unwrap_or(false);
+        if !is_message_error {
+            return err;
+        }
+        let text = value.str().map(|s| s.to_string()).unwrap_or_default().replacen("message 0", "message", 1);
+        let field = value.getattr("field").ok();
+        let args = (text, None::<usize>, field);
+        match value.get_type().call1(args) {
+            Ok(new) => PyErr::from_value(new),
+            Err(e) => e,
+        }
+    })
+}

@@ -1,0 +1,168 @@
+//! The `contextfold._native` extension: contextfold-core over borrowed Python objects.
+//!
+//! This crate only adapts. [`node::PyNode`] implements the core's accessor trait on a
+//! Python value (reading `str` data in place), [`sizer`] wraps a caller's estimator, and
+//! [`errors`] maps core errors to the exception classes of `contextfold.errors`. Every
+//! rule lives in contextfold-core.
+
+mod errors;
+mod node;
+mod sizer;
+
+use contextfold_core::tokens::{Sizes, Transcript};
+use contextfold_core::window::{self, WindowLimits};
+use contextfold_core::Text;
+use node::PyNode;
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+use sizer::PySizer;
+
+/// The messages of a list, as accessor nodes.
+fn nodes<'py>(messages: &Bound<'py, PyAny>) -> PyResult<Vec<PyNode<'py>>> {
+    let list = messages.cast::<PyList>().map_err(|_| errors::not_a_list(messages))?;
+    Ok(list.iter().map(PyNode).collect())
+}
+
+/// Runs `f` on a transcript of `messages` sized by `estimate` (chars/4 when `None`).
+fn with_transcript<'py, T>(
+    messages: &Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+    f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
+) -> PyResult<T> {
+    let nodes = nodes(messages)?;
+    let sizer = PySizer::new(estimate);
+    let mut transcript = Transcript::new(&nodes, sizer).map_err(errors::to_py)?;
+    match f(&mut transcript) {
+        Ok(value) => Ok(value),
+        Err(err) => Err(transcript.sizer().take_error(err)),
+    }
+}
+
+/// ⌈UTF-16 length / 4⌉ of `text`.
+#[pyfunction]
+fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
+    let units = node::with_text(text, |t: Text<'_>| t.utf16_len())?;
+    Ok(contextfold_core::tokens::estimate_units(units))
+}
+
+/// Tokens of one message.
+#[pyfunction]
+#[pyo3(signature = (message, estimate=None))]
+fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
+    let one = PyList::new(message.py(), [message])?;
+    with_transcript(one.as_any(), estimate, |t| t.tokens(0)).map_err(errors::without_index)
+}
+
+/// Sum of the messages' tokens.
+#[pyfunction]
+#[pyo3(signature = (messages, estimate=None))]
+fn tokens_of<'py>(messages: &Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
+    with_transcript(messages, estimate, |t| t.sum(0..t.len()))
+}
+
+/// Each message's tokens, as an int64 array.
+#[pyfunction]
+#[pyo3(signature = (messages, estimate=None))]
+fn message_tokens_array<'py>(
+    messages: &Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let py = messages.py();
+    let sizes = with_transcript(messages, estimate, |t| {
+        (0..t.len()).map(|i| t.tokens(i).map(|s| i64::try_from(s).unwrap_or(i64::MAX))).collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(PyArray1::from_vec(py, sizes))
+}
+
+/// Index where the chunked history window starts.
+#[pyfunction]
+#[pyo3(signature = (messages, window, token_budget, estimate=None))]
+fn window_start<'py>(
+    messages: &Bound<'py, PyAny>,
+    window: usize,
+    token_budget: u64,
+    estimate: Option<Bound<'py, PyAny>>,
+) -> PyResult<usize> {
+    let limits = WindowLimits::new(window, token_budget).map_err(errors::to_py)?;
+    with_transcript(messages, estimate, |t| window::window_start(t, limits))
+}
+
+/// [`window_start`] over per-message token sizes and a user-turn mask.
+#[pyfunction]
+fn window_start_array(
+    sizes: PyReadonlyArray1<'_, i64>,
+    user: PyReadonlyArray1<'_, bool>,
+    window: usize,
+    token_budget: u64,
+) -> PyResult<usize> {
+    let limits = WindowLimits::new(window, token_budget).map_err(errors::to_py)?;
+    let (sizes, user) = (sizes.as_slice()?, user.as_slice()?);
+    if sizes.len() != user.len() {
+        return Err(errors::to_py(contextfold_core::CoreError::argument(format!(
+            "sizes and user_mask differ in length ({} and {})",
+            sizes.len(),
+            user.len()
+        ))));
+    }
+    let mut arrays = contextfold_core::tokens::ArraySizes { sizes, user };
+    window::window_start(&mut arrays, limits).map_err(errors::to_py)
+}
+
+/// `i` clamped, then moved past `tool` messages.
+#[pyfunction]
+fn verbatim_start(messages: &Bound<'_, PyAny>, i: i64) -> PyResult<usize> {
+    let at = usize::try_from(i.max(0)).unwrap_or(usize::MAX);
+    with_transcript(messages, None, |t| Ok(window::verbatim_start(t, at)))
+}
+
+/// Start of a compaction tail under `budget` tokens.
+#[pyfunction]
+#[pyo3(signature = (messages, budget, estimate=None))]
+fn compact_tail_start_for_budget<'py>(
+    messages: &Bound<'py, PyAny>,
+    budget: u64,
+    estimate: Option<Bound<'py, PyAny>>,
+) -> PyResult<usize> {
+    with_transcript(messages, estimate, |t| window::compact_tail_start_for_budget(t, budget))
+}
+
+/// Index of the last user message when it lies before `tail_start`, else -1.
+#[pyfunction]
+fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyResult<i64> {
+    let before = usize::try_from(tail_start.max(0)).unwrap_or(usize::MAX);
+    with_transcript(messages, None, |t| {
+        Ok(window::pinned_directive_index(t, before).and_then(|i| i64::try_from(i).ok()).unwrap_or(-1))
+    })
+}
+
+/// Reads each message's role and string content length: the least any windowing must
+/// do. Benchmarks use it as the floor the real functions are compared with.
+#[pyfunction]
+fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let mut total = 0usize;
+    for node in nodes(messages)? {
+        let role = contextfold_core::tokens::role_of(&node).map_err(errors::to_py)?;
+        total += role as usize;
+        if let Some(content) = contextfold_core::JsonNode::get(&node, contextfold_core::Key::Content) {
+            total += contextfold_core::JsonNode::as_text(&content).map_or(0, |t| t.utf16_len());
+        }
+    }
+    Ok(total)
+}
+
+#[pymodule]
+mod _native {
+    #[pymodule_export]
+    use super::{
+        _scan_floor, compact_tail_start_for_budget, estimate_tokens, message_tokens, message_tokens_array,
+        pinned_directive_index, tokens_of, verbatim_start, window_start, window_start_array,
+    };
+
+    #[pymodule_init]
+    fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        use pyo3::types::PyModuleMethods;
+        let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+        m.add("build_profile", profile)
+    }
+}

@@ -1,0 +1,65 @@
+//! The caller's estimator, as the core's [`Sizer`].
+//!
+//! With no estimator the core's chars/4 rule runs natively. A custom estimator is a
+//! Python callable, so each message is sized by `contextfold._estimate`'s helpers (the
+//! same code the reference backend runs); an exception it raises is kept and re-raised
+//! unchanged.
+
+use crate::node::PyNode;
+use contextfold_core::tokens::{CharsPerToken, Sizer};
+use contextfold_core::CoreError;
+use pyo3::prelude::*;
+
+pub struct PySizer<'py> {
+    /// `(per_message(index, message), per_text(text))` for a custom estimator.
+    custom: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    error: Option<PyErr>,
+}
+
+impl<'py> PySizer<'py> {
+    /// A sizer for `estimate`: `None`, or the pair of helpers `contextfold._estimate` builds.
+    pub fn new(estimate: Option<Bound<'py, PyAny>>) -> Self {
+        let custom = estimate.and_then(|pair| pair.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>().ok());
+        Self { custom, error: None }
+    }
+
+    /// The Python exception for `err`: the one a callback raised, else the mapped core error.
+    pub fn take_error(&mut self, err: CoreError) -> PyErr {
+        match (err, self.error.take()) {
+            (CoreError::Callback, Some(py_err)) => py_err,
+            (err, _) => crate::errors::to_py(err),
+        }
+    }
+
+    fn call(&mut self, result: PyResult<Bound<'py, PyAny>>) -> Result<u64, CoreError> {
+        match result.and_then(|r| r.extract::<u64>()) {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                self.error = Some(e);
+                Err(CoreError::Callback)
+            }
+        }
+    }
+}
+
+impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
+    fn message_tokens(&mut self, index: usize, message: &PyNode<'py>) -> Result<u64, CoreError> {
+        match self.custom.clone() {
+            None => CharsPerToken.message_tokens(index, message),
+            Some((per_message, _)) => {
+                let result = per_message.call1((index, message.0.clone()));
+                self.call(result)
+            }
+        }
+    }
+
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+        match self.custom.clone() {
+            None => <CharsPerToken as Sizer<PyNode<'py>>>::text_tokens(&mut CharsPerToken, text),
+            Some((_, per_text)) => {
+                let result = per_text.call1((text,));
+                self.call(result)
+            }
+        }
+    }
+}

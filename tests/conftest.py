@@ -1,0 +1,88 @@
+"""Shared fixtures: the seed vectors and corpus (read from ../shared), and a fixture that
+runs the public API under each backend in turn."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+import contextfold
+from contextfold import _backend, reference
+
+settings.register_profile("default", deadline=None, print_blob=True)
+settings.load_profile("default")
+
+SHARED = Path(os.environ.get("CONTEXTFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+
+try:
+    from contextfold import _native
+except ImportError:  # the extension is not built: native cases skip
+    _native = None  # type: ignore[assignment]
+
+IMPLS = {"native": _native, "python": reference}
+
+
+@cache
+def vectors(fn: str) -> list[dict[str, Any]]:
+    """The seed behaviour vectors for one function (skips when ../shared is absent)."""
+    path = SHARED / "vectors" / "seed_vectors.jsonl"
+    if not path.exists():
+        pytest.skip(f"seed vectors not found at {path} (set CONTEXTFOLD_SHARED)")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r["fn"] == fn]
+
+
+def corpus_rows(name: str) -> list[dict[str, Any]]:
+    """Rows of a corpus file, or a skip when ../shared/corpus is absent."""
+    path = SHARED / "corpus" / name
+    if not path.exists():
+        pytest.skip(f"corpus not found at {path} (set CONTEXTFOLD_SHARED)")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@cache
+def _corpus(name: str) -> list[dict[str, Any]]:
+    return corpus_rows(name)
+
+
+def openai_corpus() -> list[list[dict[str, Any]]]:
+    return [row["messages"] for row in _corpus("transcripts.jsonl")]
+
+
+def anthropic_corpus() -> list[dict[str, Any]]:
+    return _corpus("anthropic.jsonl")
+
+
+@pytest.fixture(params=["native", "python"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Runs the test once per backend, with the public API switched to it."""
+    impl = IMPLS[request.param]
+    if impl is None:
+        pytest.skip("the native extension is not built")
+    monkeypatch.setattr(_backend, "impl", impl)
+    yield request.param
+
+
+@pytest.fixture(params=["native", "python"])
+def impl(request: pytest.FixtureRequest) -> Any:
+    """The low-level module of each backend."""
+    module = IMPLS[request.param]
+    if module is None:
+        pytest.skip("the native extension is not built")
+    return module
+
+
+def native_required() -> Any:
+    if _native is None:
+        pytest.skip("the native extension is not built")
+    return _native
+
+
+__all__ = ["IMPLS", "SHARED", "anthropic_corpus", "contextfold", "corpus_rows", "native_required", "openai_corpus", "vectors"]
