@@ -10,11 +10,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import settings
-
 import contextfold
+import pytest
 from contextfold import _backend, reference
+from hypothesis import settings
 
 settings.register_profile("default", deadline=None, print_blob=True)
 settings.load_profile("default")
@@ -85,4 +84,13 @@ def native_required() -> Any:
     return _native
 
 
-__all__ = ["IMPLS", "SHARED", "anthropic_corpus", "contextfold", "corpus_rows", "native_required", "openai_corpus", "vectors"]
+__all__ = [
+    "IMPLS",
+    "SHARED",
+    "anthropic_corpus",
+    "contextfold",
+    "corpus_rows",
+    "native_required",
+    "openai_corpus",
+    "vectors",
+]

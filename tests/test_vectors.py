@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import contextfold as cf
+import pytest
 
 from .conftest import vectors
 

@@ -16,7 +16,7 @@ from .reference.jsjson import compact_json
 from .reference.tokens import MESSAGE_OVERHEAD, content_and_calls
 
 Estimator = Callable[[str], int]
-PerMessage = Callable[[int, Any], int]
+PerMessage = Callable[[int | None, Any], int]
 PerText = Callable[[str], int]
 
 
@@ -44,7 +44,7 @@ def sizers(estimate: Estimator | None) -> tuple[PerMessage, PerText] | None:
     if not callable(estimate):
         raise EstimatorError(f"estimate_tokens must be callable, got {type(estimate).__name__}")
 
-    def per_message(index: int, message: Any) -> int:
+    def per_message(index: int | None, message: Any) -> int:
         return checked(estimate, estimator_text(message, index)) + MESSAGE_OVERHEAD
 
     def per_text(text: str) -> int:

@@ -49,4 +49,5 @@ transcript_tokens = tokens_of
 
 def message_tokens_array(messages: Sequence[Message], *, estimate_tokens: Estimator | None = None) -> np.ndarray:
     """Each message's tokens as an ``int64`` array, for batch work with numpy."""
-    return _backend.impl.message_tokens_array(messages, sizers(estimate_tokens))
+    sizes: np.ndarray = _backend.impl.message_tokens_array(messages, sizers(estimate_tokens))
+    return sizes

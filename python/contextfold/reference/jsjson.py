@@ -11,7 +11,7 @@ exhaust Python's recursion limit.
 from __future__ import annotations
 
 import re
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..errors import MessageTypeError, MessageValueError
@@ -113,7 +113,7 @@ def json_length(value: Any, field: str = "content", index: int | None = None) ->
     """UTF-16 length of ``JSON.stringify(value)``, without building the text."""
     total = 0
     frames: list[tuple[bool, Any]] = []  # (is_dict, iterator)
-    item = value
+    item: Any = value
     while True:
         if isinstance(item, str):
             total += _string_json_len(item)
@@ -160,7 +160,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
     """``JSON.stringify(value)``: compact, non-ASCII kept, lone surrogates escaped."""
     out: list[str] = []
     frames: list[tuple[bool, Any, str]] = []  # (is_dict, iterator, closing bracket)
-    item = value
+    item: Any = value
     while True:
         if isinstance(item, str):
             out.append(_string_json(item))
@@ -185,7 +185,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
             raise _wrong_type(item, field, index)
         while frames:
             is_dict, iterator, closing = frames[-1]
-            nxt = next(iterator, _END)
+            nxt: Any = next(iterator, _END)
             if nxt is _END:
                 frames.pop()
                 out.append(closing)

@@ -12,7 +12,7 @@ from .jsjson import json_length, utf16_len
 
 MESSAGE_OVERHEAD = 4
 
-PerMessage = Callable[[int, Any], int]
+PerMessage = Callable[[int | None, Any], int]
 Sizers = tuple[PerMessage, Callable[[str], int]]
 
 
@@ -29,9 +29,7 @@ def role_of(message: Any, index: int | None = None) -> str:
     except KeyError:
         raise MessageTypeError(f"{_where(index)}, field 'role': missing", index, "role") from None
     if not isinstance(role, str):
-        raise MessageTypeError(
-            f"{_where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role"
-        )
+        raise MessageTypeError(f"{_where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
     return role
 
 
@@ -52,6 +50,13 @@ def content_and_calls(message: dict[str, Any], index: int | None = None) -> tupl
             "tool_calls",
         )
     return content, calls
+
+
+def checked_role(message: Any, index: int | None = None) -> str:
+    """The role, after checking the message's shape (nested values are checked when sized)."""
+    role = role_of(message, index)
+    content_and_calls(message, index)
+    return role
 
 
 def message_units(message: dict[str, Any], index: int | None = None) -> int:
@@ -75,13 +80,13 @@ def _default_tokens(index: int | None, message: dict[str, Any]) -> int:
 class Transcript:
     """Roles read (and checked) up front; each message sized once, on first use."""
 
-    __slots__ = ("messages", "roles", "sizes", "_size")
+    __slots__ = ("_size", "messages", "roles", "sizes")
 
     def __init__(self, messages: Any, sizers: Sizers | None = None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = messages
-        self.roles = [role_of(m, i) for i, m in enumerate(messages)]
+        self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
         self.sizes: list[int | None] = [None] * len(messages)
         self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
 

@@ -49,7 +49,9 @@ impl CoreError {
     #[must_use]
     pub fn at(self, at: usize) -> Self {
         match self {
-            CoreError::Message { index: None, field, problem } => CoreError::Message { index: Some(at), field, problem },
+            CoreError::Message { index: None, field, problem } => {
+                CoreError::Message { index: Some(at), field, problem }
+            }
             other => other,
         }
     }

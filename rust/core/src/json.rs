@@ -51,6 +51,19 @@ pub enum View<'a, N: JsonNode> {
     Object { entries: N::Entries, len: usize },
 }
 
+/// A value's type, without its contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Null,
+    Bool,
+    Number,
+    Str,
+    Array,
+    Object,
+    /// No JSON form.
+    Other,
+}
+
 /// Read access to a JSON-like value: a message, its content, a content part.
 pub trait JsonNode: Sized {
     /// Iterator over an array's items.
@@ -70,9 +83,17 @@ pub trait JsonNode: Sized {
     /// The value's type name, for error messages.
     fn type_name(&self) -> String;
 
-    /// Whether this value is an object (cheaper than [`JsonNode::view`] for a type check).
-    fn is_object(&self) -> bool {
-        matches!(self.view(), Ok(View::Object { .. }))
+    /// The value's type; implementations override it with a check cheaper than `view`.
+    fn shape(&self) -> Shape {
+        match self.view() {
+            Ok(View::Null) => Shape::Null,
+            Ok(View::Bool(_)) => Shape::Bool,
+            Ok(View::Int(_) | View::Float(_)) => Shape::Number,
+            Ok(View::Str(_)) => Shape::Str,
+            Ok(View::Array { .. }) => Shape::Array,
+            Ok(View::Object { .. }) => Shape::Object,
+            Err(_) => Shape::Other,
+        }
     }
 
     /// The string this value holds, if it is one.
@@ -261,7 +282,8 @@ pub(crate) mod tests {
 
     #[test]
     fn json_length_matches_serialisation() {
-        let v: Value = serde_json::from_str(r#"[{"a":"x\ny","b":[1,-2,true,false,null]},{},[],"é😀"]"#).unwrap_or_default();
+        let v: Value =
+            serde_json::from_str(r#"[{"a":"x\ny","b":[1,-2,true,false,null]},{},[],"é😀"]"#).unwrap_or_default();
         assert_eq!(json_len(&&v), Ok(serde_json::to_string(&v).unwrap_or_default().encode_utf16().count()));
     }
 

@@ -7,7 +7,7 @@
 //! walks back from the newest message pays only for the messages it reaches.
 
 use crate::error::{CoreError, Problem};
-use crate::json::{json_len, JsonNode, Key, View};
+use crate::json::{json_len, JsonNode, Key, Shape};
 use crate::text::Text;
 
 /// Per-message overhead in tokens (role and framing).
@@ -34,7 +34,7 @@ pub enum Role {
 /// # Errors
 /// When the message is not an object, or its role is missing or not a string.
 pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
-    if !message.is_object() {
+    if message.shape() != Shape::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
     }
     let Some(role) = message.get(Key::Role) else {
@@ -56,6 +56,33 @@ pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
     })
 }
 
+/// Checks a message's shape without sizing it: an object with a string role, content a
+/// str, list or None, tool_calls a list or None. Nested values are checked when sized.
+///
+/// # Errors
+/// The first field at fault.
+pub fn checked_role<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
+    let role = role_of(message)?;
+    content_of(message)?;
+    tool_calls_of(message)?;
+    Ok(role)
+}
+
+/// A message's content: `None` when absent or null.
+///
+/// # Errors
+/// When content is not a str, list or None.
+pub fn content_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
+    match message.get(Key::Content) {
+        None => Ok(None),
+        Some(content) => match content.shape() {
+            Shape::Null => Ok(None),
+            Shape::Str | Shape::Array => Ok(Some(content)),
+            _ => Err(CoreError::wrong_type("content", "str, list or None", content.type_name())),
+        },
+    }
+}
+
 /// The `tool_calls` list of a message, `None` when absent or null.
 ///
 /// # Errors
@@ -63,9 +90,9 @@ pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
 pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
     match message.get(Key::ToolCalls) {
         None => Ok(None),
-        Some(calls) => match calls.view() {
-            Ok(View::Null) => Ok(None),
-            Ok(View::Array { .. }) => Ok(Some(calls)),
+        Some(calls) => match calls.shape() {
+            Shape::Null => Ok(None),
+            Shape::Array => Ok(Some(calls)),
             _ => Err(CoreError::wrong_type("tool_calls", "list or None", calls.type_name())),
         },
     }
@@ -77,13 +104,11 @@ pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
 /// When content is not a str, list or None, tool_calls is not a list or None, or nested
 /// content has no JSON form.
 pub fn message_units<N: JsonNode>(message: &N) -> Result<usize, CoreError> {
-    let content = match message.get(Key::Content) {
+    let content = match content_of(message)? {
         None => 2,
-        Some(content) => match content.view() {
-            Ok(View::Null) => 2,
-            Ok(View::Str(text)) => text.utf16_len(),
-            Ok(View::Array { .. }) => json_len(&content).map_err(|p| CoreError::field(None, "content", p))?,
-            Ok(_) | Err(_) => return Err(CoreError::wrong_type("content", "str, list or None", content.type_name())),
+        Some(content) => match content.as_text() {
+            Some(text) => text.utf16_len(),
+            None => json_len(&content).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };
     let calls = match tool_calls_of(message)? {
@@ -152,15 +177,15 @@ pub struct Transcript<'m, N, S> {
 }
 
 impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
-    /// Reads every message's role.
+    /// Reads every message's role and checks its shape ([`checked_role`]).
     ///
     /// # Errors
-    /// The first message that is not an object or has no string role.
+    /// The first malformed message.
     pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
         let roles = messages
             .iter()
             .enumerate()
-            .map(|(i, m)| role_of(m).map_err(|e| e.at(i)))
+            .map(|(i, m)| checked_role(m).map_err(|e| e.at(i)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { messages, roles, sizes: vec![UNSIZED; messages.len()], sizer })
     }
@@ -206,10 +231,29 @@ impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
 
 /// Precomputed sizes and a user-turn mask (the numpy entry points).
 pub struct ArraySizes<'a> {
-    /// Tokens of each message.
-    pub sizes: &'a [i64],
-    /// Whether each message is a user turn.
-    pub user: &'a [bool],
+    sizes: &'a [i64],
+    user: &'a [bool],
+}
+
+impl<'a> ArraySizes<'a> {
+    /// Checks that the arrays have one entry a message and no negative size.
+    ///
+    /// # Errors
+    /// When the lengths differ or a size is negative.
+    pub fn new(sizes: &'a [i64], user: &'a [bool]) -> Result<Self, CoreError> {
+        if sizes.len() != user.len() {
+            return Err(CoreError::argument(format!(
+                "sizes and user_mask differ in length ({} and {})",
+                sizes.len(),
+                user.len()
+            )));
+        }
+        if let Some(i) = sizes.iter().position(|&s| s < 0) {
+            let size = sizes.get(i).copied().unwrap_or_default();
+            return Err(CoreError::argument(format!("sizes[{i}] is negative ({size})")));
+        }
+        Ok(Self { sizes, user })
+    }
 }
 
 impl Sizes for ArraySizes<'_> {
@@ -226,8 +270,7 @@ impl Sizes for ArraySizes<'_> {
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        let size = self.sizes.get(i).copied().unwrap_or(0);
-        u64::try_from(size).map_err(|_| CoreError::argument(format!("sizes[{i}] is negative ({size})")))
+        Ok(self.sizes.get(i).map_or(0, |&s| s.unsigned_abs()))
     }
 }
 
@@ -246,7 +289,10 @@ mod tests {
         assert_eq!(tokens(&json!({"role": "user", "content": null})), Ok(1 + 4));
         assert_eq!(tokens(&json!({"role": "user"})), Ok(1 + 4));
         // [{"type":"text","text":"hi"}] is 27 units; `[]` tool_calls adds 2.
-        assert_eq!(tokens(&json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "tool_calls": []})), Ok(8 + 4));
+        assert_eq!(
+            tokens(&json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "tool_calls": []})),
+            Ok(8 + 4)
+        );
     }
 
     #[test]

@@ -234,7 +234,7 @@ mod tests {
     }
 
     fn start(sizes: &[i64], user: &[bool], limits: WindowLimits) -> usize {
-        window_start(&mut ArraySizes { sizes, user }, limits).unwrap_or(usize::MAX)
+        ArraySizes::new(sizes, user).and_then(|mut a| window_start(&mut a, limits)).unwrap_or(usize::MAX)
     }
 
     #[test]

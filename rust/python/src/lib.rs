@@ -9,7 +9,7 @@ mod errors;
 mod node;
 mod sizer;
 
-use contextfold_core::tokens::{Sizes, Transcript};
+use contextfold_core::tokens::{ArraySizes, Sizes, Transcript};
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
 use node::PyNode;
@@ -97,15 +97,7 @@ fn window_start_array(
     token_budget: u64,
 ) -> PyResult<usize> {
     let limits = WindowLimits::new(window, token_budget).map_err(errors::to_py)?;
-    let (sizes, user) = (sizes.as_slice()?, user.as_slice()?);
-    if sizes.len() != user.len() {
-        return Err(errors::to_py(contextfold_core::CoreError::argument(format!(
-            "sizes and user_mask differ in length ({} and {})",
-            sizes.len(),
-            user.len()
-        ))));
-    }
-    let mut arrays = contextfold_core::tokens::ArraySizes { sizes, user };
+    let mut arrays = ArraySizes::new(sizes.as_slice()?, user.as_slice()?).map_err(errors::to_py)?;
     window::window_start(&mut arrays, limits).map_err(errors::to_py)
 }
 

@@ -1,6 +1,6 @@
 //! [`PyNode`]: the core's accessor trait over a borrowed Python value.
 
-use contextfold_core::{JsonNode, Key, Problem, Text, View};
+use contextfold_core::{JsonNode, Key, Problem, Shape, Text, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use pyo3::{intern, PyTypeInfo};
@@ -53,50 +53,69 @@ impl<'py> JsonNode for PyNode<'py> {
 
     fn view(&self) -> Result<View<'_, Self>, Problem> {
         let v = &self.0;
-        if let Ok(s) = v.cast_exact::<PyString>().or_else(|_| v.cast::<PyString>()) {
-            return text_of(s).map(View::Str).ok_or_else(|| self.wrong_type());
-        }
-        if let Ok(d) = v.cast::<PyDict>() {
-            return Ok(View::Object { entries: d.iter().map(wrap_pair as fn(_) -> _), len: d.len() });
-        }
-        if let Ok(l) = v.cast::<PyList>() {
-            return Ok(View::Array { items: l.iter().map(PyNode as fn(_) -> _), len: l.len() });
-        }
-        if v.is_none() {
-            return Ok(View::Null);
-        }
-        if let Ok(b) = v.cast::<PyBool>() {
-            return Ok(View::Bool(b.is_true()));
-        }
-        if PyInt::is_type_of(v) {
-            return Ok(match v.extract::<i64>() {
+        // SAFETY (each cast_unchecked): `shape` has just checked the type.
+        Ok(match self.shape() {
+            Shape::Str => {
+                View::Str(text_of(unsafe { v.cast_unchecked::<PyString>() }).ok_or_else(|| self.wrong_type())?)
+            }
+            Shape::Object => {
+                let d = unsafe { v.cast_unchecked::<PyDict>() };
+                View::Object { entries: d.iter().map(wrap_pair as fn(_) -> _), len: d.len() }
+            }
+            Shape::Array => {
+                let l = unsafe { v.cast_unchecked::<PyList>() };
+                View::Array { items: l.iter().map(PyNode as fn(_) -> _), len: l.len() }
+            }
+            Shape::Null => View::Null,
+            Shape::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
+            Shape::Number if PyFloat::is_type_of(v) => View::Float(unsafe { v.cast_unchecked::<PyFloat>() }.value()),
+            Shape::Number => match v.extract::<i64>() {
                 Ok(i) => View::Int(i),
                 // JavaScript holds the number as a double: too large for one is Infinity.
                 Err(_) => View::Float(v.extract::<f64>().unwrap_or(f64::INFINITY)),
-            });
+            },
+            Shape::Other => return Err(self.wrong_type()),
+        })
+    }
+
+    fn shape(&self) -> Shape {
+        let v = &self.0;
+        if PyString::is_type_of(v) {
+            Shape::Str
+        } else if PyDict::is_type_of(v) {
+            Shape::Object
+        } else if PyList::is_type_of(v) {
+            Shape::Array
+        } else if v.is_none() {
+            Shape::Null
+        } else if PyBool::is_type_of(v) {
+            Shape::Bool
+        } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) {
+            Shape::Number
+        } else {
+            Shape::Other
         }
-        if let Ok(f) = v.cast::<PyFloat>() {
-            return Ok(View::Float(f.value()));
-        }
-        Err(self.wrong_type())
     }
 
     fn get(&self, k: Key) -> Option<Self> {
-        let dict = self.0.cast::<PyDict>().ok()?;
+        if !PyDict::is_type_of(&self.0) {
+            return None;
+        }
+        // SAFETY: checked to be a dict just above.
+        let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
         dict.get_item(key(dict.py(), k)).ok().flatten().map(PyNode)
     }
 
     fn type_name(&self) -> String {
         self.0.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
     }
-
-    fn is_object(&self) -> bool {
-        self.0.cast::<PyDict>().is_ok()
-    }
 }
 
 impl PyNode<'_> {
     fn wrong_type(&self) -> Problem {
-        Problem::WrongType { expected: "a JSON value (None, bool, int, float, str, list or dict)", got: self.type_name() }
+        Problem::WrongType {
+            expected: "a JSON value (None, bool, int, float, str, list or dict)",
+            got: self.type_name(),
+        }
     }
 }

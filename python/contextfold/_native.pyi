@@ -1,0 +1,49 @@
+"""The Rust extension. Use the public API in :mod:`contextfold`; these are its internals,
+with the same signatures as :mod:`contextfold.reference`.
+
+``estimate`` is ``None`` (⌈UTF-16 length / 4⌉) or the ``(per_message, per_text)`` pair
+built by ``contextfold._estimate.sizers``.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+_Sizers = tuple[Callable[[int, Any], int], Callable[[str], int]] | None
+
+build_profile: str
+"""``"release"`` or ``"debug"``: benchmarks refuse to time a debug build."""
+
+def estimate_tokens(text: str) -> int:
+    """⌈UTF-16 length / 4⌉ of ``text``, read in place."""
+
+def message_tokens(message: Any, estimate: _Sizers = None) -> int:
+    """Tokens of one message."""
+
+def tokens_of(messages: Any, estimate: _Sizers = None) -> int:
+    """Sum of the messages' tokens."""
+
+def message_tokens_array(messages: Any, estimate: _Sizers = None) -> npt.NDArray[np.int64]:
+    """Each message's tokens."""
+
+def window_start(messages: Any, window: int, token_budget: int, estimate: _Sizers = None) -> int:
+    """Index where the chunked history window starts."""
+
+def window_start_array(
+    sizes: npt.NDArray[np.int64], user: npt.NDArray[np.bool_], window: int, token_budget: int
+) -> int:
+    """``window_start`` over per-message sizes and a user-turn mask."""
+
+def verbatim_start(messages: Any, i: int) -> int:
+    """``i`` clamped, then moved past ``tool`` messages."""
+
+def compact_tail_start_for_budget(messages: Any, budget: int, estimate: _Sizers = None) -> int:
+    """Start of a compaction tail under ``budget`` tokens."""
+
+def pinned_directive_index(messages: Any, tail_start: int) -> int:
+    """Index of the last user message when before ``tail_start``, else -1."""
+
+def _scan_floor(messages: Any) -> int:
+    """Reads each message's role and content length: the benchmarks' floor."""

@@ -1,0 +1,89 @@
+"""Native == reference, on generated transcripts (10,000 examples a function) and on
+every corpus transcript. Errors must match too: same class, same text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from contextfold import reference
+from contextfold._estimate import sizers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import anthropic_corpus, native_required, openai_corpus
+from .strategies import content, json_values, transcripts
+
+EXAMPLES = settings(max_examples=10_000)
+
+
+def same(fn: str, *args: Any) -> Any:
+    """Calls `fn` on both backends; results (or exceptions) must be identical."""
+    native = native_required()
+    outcomes = []
+    for module in (native, reference):
+        try:
+            result = getattr(module, fn)(*args)
+            outcomes.append(("ok", result.tolist() if isinstance(result, np.ndarray) else result))
+        except Exception as exc:  # compared below: class and text
+            outcomes.append((type(exc).__name__, str(exc)))
+    assert outcomes[0] == outcomes[1], (fn, outcomes)
+    return outcomes[0][1]
+
+
+@EXAMPLES
+@given(st.fixed_dictionaries({"role": st.sampled_from(["user", "tool", "x"]), "content": content}))
+def test_message_tokens(message: dict[str, Any]) -> None:
+    same("message_tokens", message, None)
+
+
+@EXAMPLES
+@given(json_values)
+def test_json_values_as_content(value: Any) -> None:
+    same("tokens_of", [{"role": "user", "content": [value]}, {"role": "assistant", "tool_calls": [value]}], None)
+
+
+@EXAMPLES
+@given(transcripts(), st.integers(4, 100), st.integers(4, 3000))
+def test_window_start(convo: list[dict[str, Any]], window: int, budget: int) -> None:
+    same("window_start", convo, window, budget, None)
+
+
+@EXAMPLES
+@given(transcripts(), st.integers(0, 3000))
+def test_compaction_tail(convo: list[dict[str, Any]], budget: int) -> None:
+    same("compact_tail_start_for_budget", convo, budget, None)
+    same("pinned_directive_index", convo, budget % (len(convo) + 2))
+    same("verbatim_start", convo, budget % (len(convo) + 2) - 1)
+
+
+@settings(max_examples=2_000)
+@given(transcripts(), st.integers(4, 100), st.integers(4, 3000))
+def test_window_start_with_a_custom_estimator(convo: list[dict[str, Any]], window: int, budget: int) -> None:
+    estimate: Callable[[str], int] = lambda text: len(text.split()) * 3  # noqa: E731
+    same("window_start", convo, window, budget, sizers(estimate))
+    same("message_tokens_array", convo, sizers(estimate))
+
+
+@EXAMPLES
+@given(
+    st.lists(st.tuples(st.integers(0, 5000), st.booleans()), max_size=300), st.integers(4, 100), st.integers(4, 20_000)
+)
+def test_window_start_array(cells: list[tuple[int, bool]], window: int, budget: int) -> None:
+    sizes = np.array([c[0] for c in cells], dtype=np.int64)
+    user = np.array([c[1] for c in cells], dtype=np.bool_)
+    same("window_start_array", sizes, user, window, budget)
+
+
+@pytest.mark.parametrize(("window", "budget"), [(80, 64_000), (20, 4_000), (8, 1_000), (4, 4)])
+def test_corpus(window: int, budget: int) -> None:
+    rows = openai_corpus() + [row["messages"] for row in anthropic_corpus()]
+    for convo in rows:
+        same("message_tokens_array", convo, None)
+        same("window_start", convo, window, budget, None)
+        same("compact_tail_start_for_budget", convo, budget, None)
+        # growing transcripts: every prefix
+        for n in range(0, len(convo), max(1, len(convo) // 25)):
+            same("window_start", convo[:n], window, budget, None)

@@ -1,0 +1,153 @@
+"""Token estimation (SPEC §3) and bad input (SPEC §10), on both backends."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import contextfold as cf
+import numpy as np
+import pytest
+from contextfold.reference.jsjson import compact_json
+
+
+def test_estimate_counts_utf16_units(backend: str) -> None:
+    assert cf.estimate_tokens("") == 0
+    assert cf.estimate_tokens("abcd") == 1
+    assert cf.estimate_tokens("abcde") == 2
+    assert cf.estimate_tokens("😀😀") == 1  # 4 UTF-16 units
+    assert cf.estimate_tokens("😀😀a") == 2
+    assert cf.estimate_tokens("\ud83d") == 1  # a lone surrogate is one unit
+
+
+@pytest.mark.parametrize(
+    ("message", "chars"),
+    [
+        ({"role": "user", "content": "hello"}, 5),
+        ({"role": "user", "content": None}, 2),  # JSON.stringify('') is ""
+        ({"role": "user"}, 2),
+        ({"role": "assistant", "content": "", "tool_calls": []}, 2),  # [] is truthy
+        ({"role": "user", "content": [1.0]}, 3),  # [1]
+        ({"role": "user", "content": [1e21, 1e-7]}, len("[1e+21,1e-7]")),
+        ({"role": "user", "content": [float("nan"), float("inf")]}, len("[null,null]")),
+        ({"role": "user", "content": [2**53 + 1]}, len("[9007199254740992]")),
+        ({"role": "user", "content": [10**400]}, len("[null]")),
+        ({"role": "user", "content": ["\ud83d"]}, len('["\\ud83d"]')),
+        ({"role": "user", "content": ["\ud83d\ude00"]}, 6),
+        ({"role": "user", "content": ["é\n\x01"]}, len('["é\\n\\u0001"]')),
+        ({"role": "user", "content": [{"a": True, "b": None}]}, len('[{"a":true,"b":null}]')),
+    ],
+)
+def test_message_text_length(backend: str, message: dict[str, Any], chars: int) -> None:
+    assert cf.message_tokens(message) == math.ceil(chars / 4) + 4
+
+
+def test_compact_json_matches_javascript() -> None:
+    assert (
+        compact_json({"b": 1, "2": [1.5, None], "1": "x", "01": False}) == '{"1":"x","2":[1.5,null],"b":1,"01":false}'
+    )
+    assert compact_json(["\ud800", "😀", 1e21, -0.0, 1e16]) == '["\\ud800","😀",1e+21,0,10000000000000000]'
+
+
+def test_tokens_of_sums_and_array_matches(backend: str) -> None:
+    convo = [{"role": "user", "content": "x" * n} for n in (1, 4, 5, 100)]
+    assert cf.tokens_of(convo) == cf.transcript_tokens(convo) == 1 + 1 + 2 + 25 + 16
+    array = cf.message_tokens_array(convo)
+    assert array.dtype == np.int64
+    assert array.tolist() == [cf.message_tokens(m) for m in convo]
+    assert cf.message_tokens_array([]).tolist() == []
+
+
+def test_custom_estimator_sees_content_then_tool_calls(backend: str) -> None:
+    seen: list[str] = []
+
+    def words(text: str) -> int:
+        seen.append(text)
+        return len(text.split())
+
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": "assistant", "content": "two words", "tool_calls": [call]}
+    assert cf.message_tokens(message, estimate_tokens=words) == 2 + 4
+    assert seen == ['two words[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]']
+    assert cf.tokens_of([message, {"role": "user", "content": None}], estimate_tokens=len) == len(seen[0]) + 4 + 2 + 4
+
+
+def test_deep_nesting_is_handled_without_crash(backend: str) -> None:
+    nested: Any = "x"
+    for _ in range(10_000):
+        nested = [nested]
+    assert cf.message_tokens({"role": "user", "content": nested}) == math.ceil((3 + 20_000) / 4) + 4
+
+
+def test_circular_content_is_an_error_not_a_hang(backend: str) -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(cf.MessageValueError, match="message 0, field 'content'"):
+        cf.tokens_of([{"role": "user", "content": loop}])
+
+
+def test_large_and_odd_strings(backend: str) -> None:
+    big = "a" * 10_000_000 + "😀"
+    assert cf.message_tokens({"role": "user", "content": big}) == math.ceil(10_000_002 / 4) + 4
+    assert cf.message_tokens({"role": "user", "content": "\x00\ud800"}) == 1 + 4
+
+
+BAD: list[tuple[Any, type[Exception], str]] = [
+    ("not a list", cf.MessageTypeError, "messages: expected a list, got str"),
+    ([1], cf.MessageTypeError, "message 0: expected a dict, got int"),
+    ([{"role": "user"}, {"content": "x"}], cf.MessageTypeError, "message 1, field 'role': missing"),
+    ([{"role": 3}], cf.MessageTypeError, "message 0, field 'role': expected str, got int"),
+    ([{"role": "user", "content": 3}], cf.MessageTypeError, "message 0, field 'content': expected str, list or None"),
+    ([{"role": "user", "content": {"a": 1}}], cf.MessageTypeError, "field 'content': expected str, list or None"),
+    ([{"role": "user", "tool_calls": {}}], cf.MessageTypeError, "field 'tool_calls': expected list or None, got dict"),
+    ([{"role": "user", "content": [{1: "x"}]}], cf.MessageTypeError, "expected str object keys, got int"),
+    ([{"role": "user", "content": [{"a": {1, 2}}]}], cf.MessageTypeError, "got set"),
+]
+
+
+@pytest.mark.parametrize(("messages", "error", "text"), BAD)
+def test_bad_input_names_index_and_field(backend: str, messages: Any, error: type[Exception], text: str) -> None:
+    with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")) as info:
+        cf.tokens_of(messages)
+    assert isinstance(info.value, TypeError)
+    if "object keys" in text or "got set" in text:
+        # Nested values are checked when their message is sized; window_start never sizes
+        # a lone user turn, so it has nothing to reject.
+        assert cf.window_start(messages) == 0
+    else:
+        with pytest.raises(error):
+            cf.window_start(messages)
+
+
+def test_error_carries_index_and_field(backend: str) -> None:
+    with pytest.raises(cf.MessageTypeError) as info:
+        cf.tokens_of([{"role": "user", "content": "ok"}, {"role": "user", "content": 5}])
+    assert (info.value.index, info.value.field) == (1, "content")
+    with pytest.raises(cf.MessageTypeError, match=r"^message, field 'content'") as one:
+        cf.message_tokens({"role": "user", "content": 5})
+    assert one.value.index is None
+
+
+@pytest.mark.parametrize("result", [-1, 1.5, "3", None, True])
+def test_custom_estimator_must_return_a_non_negative_int(backend: str, result: Any) -> None:
+    with pytest.raises(cf.EstimatorError):
+        cf.tokens_of([{"role": "user", "content": "x"}], estimate_tokens=lambda _text: result)
+
+
+def test_estimator_exceptions_propagate_unchanged(backend: str) -> None:
+    class Boom(Exception):
+        pass
+
+    def fail(_text: str) -> int:
+        raise Boom
+
+    with pytest.raises(Boom):
+        cf.window_start([{"role": "assistant", "content": "x"}], estimate_tokens=fail)
+
+
+def test_messages_are_never_mutated(backend: str) -> None:
+    convo = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "assistant", "content": "yo"}]
+    snapshot = repr(convo)
+    cf.tokens_of(convo)
+    cf.windowed(convo)
+    assert repr(convo) == snapshot

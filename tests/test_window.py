@@ -1,0 +1,108 @@
+"""Chunked windowing (SPEC §4), case by case, on both backends."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import contextfold as cf
+import numpy as np
+import pytest
+
+
+def convo_of(roles: str, size: int = 40) -> list[dict[str, Any]]:
+    """u/a/t/s letters → user/assistant/tool/system messages of `size` chars (14 tokens at 40)."""
+    names = {"u": "user", "a": "assistant", "t": "tool", "s": "system"}
+    return [{"role": names[r], "content": "x" * size} for r in roles]
+
+
+def test_front_stays_put_while_appending_and_jumps_a_chunk(backend: str) -> None:
+    full = convo_of("ua" * 100)
+    starts = [cf.window_start(full[:n]) for n in range(1, 201)]
+    assert starts[:80] == [0] * 80
+    assert set(starts[80:100]) == {20}  # 81..100 messages: one jump of 20, then it holds
+    assert set(starts[100:120]) == {40}
+    assert all(b - a in (0, 20) for a, b in itertools.pairwise(starts))
+
+
+def test_token_front_moves_in_quarter_budget_chunks(backend: str) -> None:
+    # 1,000-token messages: 64 fill the budget; the front moves 16 at a time.
+    full = convo_of("u" * 70, size=3984)
+    starts = [cf.window_start(full[:n]) for n in range(1, 71)]
+    assert starts[:64] == [0] * 64
+    assert set(starts[64:70]) == {16}
+
+
+def test_window_starts_on_a_user_turn(backend: str) -> None:
+    convo = convo_of("u" + "at" * 50 + "ua")  # 103 messages
+    start = cf.window_start(convo)
+    assert convo[start]["role"] == "user"
+    assert start == 101
+
+
+def test_last_user_turn_is_never_dropped(backend: str) -> None:
+    convo = convo_of("u" + "at" * 60)  # one user turn, then a long tool loop
+    assert cf.window_start(convo) == 0
+    huge = [{"role": "user", "content": "x" * 400_000}, {"role": "assistant", "content": "ok"}]
+    assert cf.windowed(huge) == huge
+
+
+def test_no_user_turn_keeps_all_when_it_fits_else_the_last(backend: str) -> None:
+    small = convo_of("sat")
+    assert cf.windowed(small) == small
+    big = convo_of("at" * 10, size=40_000)
+    assert cf.windowed(big, token_budget=64_000) == big[-1:]
+    assert cf.windowed([]) == []
+
+
+def test_custom_limits_and_their_checks(backend: str) -> None:
+    convo = convo_of("ua" * 10)
+    assert cf.window_start(convo, window=8) == 12
+    with pytest.raises(cf.ArgumentError):
+        cf.window_start(convo, window=3)
+    with pytest.raises(cf.ArgumentError):
+        cf.window_start(convo, token_budget=-1)
+    with pytest.raises(cf.ArgumentError):
+        cf.window_start(convo, window=8.0)  # type: ignore[arg-type]
+
+
+def test_windowed_returns_a_new_list_of_the_same_objects(backend: str) -> None:
+    convo = convo_of("ua" * 50)
+    out = cf.windowed(convo)
+    assert out is not convo
+    assert all(a is b for a, b in zip(out, convo[cf.window_start(convo) :], strict=True))
+
+
+def test_array_variant_matches(backend: str) -> None:
+    convo = convo_of("uatuaatu" * 20, size=2000)
+    sizes = cf.message_tokens_array(convo)
+    mask = np.array([m["role"] == "user" for m in convo])
+    for window, budget in [(80, 64_000), (16, 4_000), (4, 4)]:
+        expected = cf.window_start(convo, window=window, token_budget=budget)
+        assert cf.window_start_array(sizes, mask, window=window, token_budget=budget) == expected
+    with pytest.raises(cf.ArgumentError):
+        cf.window_start_array(sizes, mask[:-1])
+    with pytest.raises(cf.ArgumentError):
+        cf.window_start_array(np.array([-1]), np.array([True]))
+
+
+def test_verbatim_and_compact_tail_rules(backend: str) -> None:
+    convo = convo_of("uattauat")
+    assert cf.verbatim_start(convo, 2) == 4
+    assert cf.verbatim_start(convo, -5) == 0
+    assert cf.verbatim_start(convo, 99) == 8
+    assert cf.compact_tail_start(convo, 6) == 4
+    long = convo_of("ua" * 40)
+    assert cf.compact_tail_start_for_budget(long, 10**9) == 40  # at most 40 messages
+    assert cf.compact_tail_start_for_budget(long, 0) == 72  # at least 8, even over budget
+    assert cf.pinned_directive_index(long, 79) == 78
+    assert cf.pinned_directive_index(long, 78) == -1
+
+
+def test_assemble_compacted_reinjects_the_directive(backend: str) -> None:
+    convo = convo_of("uatau" + "at" * 6)
+    out = cf.assemble_compacted("sys", convo, "note", 6)
+    assert out[0] == {"role": "system", "content": "sys"}
+    assert out[1] == {"role": "assistant", "content": "note"}
+    assert out[2] is convo[4]  # the last user turn, before the tail
+    assert out[3:] == convo[7:]  # verbatim_start skips the tool message at 6
