@@ -47,3 +47,34 @@ def pinned_directive_index(messages: Any, tail_start: int) -> int:
 
 def _scan_floor(messages: Any) -> int:
     """Reads each message's role and content length: the benchmarks' floor."""
+
+def pack_handoff(
+    messages: Any,
+    budget: int,
+    estimate: _Sizers,
+    pinned: list[int],
+    summary: str | None,
+    system_tokens: int,
+    dialect: str,
+    chunk_tokens: int | None,
+) -> tuple[list[int], str | None, str, int, bool, int]:
+    """Packs into ``budget`` tokens: ``(kept, note, note_role, note_at, fits, tokens)``."""
+
+def handoff_line(message: Any) -> str:
+    """One note line for a dropped message."""
+
+__all__ = [
+    "_scan_floor",
+    "build_profile",
+    "compact_tail_start_for_budget",
+    "estimate_tokens",
+    "handoff_line",
+    "message_tokens",
+    "message_tokens_array",
+    "pack_handoff",
+    "pinned_directive_index",
+    "tokens_of",
+    "verbatim_start",
+    "window_start",
+    "window_start_array",
+]

@@ -6,6 +6,7 @@ without the extension, written as idiomatic, efficient Python: the honest baseli
 the benchmarks measure the extension against.
 """
 
+from .pack import handoff_line, pack_handoff
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of
 from .window import (
     compact_tail_start_for_budget,
@@ -18,8 +19,10 @@ from .window import (
 __all__ = [
     "compact_tail_start_for_budget",
     "estimate_tokens",
+    "handoff_line",
     "message_tokens",
     "message_tokens_array",
+    "pack_handoff",
     "pinned_directive_index",
     "tokens_of",
     "verbatim_start",

@@ -9,7 +9,8 @@ mod errors;
 mod node;
 mod sizer;
 
-use contextfold_core::tokens::{ArraySizes, Sizes, Transcript};
+use contextfold_core::pack::{self, Cut, Dialect, PackOptions};
+use contextfold_core::tokens::{ArraySizes, Role, Sizes, Transcript};
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
 use node::PyNode;
@@ -128,6 +129,46 @@ fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyRes
     })
 }
 
+/// Packs `messages` into `budget` tokens: `(kept, note, note_role, note_at, fits, tokens)`.
+#[pyfunction]
+#[pyo3(signature = (messages, budget, estimate, pinned, summary, system_tokens, dialect, chunk_tokens))]
+#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
+fn pack_handoff<'py>(
+    messages: &Bound<'py, PyAny>,
+    budget: u64,
+    estimate: Option<Bound<'py, PyAny>>,
+    pinned: Vec<usize>,
+    summary: Option<String>,
+    system_tokens: u64,
+    dialect: &str,
+    chunk_tokens: Option<u64>,
+) -> PyResult<(Vec<usize>, Option<String>, &'static str, usize, bool, u64)> {
+    let dialect = match dialect {
+        "auto" => None,
+        "openai" => Some(Dialect::OpenAi),
+        "anthropic" => Some(Dialect::Anthropic),
+        other => {
+            return Err(errors::to_py(contextfold_core::CoreError::argument(format!(
+                "shape must be 'auto', 'openai' or 'anthropic', not {other:?}"
+            ))))
+        }
+    };
+    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
+    let options = PackOptions { budget, system_tokens, pinned, summary, dialect, cut };
+    let packed = with_transcript(messages, estimate, |t| pack::pack(t, &options))?;
+    let (note, role, at) = match packed.note {
+        Some(note) => (Some(note.text), if note.role == Role::User { "user" } else { "assistant" }, note.at),
+        None => (None, "user", 0),
+    };
+    Ok((packed.kept, note, role, at, packed.fits, packed.tokens))
+}
+
+/// One note line for `message`.
+#[pyfunction]
+fn handoff_line(message: Bound<'_, PyAny>) -> String {
+    pack::handoff_line(&PyNode(message))
+}
+
 /// Reads each message's role and string content length: the least any windowing must
 /// do. Benchmarks use it as the floor the real functions are compared with.
 #[pyfunction]
@@ -147,8 +188,9 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
 mod _native {
     #[pymodule_export]
     use super::{
-        _scan_floor, compact_tail_start_for_budget, estimate_tokens, message_tokens, message_tokens_array,
-        pinned_directive_index, tokens_of, verbatim_start, window_start, window_start_array,
+        _scan_floor, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
+        message_tokens_array, pack_handoff, pinned_directive_index, tokens_of, verbatim_start, window_start,
+        window_start_array,
     };
 
     #[pymodule_init]

@@ -1,0 +1,164 @@
+"""Handoff packing: fit any transcript into a model's window without breaking it.
+
+:func:`pack_handoff` keeps the leading system messages, the latest directive (the last
+real user request), pinned turns and the newest whole tool exchanges, and folds the rest
+into ONE note placed after the system messages. It never cuts inside a message and never
+splits a tool call from its results; when the must-keep part alone is too large it says
+so (``fits=False``) instead of silently cutting.
+
+The note's text (this module's format, stable across backends):
+
+    Earlier conversation, folded to fit the context window (oldest first):
+    [… 12 earlier messages not shown]
+    - user: fix the flaky test in ci/run…
+    - assistant [read_file, grep]: Looking at the runner first.
+
+Each line is :func:`handoff_line` of a dropped message: its role, the names of the tools
+it called (or, for a tool result, the tool's ``name``), and the first 80 UTF-16 units of
+its text with whitespace collapsed (``…`` when cut). The newest dropped messages are
+listed, at most 40, as many as fit; :func:`elision_marker` counts the rest. With
+``summary=`` the note is ``"Summary of the earlier conversation, …:\\n" + summary`` when
+that fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import _backend
+from ._args import whole
+from ._estimate import sizers
+from .errors import ArgumentError, MessageTypeError
+from .reference.pack import VOLATILE_TAIL_CLOSE, VOLATILE_TAIL_TAG, _lossy, elision_marker, is_volatile_content
+from .tokens import Estimator, Message, message_tokens
+
+__all__ = [
+    "VOLATILE_TAIL_TAG",
+    "HandoffPack",
+    "elision_marker",
+    "handoff_budget",
+    "handoff_line",
+    "is_volatile_content",
+    "is_volatile_tail",
+    "pack_handoff",
+    "volatile_tail",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffPack:
+    """The result of :func:`pack_handoff`."""
+
+    messages: list[Any]
+    """The packed transcript: the caller's own message objects, plus the note (a new dict)."""
+    dropped: int
+    """Input messages not in the output (a dropped volatile tail included)."""
+    fits: bool
+    """False when the system messages, directive and pinned turns alone exceed the budget."""
+    tokens: int
+    """Estimated tokens of the output, the note and a separate ``system`` included."""
+    budget: int
+    """``target_context_tokens - reserve_output_tokens``."""
+    note: str | None
+    """The note's text, or None when nothing was folded (or no note fitted)."""
+    kept: list[int]
+    """Indices of the input messages kept, in output order."""
+
+
+def handoff_budget(target_context_tokens: int, reserve_output_tokens: int = 0) -> int:
+    """Tokens the packed transcript may use: the target window minus the reserved output."""
+    target = whole("target_context_tokens", target_context_tokens)
+    reserve = whole("reserve_output_tokens", reserve_output_tokens)
+    if reserve > target:
+        raise ArgumentError(f"reserve_output_tokens ({reserve}) exceeds target_context_tokens ({target})")
+    return target - reserve
+
+
+def handoff_line(message: Message) -> str:
+    """One note line for a dropped message: ``role [tools]: first words…``."""
+    if not isinstance(message, dict):
+        raise MessageTypeError(f"message: expected a dict, got {type(message).__name__}", None, "")
+    return str(_backend.impl.handoff_line(message))
+
+
+def is_volatile_tail(message: Message) -> bool:
+    """True for a ``user`` message whose content opens with :data:`VOLATILE_TAIL_TAG`."""
+    return isinstance(message, dict) and message.get("role") == "user" and is_volatile_content(message.get("content"))
+
+
+def volatile_tail(sections: Iterable[str | None]) -> dict[str, str] | None:
+    """The one per-request tail message for these sections, or None when all are empty.
+
+    Sections are trimmed and joined by a blank line between the open and close tags.
+    Append it after the history; :func:`pack_handoff` keeps it last and never takes it
+    for the directive.
+    """
+    from .reference.text import js_trim
+
+    body = "\n\n".join(s for s in (js_trim(x or "") for x in sections) if s)
+    return {"role": "user", "content": f"{VOLATILE_TAIL_TAG}\n{body}\n{VOLATILE_TAIL_CLOSE}"} if body else None
+
+
+def pack_handoff(
+    messages: Sequence[Message],
+    *,
+    target_context_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    pinned: Iterable[int] = (),
+    summary: str | None = None,
+    system: str | list[Any] | None = None,
+    shape: Literal["auto", "openai", "anthropic"] = "auto",
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> HandoffPack:
+    """Pack ``messages`` into ``target_context_tokens - reserve_output_tokens`` tokens.
+
+    Under budget the transcript comes back unchanged. Otherwise: leading system messages,
+    the latest directive and ``pinned`` turns (with their tool exchanges) are kept; the
+    newest whole segments fill the rest (``cut="greedy"``), or the tail starts at fixed
+    cut points every ``chunk_tokens`` (default ``budget // 4``) so the packed prefix stays
+    stable as the transcript grows (``cut="chunked"``); the dropped middle becomes one
+    note. ``system`` is Anthropic's separate system prompt: counted, never dropped.
+    ``shape="auto"`` pairs Anthropic ``tool_use``/``tool_result`` blocks when any appear.
+    """
+    budget = handoff_budget(target_context_tokens, reserve_output_tokens)
+    pins = [whole("pinned index", p) for p in pinned]
+    if summary is not None and not isinstance(summary, str):
+        raise ArgumentError(f"summary must be a str or None, got {type(summary).__name__}")
+    if shape not in ("auto", "openai", "anthropic"):
+        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
+    if cut not in ("greedy", "chunked"):
+        raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
+    chunk = None
+    if cut == "chunked":
+        chunk = max(1, budget // 4) if chunk_tokens is None else whole("chunk_tokens", chunk_tokens, 1)
+    system_tokens = 0
+    if system is not None:
+        if not isinstance(system, (str, list)):
+            raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
+        system_tokens = message_tokens({"role": "system", "content": system}, estimate_tokens=estimate_tokens)
+    kept, note, role, at, fits, tokens = _backend.impl.pack_handoff(
+        messages,
+        budget,
+        sizers(estimate_tokens),
+        pins,
+        None if summary is None else _lossy(summary),
+        system_tokens,
+        shape,
+        chunk,
+    )
+    out = [messages[i] for i in kept]
+    if note is not None:
+        out.insert(at, {"role": role, "content": note})
+    return HandoffPack(
+        messages=out,
+        dropped=len(messages) - len(kept),
+        fits=bool(fits),
+        tokens=int(tokens),
+        budget=budget,
+        note=note,
+        kept=list(kept),
+    )

@@ -1,0 +1,374 @@
+"""Handoff packing, in pure Python: the reference for ``contextfold-core``'s pack.rs.
+
+Same segments, same core, same tail rules, same note text, same early stop: greedy
+packing sizes only what it keeps (and the first segment that does not fit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ArgumentError
+from .tokens import MESSAGE_OVERHEAD, Sizers, Transcript
+
+VOLATILE_TAIL_TAG = "<run-state>"
+VOLATILE_TAIL_CLOSE = "</run-state>"
+NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
+SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
+NOTE_MAX_LINES = 40
+LINE_SNIPPET_UNITS = 80
+
+# JavaScript's whitespace set (\s and trim): unlike str.split(), it includes U+FEFF and
+# excludes U+001C-U+001F and U+0085.
+_JS_SPACE = frozenset("\t\n\x0b\x0c\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") | frozenset(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+
+
+def _blocks(message: dict[str, Any]) -> list[Any] | None:
+    content = message.get("content")
+    return content if isinstance(content, list) else None
+
+
+def _block_is(block: Any, kind: str) -> bool:
+    return isinstance(block, dict) and block.get("type") == kind and isinstance(block.get("type"), str)
+
+
+def _has_block(message: dict[str, Any], kind: str) -> bool:
+    blocks = _blocks(message)
+    return blocks is not None and any(_block_is(b, kind) for b in blocks)
+
+
+def _only_tool_results(message: dict[str, Any]) -> bool:
+    blocks = _blocks(message)
+    return bool(blocks) and all(_block_is(b, "tool_result") for b in blocks)  # type: ignore[union-attr]
+
+
+def _has_tool_calls(message: dict[str, Any]) -> bool:
+    calls = message.get("tool_calls")
+    return isinstance(calls, list) and len(calls) > 0
+
+
+def is_volatile_content(content: Any) -> bool:
+    """True when content (a str, or a list whose first part's ``text`` is one) opens with the tag."""
+    if isinstance(content, str):
+        return content.startswith(VOLATILE_TAIL_TAG)
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        text = content[0].get("text")
+        return isinstance(text, str) and text.startswith(VOLATILE_TAIL_TAG)
+    return False
+
+
+def _is_volatile(role: str, message: dict[str, Any]) -> bool:
+    return role == "user" and is_volatile_content(message.get("content"))
+
+
+def detect_dialect(messages: list[Any]) -> str:
+    for m in messages:
+        blocks = _blocks(m)
+        if blocks and any(_block_is(b, "tool_use") or _block_is(b, "tool_result") for b in blocks):
+            return "anthropic"
+    return "openai"
+
+
+def _lossy(text: str) -> str:
+    """Surrogate pairs joined, unpaired surrogates as U+FFFD (as the core reads UTF-16)."""
+    if text.isascii():
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def snippet(parts: list[str], max_units: int) -> str:
+    out: list[str] = []
+    used = 0
+    pending = False
+    started = False
+    for part in parts:
+        pending = pending or started
+        for c in _lossy(part):
+            if c in _JS_SPACE:
+                pending = pending or started
+                continue
+            width = 2 if ord(c) > 0xFFFF else 1
+            need = (1 if pending else 0) + width
+            if used + need > max_units:
+                out.append("…")
+                return "".join(out)
+            if pending:
+                out.append(" ")
+                pending = False
+            out.append(c)
+            started = True
+            used += need
+    return "".join(out)
+
+
+def handoff_line(message: dict[str, Any]) -> str:
+    role = message.get("role")
+    line = _lossy(role) if isinstance(role, str) else ""
+    names: list[str] = []
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if isinstance(name, str):
+                names.append(_lossy(name))
+    blocks = _blocks(message)
+    for block in blocks or ():
+        if _block_is(block, "tool_use") and isinstance(block.get("name"), str):
+            names.append(_lossy(block["name"]))
+    if isinstance(message.get("name"), str):
+        names.append(_lossy(message["name"]))
+    content = message.get("content")
+    parts: list[str] = []
+    if isinstance(content, str):
+        parts.append(content)
+    elif blocks is not None:
+        for block in blocks:
+            if isinstance(block, dict):
+                for key in ("text", "content"):
+                    if isinstance(block.get(key), str):
+                        parts.append(block[key])
+    summary = snippet(parts, LINE_SNIPPET_UNITS)
+    if names:
+        line += f" [{', '.join(names)}]"
+    if summary:
+        line += f": {summary}"
+    return line
+
+
+def elision_marker(n: int) -> str:
+    return f"[… {n} earlier message{'' if n == 1 else 's'} not shown]"
+
+
+def note_text(lines: list[str], unlisted: int) -> str:
+    head = NOTE_HEADER + (f"\n{elision_marker(unlisted)}" if unlisted > 0 else "")
+    return head + "".join(f"\n- {line}" for line in lines)
+
+
+def summary_note(summary: str) -> str:
+    return f"{SUMMARY_HEADER}\n{summary}"
+
+
+class _Packer:
+    """One packing call: the transcript, its options and the note-sizing rule."""
+
+    def __init__(self, t: Transcript, sizers: Sizers | None, pinned: list[int], summary: str | None) -> None:
+        self.t = t
+        self.pinned = pinned
+        self.summary = summary
+        self._text_tokens = (lambda text: -(-_utf16(text) // 4)) if sizers is None else sizers[1]
+
+    def note_tokens(self, text: str) -> int:
+        return self._text_tokens(text) + MESSAGE_OVERHEAD
+
+    def fits_within(self, start: int, stop: int, budget: int) -> bool:
+        total = 0
+        tokens = self.t.tokens
+        for i in range(stop - 1, start - 1, -1):
+            total += tokens(i)
+            if total > budget:
+                return False
+        return total <= budget
+
+    def seg_tokens(self, seg: list[Any]) -> int:
+        return self.t.sum(seg[0], seg[1])
+
+    def segments(self, start: int, stop: int, dialect: str) -> list[list[Any]]:
+        roles, messages = self.t.roles, self.t.messages
+        out: list[list[Any]] = []
+        i = start
+        while i < stop:
+            end = i + 1
+            if roles[i] == "assistant":
+                m = messages[i]
+                if dialect == "openai" and _has_tool_calls(m):
+                    while end < stop and roles[end] == "tool":
+                        end += 1
+                elif dialect == "anthropic" and _has_block(m, "tool_use"):
+                    if end < stop and roles[end] == "user" and _has_block(messages[end], "tool_result"):
+                        end += 1
+            out.append([i, end, False])
+            i = end
+        return out
+
+    def listing_note(self, dropped: list[int], room: int) -> tuple[str, int] | None:
+        text = note_text([], len(dropped))
+        cost = self.note_tokens(text)
+        if cost > room:
+            return None
+        best = (text, cost)
+        lines: list[str] = []
+        for i in reversed(dropped[-NOTE_MAX_LINES:] if dropped else []):
+            lines.insert(0, handoff_line(self.t.messages[i]))
+            text = note_text(lines, len(dropped) - len(lines))
+            cost = self.note_tokens(text)
+            if cost > room:
+                break
+            best = (text, cost)
+        return best
+
+    def note_for(self, dropped: list[int], room: int) -> tuple[str, int] | None:
+        if not dropped:
+            return None
+        if self.summary is not None:
+            text = summary_note(self.summary)
+            cost = self.note_tokens(text)
+            if cost <= room:
+                return text, cost
+        return self.listing_note(dropped, room)
+
+    def greedy_tail(self, segs: list[list[Any]], room: int) -> tuple[int, int, tuple[str, int] | None]:
+        total_dropped = sum(s[1] - s[0] for s in segs if not s[2])
+        with_note = self.note_tokens(note_text([], total_dropped)) <= room
+        start = len(segs)
+        tail = 0
+        dropped = total_dropped
+        while start > 0:
+            seg = segs[start - 1]
+            if seg[2]:
+                start -= 1
+                continue
+            cost = self.seg_tokens(seg)
+            left = dropped - (seg[1] - seg[0])
+            reserve = self.note_tokens(note_text([], left)) if with_note and left > 0 else 0
+            if tail + cost + reserve > room:
+                break
+            tail += cost
+            dropped = left
+            start -= 1
+        note = self.note_for(_dropped_before(segs, start), room - tail) if with_note else None
+        return start, tail, note
+
+    def chunked_note(self, dropped: list[int], chunk: int) -> tuple[str, int] | None:
+        if not dropped:
+            return None
+        if self.summary is not None:
+            text = summary_note(self.summary)
+            return text, self.note_tokens(text)
+        allowance = max(chunk // 4, self.note_tokens(note_text([], len(dropped))))
+        return self.listing_note(dropped, allowance)
+
+    def chunked_tail(self, segs: list[list[Any]], room: int, chunk: int) -> tuple[int, int, tuple[str, int] | None]:
+        chunk = max(chunk, 1)
+        candidates: list[int] = []
+        running = 0
+        for k, seg in enumerate(segs):
+            before = running
+            running += self.seg_tokens(seg)
+            if running // chunk > before // chunk:
+                candidates.append(k + 1)
+        candidates.append(len(segs))
+        candidates = [c for i, c in enumerate(candidates) if i == 0 or c != candidates[i - 1]]
+        suffix = [0] * (len(segs) + 1)
+        for k in range(len(segs) - 1, -1, -1):
+            seg = segs[k]
+            suffix[k] = suffix[k + 1] + (0 if seg[2] else self.seg_tokens(seg))
+        for c in candidates:
+            tail = suffix[c]
+            if tail > room:
+                continue
+            note = self.chunked_note(_dropped_before(segs, c), chunk)
+            if note is None:
+                return c, tail, None
+            if tail + note[1] <= room:
+                return c, tail, note
+        c = next((c for c in candidates if suffix[c] <= room), len(segs))
+        return c, suffix[c], None
+
+    def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None) -> dict[str, Any]:
+        t = self.t
+        roles = t.roles
+        if self.fits_within(0, end, budget):
+            return {"kept": list(range(end)), "note": None, "fits": True, "tokens": t.sum(0, end)}
+        prefix = next((i for i in range(end) if roles[i] != "system"), end)
+        segs = self.segments(prefix, end, dialect)
+        directive = next(
+            (
+                i
+                for i in range(end - 1, prefix - 1, -1)
+                if roles[i] == "user"
+                and not _is_volatile("user", t.messages[i])
+                and not (dialect == "anthropic" and _only_tool_results(t.messages[i]))
+            ),
+            None,
+        )
+        pinned = [p for p in self.pinned if prefix <= p < end and roles[p] in ("user", "assistant")]
+        for i in ([] if directive is None else [directive]) + pinned:
+            for seg in segs:
+                if seg[0] <= i < seg[1]:
+                    seg[2] = True
+                    break
+        core = t.sum(0, prefix)
+        for seg in segs:
+            if seg[2]:
+                core += self.seg_tokens(seg)
+        if core > budget:
+            kept = list(range(prefix)) + [i for s in segs if s[2] for i in range(s[0], s[1])]
+            return {"kept": kept, "note": None, "fits": False, "tokens": core}
+        room = budget - core
+        if chunk is None:
+            tail_seg, tail_tokens, note = self.greedy_tail(segs, room)
+        else:
+            tail_seg, tail_tokens, note = self.chunked_tail(segs, room, chunk)
+        kept = list(range(prefix)) + [i for s in segs[:tail_seg] if s[2] for i in range(s[0], s[1])]
+        kept += [i for s in segs[tail_seg:] for i in range(s[0], s[1])]
+        tokens = core + tail_tokens
+        packed_note = None
+        if note is not None:
+            tokens += note[1]
+            packed_note = (note[0], prefix)
+        return {"kept": kept, "note": packed_note, "fits": True, "tokens": tokens}
+
+
+def _utf16(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def _dropped_before(segs: list[list[Any]], stop: int) -> list[int]:
+    return [i for s in segs[:stop] if not s[2] for i in range(s[0], s[1])]
+
+
+def pack_handoff(
+    messages: Any,
+    budget: int,
+    estimate: Sizers | None,
+    pinned: list[int],
+    summary: str | None,
+    system_tokens: int,
+    dialect: str,
+    chunk_tokens: int | None,
+) -> tuple[list[int], str | None, str, int, bool, int]:
+    if dialect not in ("auto", "openai", "anthropic"):
+        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {dialect!r}")
+    t = Transcript(messages, estimate)
+    n = len(t)
+    for p in pinned:
+        if p >= n:
+            raise ArgumentError(f"pinned index {p} is out of range for {n} messages")
+    packer = _Packer(t, estimate, pinned, summary)
+    available = budget - system_tokens
+    if packer.fits_within(0, n, available):
+        return list(range(n)), None, "user", 0, True, t.sum(0, n) + system_tokens
+    if dialect == "auto":
+        dialect = detect_dialect(t.messages)
+    volatile = n
+    while volatile > 0 and _is_volatile(t.roles[volatile - 1], t.messages[volatile - 1]):
+        volatile -= 1
+    packed = None
+    if volatile < n:
+        tail_tokens = t.sum(volatile, n)
+        with_tail = packer.pack_history(volatile, available - tail_tokens, dialect, chunk_tokens)
+        if with_tail["fits"]:
+            packed = with_tail
+            packed["kept"].extend(range(volatile, n))
+            packed["tokens"] += tail_tokens
+    if packed is None:
+        packed = packer.pack_history(volatile, available, dialect, chunk_tokens)
+    # The note's role is decided on the final output, the volatile tail put back.
+    kept = packed["kept"]
+    text, at = packed["note"] if packed["note"] is not None else (None, 0)
+    following = t.roles[kept[at]] if text is not None and at < len(kept) else None
+    role = "user" if following in (None, "assistant") else "assistant"
+    return kept, text, role, at, packed["fits"], packed["tokens"] + system_tokens

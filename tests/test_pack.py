@@ -1,0 +1,260 @@
+"""Handoff packing (SPEC §5): every contract point as a property, on generated and corpus
+transcripts, for both backends; plus the seed's volatile-tail cases and bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import anthropic_corpus, native_required, openai_corpus
+from .strategies import transcripts
+
+
+def msg(role: str, tag: str) -> dict[str, Any]:
+    """A message costing exactly 14 tokens (40 characters / 4 + 4)."""
+    return {"role": role, "content": tag.ljust(40, ".")}
+
+
+def segments_of(messages: list[dict[str, Any]]) -> list[list[int]]:
+    """OpenAI-shape segments: an assistant with tool calls plus the tool messages after it."""
+    out: list[list[int]] = []
+    i = 0
+    while i < len(messages):
+        end = i + 1
+        m = messages[i]
+        if m["role"] == "assistant" and isinstance(m.get("tool_calls"), list) and m["tool_calls"]:
+            while end < len(messages) and messages[end]["role"] == "tool":
+                end += 1
+        out.append(list(range(i, end)))
+        i = end
+    return out
+
+
+def check_contract(messages: list[dict[str, Any]], budget: int, pack: cf.HandoffPack, pinned: list[int]) -> None:
+    """SPEC §5, points 1-8, on one result."""
+    n = len(messages)
+    kept = pack.kept
+    assert pack.budget == budget
+    # 1. under budget: unchanged
+    if cf.tokens_of(messages) <= budget:
+        assert pack.messages == messages and all(a is b for a, b in zip(pack.messages, messages, strict=True))
+        assert pack.dropped == 0 and pack.note is None and pack.fits
+        return
+    # output = kept messages in original order (+ one note), identity preserved
+    assert kept == sorted(kept) and len(set(kept)) == len(kept)
+    assert pack.dropped == n - len(kept)
+    body = [
+        m for m in pack.messages if not (pack.note is not None and m.get("content") == pack.note and m not in messages)
+    ]
+    assert all(a is messages[i] for a, i in zip(body, kept, strict=True))
+    # 2. leading system messages kept first
+    prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), n)
+    assert kept[:prefix] == list(range(prefix))
+    volatile = n
+    while volatile > 0 and cf.is_volatile_tail(messages[volatile - 1]):
+        volatile -= 1
+    # 3. the directive and pinned turns are kept (when the core fits or not)
+    directive = next(
+        (
+            i
+            for i in range(volatile - 1, prefix - 1, -1)
+            if messages[i]["role"] == "user" and not cf.is_volatile_tail(messages[i])
+        ),
+        None,
+    )
+    if directive is not None:
+        assert directive in kept
+    for p in pinned:
+        if prefix <= p < volatile and messages[p]["role"] in ("user", "assistant"):
+            assert p in kept
+    # 4. segments are atomic (in the history; the volatile tail is whole or gone)
+    for seg in segments_of(messages[:volatile]):
+        assert all(i in kept for i in seg) or not any(i in kept for i in seg)
+    assert all(i in kept for i in range(volatile, n)) or not any(i in kept for i in range(volatile, n))
+    # 6. one note, after the system messages, roles alternating; 8. within budget
+    if pack.note is not None:
+        note = pack.messages[prefix]
+        assert note["content"] == pack.note and note not in messages
+        following = pack.messages[prefix + 1] if len(pack.messages) > prefix + 1 else None
+        assert note["role"] == ("user" if following is None or following["role"] == "assistant" else "assistant")
+        assert pack.note.startswith(("Earlier conversation", "Summary of the earlier"))
+    if pack.fits:
+        assert pack.tokens <= budget
+        expected = cf.tokens_of([messages[i] for i in kept])
+        if pack.note is not None:
+            expected += cf.message_tokens({"role": "user", "content": pack.note})
+        assert pack.tokens == expected
+    else:
+        assert pack.note is None
+
+
+def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
+    """Packs with both backends; every field must be identical (9. deterministic)."""
+    native = native_required()
+    from contextfold import _backend
+
+    results = []
+    for impl in (native, reference):
+        saved = _backend.impl
+        _backend.impl = impl
+        try:
+            results.append(cf.pack_handoff(messages, **kwargs))
+        finally:
+            _backend.impl = saved
+    a, b = results
+    assert (a.kept, a.note, a.fits, a.tokens, a.dropped, a.budget) == (
+        b.kept,
+        b.note,
+        b.fits,
+        b.tokens,
+        b.dropped,
+        b.budget,
+    )
+    assert [m.get("role") for m in a.messages] == [m.get("role") for m in b.messages]
+    return a
+
+
+@settings(max_examples=3_000)
+@given(transcripts(), st.integers(0, 2500), st.data())
+def test_contract_on_generated_transcripts(messages: list[dict[str, Any]], budget: int, data: st.DataObject) -> None:
+    pinned = data.draw(st.lists(st.integers(0, max(0, len(messages) - 1)), max_size=3)) if messages else []
+    summary = data.draw(st.one_of(st.none(), st.text(max_size=80)))
+    pack = same_on_both(messages, target_context_tokens=budget, pinned=pinned, summary=summary)
+    if summary is None or pack.note is None or pack.note.startswith("Earlier"):
+        check_contract(messages, budget, pack, pinned)
+    chunked = same_on_both(messages, target_context_tokens=budget, pinned=pinned, cut="chunked")
+    check_contract(messages, budget, chunked, pinned)
+
+
+@pytest.mark.parametrize("budget", [0, 500, 2_000, 8_000, 32_000, 200_000])
+def test_contract_on_the_corpus(budget: int) -> None:
+    for messages in openai_corpus():
+        for cut in ("greedy", "chunked"):
+            pack = same_on_both(messages, target_context_tokens=budget, cut=cut)
+            check_contract(messages, budget, pack, [])
+    for row in anthropic_corpus():
+        for cut in ("greedy", "chunked"):
+            pack = same_on_both(row["messages"], target_context_tokens=budget, system=row.get("system"), cut=cut)
+            assert pack.fits is False or pack.tokens <= budget
+
+
+def test_volatile_tail_is_built_tagged() -> None:
+    assert cf.volatile_tail(["", None, "  "]) is None
+    tail = cf.volatile_tail(["brief", "budget line"])
+    assert tail == {"role": "user", "content": "<run-state>\nbrief\n\nbudget line\n</run-state>"}
+    assert cf.is_volatile_tail(tail)
+    assert cf.is_volatile_content([{"type": "text", "text": "<run-state>x"}])
+    assert not cf.is_volatile_tail({"role": "assistant", "content": "<run-state>"})
+
+
+def test_volatile_tail_is_never_the_directive_and_stays_last(backend: str) -> None:
+    sys_msg, task = msg("system", "sys"), msg("user", "the real request")
+    tail = cf.volatile_tail(["x" * 20])
+    assert tail is not None
+    messages = [
+        sys_msg,
+        task,
+        msg("assistant", "a1"),
+        msg("user", "u2"),
+        msg("assistant", "a2"),
+        msg("assistant", "a3"),
+        tail,
+    ]
+    pack = cf.pack_handoff(messages, target_context_tokens=90)
+    assert pack.messages[-1] is tail
+    assert any(m is messages[3] for m in pack.messages)
+    assert sum(cf.is_volatile_tail(m) for m in pack.messages) == 1
+
+
+def test_volatile_tail_goes_when_the_history_needs_the_whole_budget(backend: str) -> None:
+    sys_msg, task = msg("system", "sys"), msg("user", "the real request")
+    tail = cf.volatile_tail(["y" * 400])
+    pack = cf.pack_handoff([sys_msg, task, tail], target_context_tokens=40)
+    assert pack.messages == [sys_msg, task]
+    assert pack.dropped == 1 and pack.note is None
+
+
+def test_core_overflow_returns_the_core_unfitted(backend: str) -> None:
+    messages = [msg("system", "s"), msg("user", "old"), msg("assistant", "a"), msg("user", "x" * 400)]
+    pack = cf.pack_handoff(messages, target_context_tokens=50, pinned=[2])
+    assert not pack.fits
+    assert pack.kept == [0, 2, 3] and pack.note is None
+
+
+def test_tool_exchange_is_kept_whole_and_the_note_lists_dropped_turns(backend: str) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    messages = [
+        msg("system", "s"),
+        msg("user", "first ask"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r" * 400},
+        msg("assistant", "done reading"),
+        msg("user", "now fix it"),
+        msg("assistant", "fixed"),
+    ]
+    pack = cf.pack_handoff(messages, target_context_tokens=120)
+    assert pack.fits and 3 not in pack.kept and 2 not in pack.kept
+    assert pack.note is not None and "- assistant [read_file]" in pack.note
+    assert cf.handoff_line(messages[2]) == "assistant [read_file]"
+    assert cf.handoff_line({"role": "user", "content": "  a \n b\ufeff "}) == "user: a b"
+    assert cf.elision_marker(1) == "[… 1 earlier message not shown]"
+
+
+def test_summary_becomes_the_note_body(backend: str) -> None:
+    messages = [msg("user", "a" * 200), msg("assistant", "b" * 200), msg("user", "c"), msg("assistant", "d")]
+    pack = cf.pack_handoff(messages, target_context_tokens=60, summary="the user asked for a and got b")
+    assert pack.note is not None and pack.note.endswith("\nthe user asked for a and got b")
+    assert pack.messages[0]["role"] == "assistant"  # next kept is a user turn
+
+
+def test_anthropic_pairs_tool_use_with_tool_result(backend: str) -> None:
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "grep", "input": {"q": "x"}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "z" * 300}]}
+    messages = [msg("user", "ask"), use, result, msg("assistant", "answer")]
+    pack = cf.pack_handoff(messages, target_context_tokens=60)
+    assert 0 in pack.kept  # the directive: the tool_result turn is not one
+    assert (1 in pack.kept) == (2 in pack.kept)
+    openai_view = cf.pack_handoff(messages, target_context_tokens=60, shape="openai")
+    assert openai_view.kept != pack.kept or openai_view.kept == [0, 3]
+
+
+def test_chunked_prefix_is_stable_while_the_transcript_grows(backend: str) -> None:
+    convo = [msg("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(200)]
+    kept_prefix = 0
+    previous = None
+    for n in range(60, 200):
+        pack = cf.pack_handoff(convo[:n], target_context_tokens=400, cut="chunked")
+        prefix = (pack.note, pack.kept[0] if pack.kept else None)
+        kept_prefix += prefix == previous
+        previous = prefix
+    assert kept_prefix / 139 >= 0.85
+
+
+BAD: list[tuple[dict[str, Any], type[Exception]]] = [
+    ({"target_context_tokens": -1}, cf.ArgumentError),
+    ({"target_context_tokens": 10.5}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "reserve_output_tokens": 11}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "pinned": [5]}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "pinned": [-1]}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "shape": "gemini"}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "cut": "middle"}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "cut": "chunked", "chunk_tokens": 0}, cf.ArgumentError),
+    ({"target_context_tokens": 10, "system": 5}, cf.MessageTypeError),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error"), BAD)
+def test_bad_arguments(backend: str, kwargs: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        cf.pack_handoff([msg("user", "a"), msg("assistant", "b")], **kwargs)
+    assert issubclass(error, ValueError) or issubclass(error, TypeError)
+
+
+def test_bad_messages_name_the_index(backend: str) -> None:
+    with pytest.raises(cf.MessageTypeError, match="message 1, field 'role'"):
+        cf.pack_handoff([msg("user", "a"), {"content": "x"}], target_context_tokens=10)
