@@ -129,7 +129,10 @@ fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyRes
     })
 }
 
-/// Packs `messages` into `budget` tokens: `(kept, note, note_role, note_at, fits, tokens)`.
+/// `(kept, note, note_role, note_at, fits, tokens)`, as `contextfold.pack` reads it.
+type PackedTuple = (Vec<usize>, Option<String>, &'static str, usize, bool, u64);
+
+/// Packs `messages` into `budget` tokens.
 #[pyfunction]
 #[pyo3(signature = (messages, budget, estimate, pinned, summary, system_tokens, dialect, chunk_tokens))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
@@ -142,7 +145,7 @@ fn pack_handoff<'py>(
     system_tokens: u64,
     dialect: &str,
     chunk_tokens: Option<u64>,
-) -> PyResult<(Vec<usize>, Option<String>, &'static str, usize, bool, u64)> {
+) -> PyResult<PackedTuple> {
     let dialect = match dialect {
         "auto" => None,
         "openai" => Some(Dialect::OpenAi),
