@@ -562,3 +562,72 @@ fn chunked_tail<N: JsonNode, S: Sizer<N>>(
     let c = candidates.iter().copied().find(|&c| suffix.get(c).copied().unwrap_or(0) <= room).unwrap_or(segs.len());
     Ok((c, suffix.get(c).copied().unwrap_or(0), None))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::CharsPerToken;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// One step: 0 user, 1 assistant, 2 tool exchange (k results of 2 calls), 3 volatile.
+    fn build(steps: &[(u8, usize, usize)]) -> Vec<Value> {
+        let mut out = vec![json!({"role": "system", "content": "s".repeat(20)})];
+        for &(kind, size, answered) in steps {
+            let text = "x".repeat(size);
+            match kind {
+                0 => out.push(json!({"role": "user", "content": text})),
+                1 => out.push(json!({"role": "assistant", "content": text})),
+                2 => {
+                    let call = json!({"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}});
+                    out.push(json!({"role": "assistant", "content": null, "tool_calls": [call.clone(), call]}));
+                    for _ in 0..answered.min(2) {
+                        out.push(json!({"role": "tool", "tool_call_id": "c", "content": text.clone()}));
+                    }
+                }
+                _ => out.push(json!({"role": "user", "content": format!("<run-state>\n{text}\n</run-state>")})),
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn packing_invariants(
+            steps in proptest::collection::vec((0u8..4, 0usize..600, 0usize..3), 0..40),
+            budget in 0u64..2_000,
+            chunked in any::<bool>(),
+        ) {
+            let values = build(&steps);
+            let refs: Vec<&Value> = values.iter().collect();
+            let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
+            let cut = if chunked { Cut::Chunked { chunk: (budget / 4).max(1) } } else { Cut::Greedy };
+            let options = PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut };
+            let p = pack(&mut t, &options).unwrap();
+            // Output order is input order; the system prompt is always kept first.
+            prop_assert!(p.kept.windows(2).all(|w| w[0] < w[1]));
+            prop_assert_eq!(p.kept.first(), Some(&0));
+            // Within budget when it fits, the note counted.
+            if p.fits {
+                prop_assert!(p.tokens <= budget);
+            }
+            // Tool exchanges are whole: a tool result is kept only with its call.
+            for &k in &p.kept {
+                if t.role(k) == Role::Tool {
+                    let call = (0..k).rev().find(|&i| t.role(i) != Role::Tool).unwrap();
+                    prop_assert!(p.kept.contains(&call));
+                }
+            }
+            // The latest directive is kept.
+            let n = values.len();
+            let mut history = n;
+            while history > 0 && is_volatile(t.role(history - 1), &refs[history - 1]) {
+                history -= 1;
+            }
+            let directive = (0..history).rev().find(|&i| t.role(i) == Role::User && !is_volatile(Role::User, &refs[i]));
+            if let Some(d) = directive {
+                prop_assert!(p.kept.contains(&d));
+            }
+        }
+    }
+}

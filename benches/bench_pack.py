@@ -1,0 +1,71 @@
+"""pack_handoff: native vs reference vs LangChain's trim_messages, on the corpus at an
+8,000-token budget, in one run. Outputs are checked before timing (native == reference;
+LangChain's result is counted, not compared: it trims differently).
+
+    pytest benches/bench_pack.py --benchmark-enable --benchmark-group-by=group
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from contextfold import _backend, pack_handoff, reference
+
+from .conftest import corpus, native, repeated
+
+BUDGET = 8_000
+
+
+def _fixture(name: str) -> list[list[dict[str, Any]]]:
+    return corpus() if name == "corpus" else [repeated(int(name))]
+
+
+def _pack_all(impl: Any, convos: list[list[dict[str, Any]]]) -> list[Any]:
+    saved = _backend.impl
+    _backend.impl = impl
+    try:
+        return [pack_handoff(c, target_context_tokens=BUDGET) for c in convos]
+    finally:
+        _backend.impl = saved
+
+
+@pytest.mark.parametrize("fixture", ["corpus", "1000"])
+@pytest.mark.parametrize("backend", ["native", "python"])
+def bench_pack_handoff(benchmark: Any, backend: str, fixture: str) -> None:
+    impl = native() if backend == "native" else reference
+    convos = _fixture(fixture)
+    expected = [(p.kept, p.note) for p in _pack_all(reference, convos)]
+    assert [(p.kept, p.note) for p in _pack_all(impl, convos)] == expected
+    benchmark.group = f"pack_handoff {fixture} @ {BUDGET}"
+    saved = _backend.impl
+    _backend.impl = impl
+    try:
+        benchmark(lambda: [pack_handoff(c, target_context_tokens=BUDGET) for c in convos])
+    finally:
+        _backend.impl = saved
+
+
+@pytest.mark.parametrize("fixture", ["corpus", "1000"])
+def bench_langchain_trim_messages(benchmark: Any, fixture: str) -> None:
+    messages = pytest.importorskip("langchain_core.messages")
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    convos = [messages.convert_to_messages(c) for c in _fixture(fixture)]  # built before timing
+
+    def run() -> list[Any]:
+        return [
+            messages.trim_messages(
+                c,
+                max_tokens=BUDGET,
+                strategy="last",
+                token_counter=count_tokens_approximately,
+                include_system=True,
+                start_on="human",
+            )
+            for c in convos
+        ]
+
+    assert len(run()) == len(convos)
+    benchmark.group = f"pack_handoff {fixture} @ {BUDGET}"
+    benchmark(run)
