@@ -12,8 +12,6 @@
 pub mod error;
 pub mod json;
 pub mod pack;
-pub mod paths;
-pub mod rank;
 pub mod text;
 pub mod tokens;
 pub mod window;
