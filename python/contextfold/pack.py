@@ -24,8 +24,7 @@ that fits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from . import _backend
 from ._args import whole
@@ -47,9 +46,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class HandoffPack:
-    """The result of :func:`pack_handoff`."""
+class HandoffPack(NamedTuple):
+    """The result of :func:`pack_handoff` (immutable; fields by name)."""
 
     messages: list[Any]
     """The packed transcript: the caller's own message objects, plus the note (a new dict)."""
@@ -153,12 +151,4 @@ def pack_handoff(
     out = [messages[i] for i in kept]
     if note is not None:
         out.insert(at, {"role": role, "content": note})
-    return HandoffPack(
-        messages=out,
-        dropped=len(messages) - len(kept),
-        fits=bool(fits),
-        tokens=int(tokens),
-        budget=budget,
-        note=note,
-        kept=list(kept),
-    )
+    return HandoffPack(out, len(messages) - len(kept), fits, tokens, budget, note, kept)

@@ -17,6 +17,7 @@ NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest fi
 SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
 NOTE_MAX_LINES = 40
 LINE_SNIPPET_UNITS = 80
+_HEADER_UNITS = len(NOTE_HEADER)
 
 # JavaScript's whitespace set (\s and trim): unlike str.split(), it includes U+FEFF and
 # excludes U+001C-U+001F and U+0085.
@@ -158,6 +159,7 @@ class _Packer:
         self.t = t
         self.pinned = pinned
         self.summary = summary
+        self.by_length = sizers is None
         self._text_tokens = (lambda text: -(-_utf16(text) // 4)) if sizers is None else sizers[1]
 
     def note_tokens(self, text: str) -> int:
@@ -193,21 +195,33 @@ class _Packer:
             i = end
         return out
 
+    def listing_cost(self, newest: list[str], total: int, lines_units: int) -> int:
+        """Cost of the note listing ``newest``: from its length alone with the default
+        estimate (no text built per candidate), else from the text."""
+        if self.by_length:
+            unlisted = total - len(newest)
+            units = _HEADER_UNITS + (1 + _utf16(elision_marker(unlisted)) if unlisted else 0) + lines_units
+            return -(-units // 4) + MESSAGE_OVERHEAD
+        return self.note_tokens(note_text(newest[::-1], total - len(newest)))
+
     def listing_note(self, dropped: list[int], room: int) -> tuple[str, int] | None:
-        text = note_text([], len(dropped))
-        cost = self.note_tokens(text)
-        if cost > room:
+        total = len(dropped)
+        newest: list[str] = []
+        best_cost = self.listing_cost(newest, total, 0)
+        if best_cost > room:
             return None
-        best = (text, cost)
-        lines: list[str] = []
+        lines_units = 0
         for i in reversed(dropped[-NOTE_MAX_LINES:] if dropped else []):
-            lines.insert(0, handoff_line(self.t.messages[i]))
-            text = note_text(lines, len(dropped) - len(lines))
-            cost = self.note_tokens(text)
+            line = handoff_line(self.t.messages[i])
+            units = lines_units + 3 + _utf16(line)
+            newest.append(line)
+            cost = self.listing_cost(newest, total, units)
             if cost > room:
+                newest.pop()
                 break
-            best = (text, cost)
-        return best
+            best_cost = cost
+            lines_units = units
+        return note_text(newest[::-1], total - len(newest)), best_cost
 
     def note_for(self, dropped: list[int], room: int) -> tuple[str, int] | None:
         if not dropped:

@@ -64,6 +64,13 @@ pub enum Shape {
     Other,
 }
 
+/// The three fields every message is read for.
+pub struct MessageFields<N> {
+    pub role: Option<N>,
+    pub content: Option<N>,
+    pub tool_calls: Option<N>,
+}
+
 /// Read access to a JSON-like value: a message, its content, a content part.
 pub trait JsonNode: Sized {
     /// Iterator over an array's items.
@@ -79,6 +86,16 @@ pub trait JsonNode: Sized {
 
     /// The value under `key` when this is an object holding it, else `None`.
     fn get(&self, key: Key) -> Option<Self>;
+
+    /// `role`, `content` and `tool_calls` of an object; a binding may read all three in
+    /// one pass over the object instead of three lookups.
+    fn message_fields(&self) -> MessageFields<Self> {
+        MessageFields {
+            role: self.get(Key::Role),
+            content: self.get(Key::Content),
+            tool_calls: self.get(Key::ToolCalls),
+        }
+    }
 
     /// The value's type name, for error messages.
     fn type_name(&self) -> String;

@@ -17,5 +17,5 @@ pub mod tokens;
 pub mod window;
 
 pub use error::{CoreError, Problem};
-pub use json::{JsonNode, Key, Shape, View};
+pub use json::{JsonNode, Key, MessageFields, Shape, View};
 pub use text::Text;

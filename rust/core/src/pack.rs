@@ -16,7 +16,7 @@
 use crate::error::CoreError;
 use crate::json::{JsonNode, Key, Shape, View};
 use crate::text::{snippet, Text};
-use crate::tokens::{content_of, tool_calls_of, Role, Sizer, Sizes, Transcript, MESSAGE_OVERHEAD};
+use crate::tokens::{check_message, Checked, Role, Sizer, Sizes, Transcript, MESSAGE_OVERHEAD};
 
 /// Opens a volatile tail message (SPEC wire format).
 pub const VOLATILE_TAIL_TAG: &str = "<run-state>";
@@ -90,8 +90,8 @@ pub struct Packed {
 // ---------------------------------------------------------------------------------------
 // Reading messages
 
-fn blocks<N: JsonNode>(message: &N) -> Option<N::Items> {
-    match content_of(message).ok().flatten()?.view() {
+fn blocks<N: JsonNode>(message: &Checked<N>) -> Option<N::Items> {
+    match message.content.as_ref()?.view() {
         Ok(View::Array { items, .. }) => Some(items),
         _ => None,
     }
@@ -101,12 +101,12 @@ fn block_is<N: JsonNode>(block: &N, kind: &str) -> bool {
     block.get(Key::Type).is_some_and(|t| t.as_text().is_some_and(|t| t.eq_ascii(kind)))
 }
 
-fn has_block<N: JsonNode>(message: &N, kind: &str) -> bool {
+fn has_block<N: JsonNode>(message: &Checked<N>, kind: &str) -> bool {
     blocks(message).is_some_and(|mut it| it.any(|b| block_is(&b, kind)))
 }
 
 /// A user message made only of `tool_result` blocks answers a call; it is no directive.
-fn only_tool_results<N: JsonNode>(message: &N) -> bool {
+fn only_tool_results<N: JsonNode>(message: &Checked<N>) -> bool {
     let mut seen = false;
     let all = blocks(message).is_some_and(|mut it| {
         it.all(|b| {
@@ -117,8 +117,8 @@ fn only_tool_results<N: JsonNode>(message: &N) -> bool {
     all && seen
 }
 
-fn has_tool_calls<N: JsonNode>(message: &N) -> bool {
-    tool_calls_of(message).ok().flatten().is_some_and(|c| matches!(c.view(), Ok(View::Array { len, .. }) if len > 0))
+fn has_tool_calls<N: JsonNode>(message: &Checked<N>) -> bool {
+    message.tool_calls.as_ref().is_some_and(|c| matches!(c.view(), Ok(View::Array { len, .. }) if len > 0))
 }
 
 /// Whether content (a str, or a list whose first part's `text` is one) opens with the tag.
@@ -133,14 +133,13 @@ pub fn is_volatile_content<N: JsonNode>(content: &N) -> bool {
     }
 }
 
-fn is_volatile<N: JsonNode>(role: Role, message: &N) -> bool {
-    role == Role::User && content_of(message).ok().flatten().is_some_and(|c| is_volatile_content(&c))
+fn is_volatile<N: JsonNode>(message: &Checked<N>) -> bool {
+    message.role == Role::User && message.content.as_ref().is_some_and(is_volatile_content)
 }
 
 /// Anthropic when any content block is a `tool_use` or `tool_result`, else OpenAI.
-pub fn detect_dialect<N: JsonNode>(messages: &[N]) -> Dialect {
+fn detect_dialect<'a, N: JsonNode + 'a>(mut messages: impl Iterator<Item = &'a Checked<N>>) -> Dialect {
     let anthropic = messages
-        .iter()
         .any(|m| blocks(m).is_some_and(|mut it| it.any(|b| block_is(&b, "tool_use") || block_is(&b, "tool_result"))));
     if anthropic {
         Dialect::Anthropic
@@ -152,8 +151,10 @@ pub fn detect_dialect<N: JsonNode>(messages: &[N]) -> Dialect {
 /// One line for a dropped message: `role [tool, names]: first words…`.
 pub fn handoff_line<N: JsonNode>(message: &N) -> String {
     let role = message.get(Key::Role).and_then(|r| r.as_text().map(|t| t.to_string_lossy())).unwrap_or_default();
+    // A malformed message still gets a line: its role and whatever else reads cleanly.
+    let checked = check_message(message).unwrap_or(Checked { role: Role::Other, content: None, tool_calls: None });
     let mut names: Vec<String> = Vec::new();
-    if let Some(calls) = tool_calls_of(message).ok().flatten() {
+    if let Some(calls) = &checked.tool_calls {
         if let Ok(View::Array { items, .. }) = calls.view() {
             for call in items {
                 if let Some(name) = call.get(Key::Function).and_then(|f| f.get(Key::Name)) {
@@ -164,7 +165,7 @@ pub fn handoff_line<N: JsonNode>(message: &N) -> String {
             }
         }
     }
-    if let Some(items) = blocks(message) {
+    if let Some(items) = blocks(&checked) {
         for block in items.filter(|b| block_is(b, "tool_use")) {
             if let Some(t) = block.get(Key::Name).and_then(|n| n.as_text().map(|t| t.to_string_lossy())) {
                 names.push(t);
@@ -174,17 +175,17 @@ pub fn handoff_line<N: JsonNode>(message: &N) -> String {
     if let Some(t) = message.get(Key::Name).and_then(|n| n.as_text().map(|t| t.to_string_lossy())) {
         names.push(t);
     }
-    let content = content_of(message).ok().flatten();
     let mut parts: Vec<N> = Vec::new();
-    match content.as_ref().map(JsonNode::shape) {
-        Some(Shape::Str) => parts.extend(content),
-        Some(Shape::Array) => {
-            for block in blocks(message).into_iter().flatten() {
-                parts.extend(block.get(Key::Text).filter(|t| t.shape() == Shape::Str));
-                parts.extend(block.get(Key::Content).filter(|t| t.shape() == Shape::Str));
+    if let Some(content) = checked.content {
+        match content.view() {
+            Ok(View::Array { items, .. }) => {
+                for block in items {
+                    parts.extend(block.get(Key::Text).filter(|t| t.shape() == Shape::Str));
+                    parts.extend(block.get(Key::Content).filter(|t| t.shape() == Shape::Str));
+                }
             }
+            _ => parts.push(content),
         }
-        _ => {}
     }
     let texts: Vec<Text<'_>> = parts.iter().filter_map(JsonNode::as_text).collect();
     let summary = snippet(texts, LINE_SNIPPET_UNITS);
@@ -242,11 +243,10 @@ fn segments<N: JsonNode, S: Sizer<N>>(
     to: usize,
     dialect: Dialect,
 ) -> Vec<Segment> {
-    let messages = t.messages();
     let mut out = Vec::new();
     let mut i = from;
     while i < to {
-        let Some(m) = messages.get(i) else { break };
+        let Some(m) = t.checked(i) else { break };
         let mut end = i + 1;
         if t.role(i) == Role::Assistant {
             match dialect {
@@ -259,7 +259,7 @@ fn segments<N: JsonNode, S: Sizer<N>>(
                     if has_block(m, "tool_use")
                         && end < to
                         && t.role(end) == Role::User
-                        && messages.get(end).is_some_and(|n| has_block(n, "tool_result")) =>
+                        && t.checked(end).is_some_and(|n| has_block(n, "tool_result")) =>
                 {
                     end += 1;
                 }
@@ -305,9 +305,9 @@ fn pack_transcript<N: JsonNode, S: Sizer<N>>(
         let tokens = t.sum(0..n)?;
         return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
     }
-    let dialect = options.dialect.unwrap_or_else(|| detect_dialect(t.messages()));
+    let dialect = options.dialect.unwrap_or_else(|| detect_dialect((0..n).filter_map(|i| t.checked(i))));
     let mut volatile = n;
-    while volatile > 0 && t.messages().get(volatile - 1).is_some_and(|m| is_volatile(t.role(volatile - 1), m)) {
+    while volatile > 0 && t.checked(volatile - 1).is_some_and(is_volatile) {
         volatile -= 1;
     }
     if volatile < n {
@@ -363,9 +363,7 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
     let mut segs = segments(t, prefix, end, dialect);
     let directive = (prefix..end).rev().find(|&i| {
         t.role(i) == Role::User
-            && t.messages()
-                .get(i)
-                .is_some_and(|m| !(is_volatile(Role::User, m) || dialect == Dialect::Anthropic && only_tool_results(m)))
+            && t.checked(i).is_some_and(|m| !(is_volatile(m) || dialect == Dialect::Anthropic && only_tool_results(m)))
     });
     let pinned = options
         .pinned
@@ -420,24 +418,44 @@ fn listing_note<N: JsonNode, S: Sizer<N>>(
     dropped: &[usize],
     room: i128,
 ) -> Result<Option<(String, i128)>, CoreError> {
-    let text = note_text(&[], dropped.len());
-    let cost = note_tokens(t, &text)?;
-    if cost > room {
+    let total = dropped.len();
+    let header = Text::Utf8(NOTE_HEADER).utf16_len();
+    let marker = |unlisted: usize| if unlisted > 0 { 1 + Text::Utf8(&elision_marker(unlisted)).utf16_len() } else { 0 };
+    // The cost of a note listing `newest[..k]`: from its length alone when the estimate
+    // allows (no text built per candidate), else from the text.
+    let cost = |t: &mut Transcript<'_, N, S>, newest: &[String], lines_units: usize| -> Result<i128, CoreError> {
+        let units = header + marker(total - newest.len()) + lines_units;
+        match t.sizer().units_tokens(units) {
+            Some(tokens) => Ok(i128::from(tokens + MESSAGE_OVERHEAD)),
+            None => note_tokens(t, &listing(newest, total)),
+        }
+    };
+    let mut newest: Vec<String> = Vec::new();
+    if cost(t, &newest, 0)? > room {
         return Ok(None);
     }
-    let mut best = (text, cost);
-    let mut lines: Vec<String> = Vec::new();
+    let mut best_cost = cost(t, &newest, 0)?;
+    let mut lines_units = 0usize;
     for &i in dropped.iter().rev().take(NOTE_MAX_LINES) {
         let Some(m) = t.messages().get(i) else { break };
-        lines.insert(0, handoff_line(m));
-        let text = note_text(&lines, dropped.len() - lines.len());
-        let cost = note_tokens(t, &text)?;
-        if cost > room {
+        let line = handoff_line(m);
+        let units = lines_units + 3 + Text::Utf8(&line).utf16_len();
+        newest.push(line);
+        let c = cost(t, &newest, units)?;
+        if c > room {
+            newest.pop();
             break;
         }
-        best = (text, cost);
+        best_cost = c;
+        lines_units = units;
     }
-    Ok(Some(best))
+    Ok(Some((listing(&newest, total), best_cost)))
+}
+
+/// The note text listing `newest` (newest first) out of `total` dropped messages.
+fn listing(newest: &[String], total: usize) -> String {
+    let lines: Vec<String> = newest.iter().rev().cloned().collect();
+    note_text(&lines, total - newest.len())
 }
 
 /// The note for `dropped` within `room`: the caller's summary when given and it fits,
@@ -621,10 +639,10 @@ mod tests {
             // The latest directive is kept.
             let n = values.len();
             let mut history = n;
-            while history > 0 && is_volatile(t.role(history - 1), &refs[history - 1]) {
+            while history > 0 && is_volatile(t.checked(history - 1).unwrap()) {
                 history -= 1;
             }
-            let directive = (0..history).rev().find(|&i| t.role(i) == Role::User && !is_volatile(Role::User, &refs[i]));
+            let directive = (0..history).rev().find(|&i| t.role(i) == Role::User && !is_volatile(t.checked(i).unwrap()));
             if let Some(d) = directive {
                 prop_assert!(p.kept.contains(&d));
             }

@@ -37,7 +37,11 @@ pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
     if message.shape() != Shape::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
     }
-    let Some(role) = message.get(Key::Role) else {
+    parse_role(message.get(Key::Role))
+}
+
+fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
+    let Some(role) = role else {
         return Err(CoreError::field(None, "role", Problem::Missing));
     };
     let Some(text) = role.as_text() else {
@@ -56,16 +60,42 @@ pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
     })
 }
 
+/// A message whose shape has been checked: its role, and its content and tool_calls
+/// (`None` when absent or null).
+pub struct Checked<N> {
+    pub role: Role,
+    pub content: Option<N>,
+    pub tool_calls: Option<N>,
+}
+
 /// Checks a message's shape without sizing it: an object with a string role, content a
 /// str, list or None, tool_calls a list or None. Nested values are checked when sized.
 ///
 /// # Errors
 /// The first field at fault.
-pub fn checked_role<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
-    let role = role_of(message)?;
-    content_of(message)?;
-    tool_calls_of(message)?;
-    Ok(role)
+pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> {
+    if message.shape() != Shape::Object {
+        return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
+    }
+    let fields = message.message_fields();
+    let role = parse_role(fields.role)?;
+    let content = match fields.content {
+        Some(content) => match content.shape() {
+            Shape::Null => None,
+            Shape::Str | Shape::Array => Some(content),
+            _ => return Err(CoreError::wrong_type("content", "str, list or None", content.type_name())),
+        },
+        None => None,
+    };
+    let tool_calls = match fields.tool_calls {
+        Some(calls) => match calls.shape() {
+            Shape::Null => None,
+            Shape::Array => Some(calls),
+            _ => return Err(CoreError::wrong_type("tool_calls", "list or None", calls.type_name())),
+        },
+        None => None,
+    };
+    Ok(Checked { role, content, tool_calls })
 }
 
 /// A message's content: `None` when absent or null.
@@ -73,64 +103,56 @@ pub fn checked_role<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
 /// # Errors
 /// When content is not a str, list or None.
 pub fn content_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
-    match message.get(Key::Content) {
-        None => Ok(None),
-        Some(content) => match content.shape() {
-            Shape::Null => Ok(None),
-            Shape::Str | Shape::Array => Ok(Some(content)),
-            _ => Err(CoreError::wrong_type("content", "str, list or None", content.type_name())),
-        },
-    }
+    check_message(message).map(|c| c.content)
 }
 
 /// The `tool_calls` list of a message, `None` when absent or null.
 ///
 /// # Errors
-/// When `tool_calls` is present but not a list.
+/// When the message is malformed.
 pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
-    match message.get(Key::ToolCalls) {
-        None => Ok(None),
-        Some(calls) => match calls.shape() {
-            Shape::Null => Ok(None),
-            Shape::Array => Ok(Some(calls)),
-            _ => Err(CoreError::wrong_type("tool_calls", "list or None", calls.type_name())),
-        },
-    }
+    check_message(message).map(|c| c.tool_calls)
 }
 
-/// UTF-16 length of a message's text (content, then tool_calls JSON); the role is not read.
+/// UTF-16 length of a checked message's text (content, then tool_calls JSON).
 ///
 /// # Errors
-/// When content is not a str, list or None, tool_calls is not a list or None, or nested
-/// content has no JSON form.
-pub fn message_units<N: JsonNode>(message: &N) -> Result<usize, CoreError> {
-    let content = match content_of(message)? {
+/// When nested content has no JSON form or nests too deep.
+pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreError> {
+    let content = match &message.content {
         None => 2,
         Some(content) => match content.as_text() {
             Some(text) => text.utf16_len(),
-            None => json_len(&content).map_err(|p| CoreError::field(None, "content", p))?,
+            None => json_len(content).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };
-    let calls = match tool_calls_of(message)? {
+    let calls = match &message.tool_calls {
         None => 0,
-        Some(calls) => json_len(&calls).map_err(|p| CoreError::field(None, "tool_calls", p))?,
+        Some(calls) => json_len(calls).map_err(|p| CoreError::field(None, "tool_calls", p))?,
     };
     Ok(content + calls)
 }
 
 /// How messages and note texts are sized.
 pub trait Sizer<N> {
-    /// Tokens of message `index` (overhead included).
+    /// Tokens of message `index` (overhead included), given its checked fields.
     ///
     /// # Errors
     /// When the message is malformed or a custom estimator fails.
-    fn message_tokens(&mut self, index: usize, message: &N) -> Result<u64, CoreError>;
+    fn message_tokens(&mut self, index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError>;
 
     /// Tokens of a note's text (without the per-message overhead).
     ///
     /// # Errors
     /// When a custom estimator fails.
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError>;
+
+    /// Tokens of any text `units` UTF-16 units long, when the estimate depends on the
+    /// length alone (`None` for an estimator that must see the text).
+    fn units_tokens(&self, units: usize) -> Option<u64> {
+        let _ = units;
+        None
+    }
 }
 
 /// The default estimator: four UTF-16 units a token.
@@ -138,12 +160,16 @@ pub trait Sizer<N> {
 pub struct CharsPerToken;
 
 impl<N: JsonNode> Sizer<N> for CharsPerToken {
-    fn message_tokens(&mut self, _index: usize, message: &N) -> Result<u64, CoreError> {
-        Ok(estimate_units(message_units(message)?) + MESSAGE_OVERHEAD)
+    fn message_tokens(&mut self, _index: usize, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        Ok(estimate_units(message_units(checked)?) + MESSAGE_OVERHEAD)
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
         Ok(estimate_units(Text::Utf8(text).utf16_len()))
+    }
+
+    fn units_tokens(&self, units: usize) -> Option<u64> {
+        Some(estimate_units(units))
     }
 }
 
@@ -171,7 +197,7 @@ const UNSIZED: u64 = u64::MAX;
 /// computed on first use.
 pub struct Transcript<'m, N, S> {
     messages: &'m [N],
-    roles: Vec<Role>,
+    checked: Vec<Checked<N>>,
     sizes: Vec<u64>,
     sizer: S,
 }
@@ -182,17 +208,22 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
     /// # Errors
     /// The first malformed message.
     pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
-        let roles = messages
+        let checked = messages
             .iter()
             .enumerate()
-            .map(|(i, m)| checked_role(m).map_err(|e| e.at(i)))
+            .map(|(i, m)| check_message(m).map_err(|e| e.at(i)))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { messages, roles, sizes: vec![UNSIZED; messages.len()], sizer })
+        Ok(Self { messages, checked, sizes: vec![UNSIZED; messages.len()], sizer })
     }
 
     /// The messages.
     pub fn messages(&self) -> &'m [N] {
         self.messages
+    }
+
+    /// Message `i`'s checked fields.
+    pub fn checked(&self, i: usize) -> Option<&Checked<N>> {
+        self.checked.get(i)
     }
 
     /// The sizer, for sizing texts that are not messages (a note).
@@ -215,15 +246,17 @@ impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
     }
 
     fn role(&self, i: usize) -> Role {
-        self.roles.get(i).copied().unwrap_or(Role::Other)
+        self.checked.get(i).map_or(Role::Other, |c| c.role)
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        let (Some(slot), Some(message)) = (self.sizes.get_mut(i), self.messages.get(i)) else {
+        let (Some(slot), Some(message), Some(checked)) =
+            (self.sizes.get_mut(i), self.messages.get(i), self.checked.get(i))
+        else {
             return Err(CoreError::argument(format!("message index {i} out of range")));
         };
         if *slot == UNSIZED {
-            *slot = self.sizer.message_tokens(i, message).map_err(|e| e.at(i))?;
+            *slot = self.sizer.message_tokens(i, message, checked).map_err(|e| e.at(i))?;
         }
         Ok(*slot)
     }
@@ -280,7 +313,8 @@ mod tests {
     use serde_json::{json, Value};
 
     fn tokens(v: &Value) -> Result<u64, CoreError> {
-        CharsPerToken.message_tokens(0, &v)
+        let checked = check_message(&v)?;
+        CharsPerToken.message_tokens(0, &v, &checked)
     }
 
     #[test]

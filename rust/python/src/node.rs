@@ -1,6 +1,6 @@
 //! [`PyNode`]: the core's accessor trait over a borrowed Python value.
 
-use contextfold_core::{JsonNode, Key, Problem, Shape, Text, View};
+use contextfold_core::{JsonNode, Key, MessageFields, Problem, Shape, Text, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use pyo3::{intern, PyTypeInfo};
@@ -37,14 +37,49 @@ fn key<'py>(py: Python<'py>, key: Key) -> &'py Bound<'py, PyString> {
     }
 }
 
-type ListItems<'py> = std::iter::Map<pyo3::types::iter::BoundListIterator<'py>, fn(Bound<'py, PyAny>) -> PyNode<'py>>;
-type DictEntries<'py> = std::iter::Map<
-    pyo3::types::iter::BoundDictIterator<'py>,
-    fn((Bound<'py, PyAny>, Bound<'py, PyAny>)) -> (PyNode<'py>, PyNode<'py>),
->;
+/// A list's items. Reads `ob_item` directly: a plain index walk, one new reference an
+/// item, and a bounds check against the live length (a list cannot change while the
+/// GIL is held by this thread, but the check costs nothing).
+pub struct ListItems<'py> {
+    list: Bound<'py, PyList>,
+    next: usize,
+}
 
-fn wrap_pair<'py>((k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>)) -> (PyNode<'py>, PyNode<'py>) {
-    (PyNode(k), PyNode(v))
+impl<'py> Iterator for ListItems<'py> {
+    type Item = PyNode<'py>;
+
+    fn next(&mut self) -> Option<PyNode<'py>> {
+        let i = self.next;
+        if i >= self.list.len() {
+            return None;
+        }
+        self.next += 1;
+        // SAFETY: `i` is in bounds; PyList_GET_ITEM returns a borrowed reference that we
+        // turn into an owned one at once.
+        let item = unsafe { pyo3::ffi::PyList_GET_ITEM(self.list.as_ptr(), i as pyo3::ffi::Py_ssize_t) };
+        Some(PyNode(unsafe { Bound::from_borrowed_ptr(self.list.py(), item) }))
+    }
+}
+
+/// A dict's entries, by `PyDict_Next`.
+pub struct DictEntries<'py> {
+    dict: Bound<'py, PyDict>,
+    pos: pyo3::ffi::Py_ssize_t,
+}
+
+impl<'py> Iterator for DictEntries<'py> {
+    type Item = (PyNode<'py>, PyNode<'py>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a valid dict; PyDict_Next hands out borrowed references, which we turn
+        // into owned ones before anything can run Python code.
+        if unsafe { pyo3::ffi::PyDict_Next(self.dict.as_ptr(), &mut self.pos, &mut k, &mut v) } == 0 {
+            return None;
+        }
+        let py = self.dict.py();
+        Some(unsafe { (PyNode(Bound::from_borrowed_ptr(py, k)), PyNode(Bound::from_borrowed_ptr(py, v))) })
+    }
 }
 
 impl<'py> JsonNode for PyNode<'py> {
@@ -60,11 +95,11 @@ impl<'py> JsonNode for PyNode<'py> {
             }
             Shape::Object => {
                 let d = unsafe { v.cast_unchecked::<PyDict>() };
-                View::Object { entries: d.iter().map(wrap_pair as fn(_) -> _), len: d.len() }
+                View::Object { entries: DictEntries { dict: d.clone(), pos: 0 }, len: d.len() }
             }
             Shape::Array => {
                 let l = unsafe { v.cast_unchecked::<PyList>() };
-                View::Array { items: l.iter().map(PyNode as fn(_) -> _), len: l.len() }
+                View::Array { items: ListItems { list: l.clone(), next: 0 }, len: l.len() }
             }
             Shape::Null => View::Null,
             Shape::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
@@ -106,8 +141,61 @@ impl<'py> JsonNode for PyNode<'py> {
         dict.get_item(key(dict.py(), k)).ok().flatten().map(PyNode)
     }
 
+    fn message_fields(&self) -> MessageFields<Self> {
+        let mut out = MessageFields { role: None, content: None, tool_calls: None };
+        if !PyDict::is_type_of(&self.0) {
+            return out;
+        }
+        let py = self.0.py();
+        let known = [
+            (key(py, Key::Role).as_ptr(), Key::Role),
+            (key(py, Key::Content).as_ptr(), Key::Content),
+            (key(py, Key::ToolCalls).as_ptr(), Key::ToolCalls),
+        ];
+        let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
+        // valid while the dict is not mutated, which nothing does while we hold the GIL.
+        while unsafe { pyo3::ffi::PyDict_Next(self.0.as_ptr(), &mut pos, &mut k, &mut v) } != 0 {
+            let which = known.iter().find(|(p, _)| *p == k).map(|(_, key)| *key).or_else(|| unsafe { key_named(k) });
+            let slot = match which {
+                Some(Key::Role) => &mut out.role,
+                Some(Key::Content) => &mut out.content,
+                Some(Key::ToolCalls) => &mut out.tool_calls,
+                _ => continue,
+            };
+            // SAFETY: `v` is a valid borrowed reference (see above); we take a new one.
+            *slot = Some(PyNode(unsafe { Bound::from_borrowed_ptr(py, v) }));
+        }
+        out
+    }
+
     fn type_name(&self) -> String {
         self.0.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
+    }
+}
+
+/// Which of the three message keys `k` spells, compared by content (a dict built by
+/// `json.loads` holds its own key objects, not the interned ones).
+///
+/// # Safety
+/// `k` must be a valid object pointer.
+unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
+    use pyo3::ffi;
+    unsafe {
+        if ffi::PyUnicode_Check(k) == 0 || ffi::PyUnicode_IS_ASCII(k) == 0 {
+            return None;
+        }
+        let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(k)).ok()?;
+        if !matches!(len, 4 | 7 | 10) {
+            return None;
+        }
+        let bytes = std::slice::from_raw_parts(ffi::PyUnicode_1BYTE_DATA(k), len);
+        match bytes {
+            b"role" => Some(Key::Role),
+            b"content" => Some(Key::Content),
+            b"tool_calls" => Some(Key::ToolCalls),
+            _ => None,
+        }
     }
 }
 

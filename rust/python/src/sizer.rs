@@ -6,7 +6,7 @@
 //! unchanged.
 
 use crate::node::PyNode;
-use contextfold_core::tokens::{CharsPerToken, Sizer};
+use contextfold_core::tokens::{CharsPerToken, Checked, Sizer};
 use contextfold_core::CoreError;
 use pyo3::prelude::*;
 
@@ -43,14 +43,23 @@ impl<'py> PySizer<'py> {
 }
 
 impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
-    fn message_tokens(&mut self, index: usize, message: &PyNode<'py>) -> Result<u64, CoreError> {
+    fn message_tokens(
+        &mut self,
+        index: usize,
+        message: &PyNode<'py>,
+        checked: &Checked<PyNode<'py>>,
+    ) -> Result<u64, CoreError> {
         match self.custom.clone() {
-            None => CharsPerToken.message_tokens(index, message),
+            None => CharsPerToken.message_tokens(index, message, checked),
             Some((per_message, _)) => {
                 let result = per_message.call1((index, message.0.clone()));
                 self.call(result)
             }
         }
+    }
+
+    fn units_tokens(&self, units: usize) -> Option<u64> {
+        self.custom.is_none().then(|| contextfold_core::tokens::estimate_units(units))
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
