@@ -69,3 +69,29 @@ def bench_langchain_trim_messages(benchmark: Any, fixture: str) -> None:
     assert len(run()) == len(convos)
     benchmark.group = f"pack_handoff {fixture} @ {BUDGET}"
     benchmark(run)
+
+
+@pytest.fixture(scope="module")
+def distinct_batch() -> list[list[dict[str, Any]]]:
+    """10,000 corpus transcripts, each a distinct copy (as a gateway's requests are)."""
+    import gc
+    import json
+
+    pool = corpus()
+    batch = [json.loads(json.dumps(pool[i % len(pool)])) for i in range(10_000)]
+    gc.freeze()  # the batch is long-lived: keep the collector from rescanning it each round
+    return batch
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def bench_pack_many(benchmark: Any, threads: int, distinct_batch: list[list[dict[str, Any]]]) -> None:
+    from contextfold import pack_many
+
+    native()
+    assert pack_many(distinct_batch[:200], target_context_tokens=BUDGET, threads=threads) == [
+        pack_handoff(c, target_context_tokens=BUDGET) for c in distinct_batch[:200]
+    ]
+    benchmark.group = f"pack_many 10,000 transcripts @ {BUDGET}"
+    benchmark.pedantic(
+        lambda: pack_many(distinct_batch, target_context_tokens=BUDGET, threads=threads), rounds=5, iterations=1
+    )

@@ -25,6 +25,7 @@ from .pack import (
     is_volatile_content,
     is_volatile_tail,
     pack_handoff,
+    pack_many,
     volatile_tail,
 )
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
@@ -76,6 +77,7 @@ __all__ = [
     "message_tokens",
     "message_tokens_array",
     "pack_handoff",
+    "pack_many",
     "pinned_directive_index",
     "tokens_of",
     "transcript_tokens",

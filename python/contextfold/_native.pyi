@@ -60,6 +60,16 @@ def pack_handoff(
 ) -> tuple[list[int], str | None, str, int, bool, int]:
     """Packs into ``budget`` tokens: ``(kept, note, note_role, note_at, fits, tokens)``."""
 
+def pack_many(
+    transcripts: list[Any],
+    budget: int,
+    system_tokens: list[int],
+    dialect: str,
+    chunk_tokens: int | None,
+    threads: int,
+) -> list[tuple[list[int], str | None, str, int, bool, int]]:
+    """Packs each transcript, extracted while attached, on ``threads`` threads without the GIL."""
+
 def handoff_line(message: Any) -> str:
     """One note line for a dropped message."""
 
@@ -72,6 +82,7 @@ __all__ = [
     "message_tokens",
     "message_tokens_array",
     "pack_handoff",
+    "pack_many",
     "pinned_directive_index",
     "tokens_of",
     "verbatim_start",

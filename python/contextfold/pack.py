@@ -23,6 +23,7 @@ that fits.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -42,6 +43,7 @@ __all__ = [
     "is_volatile_content",
     "is_volatile_tail",
     "pack_handoff",
+    "pack_many",
     "volatile_tail",
 ]
 
@@ -126,28 +128,82 @@ def pack_handoff(
     pins = [whole("pinned index", p) for p in pinned]
     if summary is not None and not isinstance(summary, str):
         raise ArgumentError(f"summary must be a str or None, got {type(summary).__name__}")
-    if shape not in ("auto", "openai", "anthropic"):
-        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
-    if cut not in ("greedy", "chunked"):
-        raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
-    chunk = None
-    if cut == "chunked":
-        chunk = max(1, budget // 4) if chunk_tokens is None else whole("chunk_tokens", chunk_tokens, 1)
-    system_tokens = 0
-    if system is not None:
-        if not isinstance(system, (str, list)):
-            raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
-        system_tokens = message_tokens({"role": "system", "content": system}, estimate_tokens=estimate_tokens)
-    kept, note, role, at, fits, tokens = _backend.impl.pack_handoff(
+    chunk = _chunk(budget, shape, cut, chunk_tokens)
+    packed = _backend.impl.pack_handoff(
         messages,
         budget,
         sizers(estimate_tokens),
         pins,
         None if summary is None else _lossy(summary),
-        system_tokens,
+        _system_tokens(system, estimate_tokens),
         shape,
         chunk,
     )
+    return _result(messages, budget, packed)
+
+
+def pack_many(
+    transcripts: Sequence[Sequence[Message]],
+    *,
+    target_context_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    systems: Sequence[str | list[Any] | None] | None = None,
+    shape: Literal["auto", "openai", "anthropic"] = "auto",
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+    threads: int | None = None,
+) -> list[HandoffPack]:
+    """:func:`pack_handoff` over many transcripts, with the same options for each.
+
+    On the native backend the transcripts are read while holding the GIL and then packed
+    on ``threads`` threads (default: one a CPU) with the GIL released, so other Python
+    threads run meanwhile; it is safe to call from many threads at once. The results equal
+    packing one by one. ``systems`` gives each transcript's separate system prompt
+    (Anthropic shape). A custom ``estimate_tokens`` is Python code, so those batches are
+    packed one by one.
+    """
+    budget = handoff_budget(target_context_tokens, reserve_output_tokens)
+    chunk = _chunk(budget, shape, cut, chunk_tokens)
+    count = os.cpu_count() or 1 if threads is None else whole("threads", threads, 1)
+    if not isinstance(transcripts, list):
+        transcripts = list(transcripts)
+    if systems is not None and len(systems) != len(transcripts):
+        raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
+    system_tokens = (
+        [_system_tokens(s, estimate_tokens) for s in systems] if systems is not None else [0] * len(transcripts)
+    )
+    if estimate_tokens is not None:
+        estimate = sizers(estimate_tokens)
+        return [
+            _result(m, budget, _backend.impl.pack_handoff(m, budget, estimate, [], None, s, shape, chunk))
+            for m, s in zip(transcripts, system_tokens, strict=True)
+        ]
+    packed = _backend.impl.pack_many(transcripts, budget, system_tokens, shape, chunk, count)
+    return [_result(m, budget, p) for m, p in zip(transcripts, packed, strict=True)]
+
+
+def _chunk(budget: int, shape: str, cut: str, chunk_tokens: int | None) -> int | None:
+    """The chunk size for ``cut`` (None for greedy), after checking the options."""
+    if shape not in ("auto", "openai", "anthropic"):
+        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
+    if cut not in ("greedy", "chunked"):
+        raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
+    if cut == "greedy":
+        return None
+    return max(1, budget // 4) if chunk_tokens is None else whole("chunk_tokens", chunk_tokens, 1)
+
+
+def _system_tokens(system: Any, estimate_tokens: Estimator | None) -> int:
+    if system is None:
+        return 0
+    if not isinstance(system, (str, list)):
+        raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
+    return message_tokens({"role": "system", "content": system}, estimate_tokens=estimate_tokens)
+
+
+def _result(messages: Sequence[Message], budget: int, packed: Any) -> HandoffPack:
+    kept, note, role, at, fits, tokens = packed
     out = [messages[i] for i in kept]
     if note is not None:
         out.insert(at, {"role": role, "content": note})

@@ -6,7 +6,7 @@ without the extension, written as idiomatic, efficient Python: the honest baseli
 the benchmarks measure the extension against.
 """
 
-from .pack import handoff_line, pack_handoff
+from .pack import handoff_line, pack_handoff, pack_many
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of
 from .window import (
     compact_tail_start_for_budget,
@@ -23,6 +23,7 @@ __all__ = [
     "message_tokens",
     "message_tokens_array",
     "pack_handoff",
+    "pack_many",
     "pinned_directive_index",
     "tokens_of",
     "verbatim_start",

@@ -386,3 +386,22 @@ def pack_handoff(
     following = t.roles[kept[at]] if text is not None and at < len(kept) else None
     role = "user" if following in (None, "assistant") else "assistant"
     return kept, text, role, at, packed["fits"], packed["tokens"] + system_tokens
+
+
+def pack_many(
+    transcripts: list[Any],
+    budget: int,
+    system_tokens: list[int],
+    dialect: str,
+    chunk_tokens: int | None,
+    threads: int,
+) -> list[tuple[list[int], str | None, str, int, bool, int]]:
+    """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
+    out = []
+    for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):
+        try:
+            out.append(pack_handoff(messages, budget, None, [], None, system, dialect, chunk_tokens))
+        except Exception as exc:
+            exc.add_note(f"in transcript {i}")
+            raise
+    return out

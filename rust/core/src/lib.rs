@@ -14,6 +14,7 @@ pub mod json;
 pub mod pack;
 pub mod text;
 pub mod tokens;
+pub mod tree;
 pub mod window;
 
 pub use error::{CoreError, Problem};

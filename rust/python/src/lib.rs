@@ -5,6 +5,7 @@
 //! [`errors`] maps core errors to the exception classes of `contextfold.errors`. Every
 //! rule lives in contextfold-core.
 
+mod batch;
 mod errors;
 mod node;
 mod sizer;
@@ -146,24 +147,70 @@ fn pack_handoff<'py>(
     dialect: &str,
     chunk_tokens: Option<u64>,
 ) -> PyResult<PackedTuple> {
-    let dialect = match dialect {
-        "auto" => None,
-        "openai" => Some(Dialect::OpenAi),
-        "anthropic" => Some(Dialect::Anthropic),
-        other => {
-            return Err(errors::to_py(contextfold_core::CoreError::argument(format!(
-                "shape must be 'auto', 'openai' or 'anthropic', not {other:?}"
-            ))))
-        }
-    };
+    let dialect = parse_dialect(dialect)?;
     let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
     let options = PackOptions { budget, system_tokens, pinned, summary, dialect, cut };
     let packed = with_transcript(messages, estimate, |t| pack::pack(t, &options))?;
+    Ok(packed_tuple(packed))
+}
+
+/// Packs many transcripts (the same options for each, a system-prompt size each) on up
+/// to `threads` threads with the GIL released; a list of what `pack_handoff` returns.
+#[pyfunction]
+#[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads))]
+fn pack_many<'py>(
+    transcripts: &Bound<'py, PyList>,
+    budget: u64,
+    system_tokens: Vec<u64>,
+    dialect: &str,
+    chunk_tokens: Option<u64>,
+    threads: usize,
+) -> PyResult<Vec<PackedTuple>> {
+    let py = transcripts.py();
+    let dialect = parse_dialect(dialect)?;
+    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
+    let options: Vec<PackOptions> = (0..transcripts.len())
+        .map(|i| PackOptions {
+            budget,
+            system_tokens: system_tokens.get(i).copied().unwrap_or(0),
+            pinned: Vec::new(),
+            summary: None,
+            dialect,
+            cut,
+        })
+        .collect();
+    let detached = batch::pack_detached(transcripts, &options, threads.max(1));
+    let mut out = Vec::with_capacity(options.len());
+    for (((i, transcript), packed), opts) in transcripts.iter().enumerate().zip(detached).zip(&options) {
+        let packed = match packed {
+            Some(Ok(packed)) => packed,
+            // Not extracted, or failed: the attached path raises exactly as one-by-one does.
+            Some(Err(_)) | None => with_transcript(&transcript, None, |t| pack::pack(t, opts)).inspect_err(|e| {
+                let _ = e.value(py).call_method1("add_note", (format!("in transcript {i}"),));
+            })?,
+        };
+        out.push(packed_tuple(packed));
+    }
+    Ok(out)
+}
+
+fn parse_dialect(dialect: &str) -> PyResult<Option<Dialect>> {
+    match dialect {
+        "auto" => Ok(None),
+        "openai" => Ok(Some(Dialect::OpenAi)),
+        "anthropic" => Ok(Some(Dialect::Anthropic)),
+        other => Err(errors::to_py(contextfold_core::CoreError::argument(format!(
+            "shape must be 'auto', 'openai' or 'anthropic', not {other:?}"
+        )))),
+    }
+}
+
+fn packed_tuple(packed: pack::Packed) -> PackedTuple {
     let (note, role, at) = match packed.note {
         Some(note) => (Some(note.text), if note.role == Role::User { "user" } else { "assistant" }, note.at),
         None => (None, "user", 0),
     };
-    Ok((packed.kept, note, role, at, packed.fits, packed.tokens))
+    (packed.kept, note, role, at, packed.fits, packed.tokens)
 }
 
 /// One note line for `message`.
@@ -192,7 +239,7 @@ mod _native {
     #[pymodule_export]
     use super::{
         _scan_floor, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pinned_directive_index, tokens_of, verbatim_start, window_start,
+        message_tokens_array, pack_handoff, pack_many, pinned_directive_index, tokens_of, verbatim_start, window_start,
         window_start_array,
     };
 

@@ -10,7 +10,7 @@ use pyo3::{intern, PyTypeInfo};
 pub struct PyNode<'py>(pub Bound<'py, PyAny>);
 
 /// The string's data as the core's [`Text`], borrowed in place.
-fn text_of<'a>(s: &'a Bound<'_, PyString>) -> Option<Text<'a>> {
+pub fn text_of<'a>(s: &'a Bound<'_, PyString>) -> Option<Text<'a>> {
     use pyo3::types::string::PyStringData;
     // SAFETY: the data is borrowed for as long as `s` is, and `str` is immutable.
     match unsafe { s.data() }.ok()? {
@@ -82,6 +82,25 @@ impl<'py> Iterator for DictEntries<'py> {
     }
 }
 
+/// The JSON type of a Python value, by its type flags (no failed casts).
+pub fn shape_of(v: &Bound<'_, PyAny>) -> Shape {
+    if PyString::is_type_of(v) {
+        Shape::Str
+    } else if PyDict::is_type_of(v) {
+        Shape::Object
+    } else if PyList::is_type_of(v) {
+        Shape::Array
+    } else if v.is_none() {
+        Shape::Null
+    } else if PyBool::is_type_of(v) {
+        Shape::Bool
+    } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) {
+        Shape::Number
+    } else {
+        Shape::Other
+    }
+}
+
 impl<'py> JsonNode for PyNode<'py> {
     type Items = ListItems<'py>;
     type Entries = DictEntries<'py>;
@@ -114,22 +133,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 
     fn shape(&self) -> Shape {
-        let v = &self.0;
-        if PyString::is_type_of(v) {
-            Shape::Str
-        } else if PyDict::is_type_of(v) {
-            Shape::Object
-        } else if PyList::is_type_of(v) {
-            Shape::Array
-        } else if v.is_none() {
-            Shape::Null
-        } else if PyBool::is_type_of(v) {
-            Shape::Bool
-        } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) {
-            Shape::Number
-        } else {
-            Shape::Other
-        }
+        shape_of(&self.0)
     }
 
     fn get(&self, k: Key) -> Option<Self> {

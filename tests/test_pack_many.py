@@ -1,0 +1,95 @@
+"""pack_many: equal to one-by-one packing under any thread count, the same errors, and
+safe to call from many Python threads at once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import contextfold as cf
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import anthropic_corpus, openai_corpus
+from .strategies import transcripts
+
+
+def one_by_one(batch: list[Any], **kwargs: Any) -> list[cf.HandoffPack]:
+    systems = kwargs.pop("systems", None) or [None] * len(batch)
+    return [cf.pack_handoff(m, system=s, **kwargs) for m, s in zip(batch, systems, strict=True)]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+@pytest.mark.parametrize("budget", [500, 8_000])
+def test_corpus_equals_one_by_one(backend: str, threads: int, budget: int) -> None:
+    batch = openai_corpus() * 3
+    for cut in ("greedy", "chunked"):
+        many = cf.pack_many(batch, target_context_tokens=budget, threads=threads, cut=cut)
+        assert many == one_by_one(batch, target_context_tokens=budget, cut=cut)
+        assert all(p.messages[i] is not None for p in many for i in range(len(p.messages)))
+
+
+def test_anthropic_systems(backend: str) -> None:
+    rows = anthropic_corpus()
+    batch = [r["messages"] for r in rows]
+    systems = [r.get("system") for r in rows]
+    many = cf.pack_many(batch, target_context_tokens=2_000, systems=systems, threads=2)
+    assert many == one_by_one(batch, target_context_tokens=2_000, systems=systems)
+    with pytest.raises(cf.ArgumentError):
+        cf.pack_many(batch, target_context_tokens=2_000, systems=systems[:-1])
+
+
+@settings(max_examples=300)
+@given(st.lists(transcripts(max_turns=12), max_size=12), st.integers(0, 1500), st.sampled_from([1, 2, 3]))
+def test_generated_batches_equal_one_by_one(batch: list[Any], budget: int, threads: int) -> None:
+    assert cf.pack_many(batch, target_context_tokens=budget, threads=threads) == one_by_one(
+        batch, target_context_tokens=budget
+    )
+
+
+def test_odd_values_take_the_attached_path_and_raise_the_same(backend: str) -> None:
+    deep: Any = "x"
+    for _ in range(1_000):
+        deep = [deep]
+    good = [{"role": "user", "content": "hi"}]
+    batch = [good, [{"role": "user", "content": [deep]}], good]
+    assert cf.pack_many(batch, target_context_tokens=100, threads=2) == one_by_one(batch, target_context_tokens=100)
+    bad = [good, [{"role": "user", "content": [{"a": {1, 2}}]}, {"role": "assistant", "content": "x" * 900}]]
+    with pytest.raises(cf.MessageTypeError, match="message 0, field 'content'") as info:
+        cf.pack_many(bad, target_context_tokens=100, threads=2)
+    assert info.value.__notes__ == ["in transcript 1"]
+    with pytest.raises(cf.MessageTypeError, match="messages: expected a list"):
+        cf.pack_many([good, "nope"], target_context_tokens=100)
+
+
+def test_custom_estimator_batches(backend: str) -> None:
+    batch = openai_corpus()[:10]
+    words = lambda text: len(text.split())  # noqa: E731
+    many = cf.pack_many(batch, target_context_tokens=300, estimate_tokens=words)
+    assert many == one_by_one(batch, target_context_tokens=300, estimate_tokens=words)
+
+
+def test_many_python_threads_at_once(backend: str) -> None:
+    batch = [json.loads(json.dumps(m)) for m in openai_corpus()]
+    expected = one_by_one(batch, target_context_tokens=1_000)
+    failures: list[str] = []
+
+    def run() -> None:
+        for _ in range(3):
+            if cf.pack_many(batch, target_context_tokens=1_000, threads=2) != expected:
+                failures.append("mismatch")
+
+    workers = [threading.Thread(target=run) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert failures == []
+
+
+def test_bad_options(backend: str) -> None:
+    with pytest.raises(cf.ArgumentError):
+        cf.pack_many([], target_context_tokens=10, threads=0)
+    assert cf.pack_many([], target_context_tokens=10) == []
