@@ -1,0 +1,174 @@
+"""``contextfold bench``: time packing and windowing, native vs reference vs LangChain.
+
+Each implementation packs the same transcripts (generated agent runs of several lengths,
+or the lines of a JSONL file) into the same budget; the best of ``--repeat`` runs is
+kept. The table gives the time per transcript, messages per second and each
+implementation's time relative to native; the plot shows time per transcript against
+transcript length, one line per implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from . import _backend, pack_handoff, reference, windowed
+
+Transcripts = list[list[dict[str, Any]]]
+
+
+@contextmanager
+def _using(impl: Any) -> Iterator[None]:
+    saved = _backend.impl
+    _backend.impl = impl
+    try:
+        yield
+    finally:
+        _backend.impl = saved
+
+
+def _best(fn: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(max(1, repeat)):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[[], Any]]]:
+    """name -> (transcripts -> a zero-argument timed call)."""
+    found: dict[str, Callable[[Transcripts], Callable[[], Any]]] = {}
+    try:
+        from . import _native
+    except ImportError:
+        _native = None  # type: ignore[assignment]
+    for name, impl in (("native", _native), ("reference", reference)):
+        if impl is None:
+            continue
+
+        def packer(ts: Transcripts, impl: Any = impl) -> Callable[[], Any]:
+            def run() -> Any:
+                with _using(impl):
+                    return [pack_handoff(t, target_context_tokens=budget) for t in ts]
+
+            return run
+
+        def window(ts: Transcripts, impl: Any = impl) -> Callable[[], Any]:
+            def run() -> Any:
+                with _using(impl):
+                    return [windowed(t) for t in ts]
+
+            return run
+
+        found[f"pack_handoff ({name})"] = packer
+        found[f"windowed ({name})"] = window
+    try:
+        from langchain_core.messages import convert_to_messages, trim_messages
+        from langchain_core.messages.utils import count_tokens_approximately
+    except ImportError:
+        return found
+
+    def langchain(ts: Transcripts) -> Callable[[], Any]:
+        built = [convert_to_messages(t) for t in ts]  # message objects built before timing
+
+        def run() -> Any:
+            return [
+                trim_messages(
+                    m,
+                    max_tokens=budget,
+                    strategy="last",
+                    token_counter=count_tokens_approximately,
+                    include_system=True,
+                    start_on="human",
+                )
+                for m in built
+            ]
+
+        return run
+
+    found["trim_messages (langchain)"] = langchain
+    return found
+
+
+def _groups(args: argparse.Namespace) -> list[tuple[int, Transcripts]]:
+    """(length, transcripts) groups to time."""
+    if args.file:
+        with open(args.file, encoding="utf-8") as stream:
+            rows = [json.loads(line) for line in stream if line.strip()]
+        transcripts = [r["messages"] if isinstance(r, dict) else r for r in rows]
+        by_length: dict[int, Transcripts] = {}
+        for t in transcripts:
+            by_length.setdefault(len(t), []).append(t)
+        return sorted(by_length.items())
+    from .synthetic import agent_run
+
+    groups = []
+    for size in (int(s) for s in args.sizes.split(",") if s.strip()):
+        run = agent_run(max(1, size // 3), seed=size)
+        groups.append((size, [run[: size - 1] + run[-1:]]))
+    return groups
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    console = Console()
+    implementations = _implementations(args.context_tokens)
+    groups = _groups(args)
+    times: dict[str, list[tuple[int, float]]] = {name: [] for name in implementations}
+    for length, transcripts in groups:
+        for name, make in implementations.items():
+            seconds = _best(make(transcripts), args.repeat)
+            times[name].append((length, seconds / len(transcripts)))
+    total_messages = sum(length * len(ts) for length, ts in groups)
+    total_transcripts = sum(len(ts) for _, ts in groups)
+    table = Table(
+        title=f"{total_transcripts} transcript(s), {total_messages:,} messages, budget {args.context_tokens:,}"
+    )
+    for column in ("implementation", "per transcript", "messages/s", "vs native"):
+        table.add_column(column, justify="left" if column == "implementation" else "right")
+    totals = {
+        name: sum(t * len(ts) for (_, t), (_, ts) in zip(points, groups, strict=True)) for name, points in times.items()
+    }
+    for name, total in totals.items():
+        native_name = name.split(" (")[0] + " (native)"
+        if name.startswith("trim_messages"):
+            native_name = "pack_handoff (native)"
+        base = totals.get(native_name)
+        ratio = f"{total / base:.1f}x" if base else "-"
+        table.add_row(name, f"{total / total_transcripts * 1e6:,.1f} µs", f"{total_messages / total:,.0f}", ratio)
+    console.print(table)
+    _plot(times, args.plot, console)
+    return 0
+
+
+def _plot(times: dict[str, list[tuple[int, float]]], path: str, console: Console) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        console.print("matplotlib is not installed: no plot written (pip install matplotlib)")
+        return
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for name, points in times.items():
+        xs, ys = zip(*sorted(points), strict=True) if points else ((), ())
+        axes.plot(xs, [y * 1e6 for y in ys], marker="o", label=name, linestyle="--" if "windowed" in name else "-")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("transcript length (messages)")
+    axes.set_ylabel("time per transcript (µs)")
+    axes.set_title("contextfold: time per transcript against transcript length")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    console.print(f"plot written to {path}")
