@@ -70,12 +70,22 @@ def pack_many(
 ) -> list[tuple[list[int], str | None, str, int, bool, int]]:
     """Packs each transcript, extracted while attached, on ``threads`` threads without the GIL."""
 
+def rank_by_count(items: list[str]) -> list[tuple[str, int]]:
+    """Each distinct string with its count: most frequent first, ties in code-point order."""
+
+def canonical_path(path: str) -> str:
+    """The canonical spelling of a path."""
+
+def repo_path(path: str, root: str | None = None) -> str | None:
+    """The path relative to ``root``, or None when it is not a repo file worth mapping."""
+
 def handoff_line(message: Any) -> str:
     """One note line for a dropped message."""
 
 __all__ = [
     "_scan_floor",
     "build_profile",
+    "canonical_path",
     "compact_tail_start_for_budget",
     "estimate_tokens",
     "handoff_line",
@@ -84,6 +94,8 @@ __all__ = [
     "pack_handoff",
     "pack_many",
     "pinned_directive_index",
+    "rank_by_count",
+    "repo_path",
     "tokens_of",
     "verbatim_start",
     "window_start",

@@ -7,6 +7,7 @@ the benchmarks measure the extension against.
 """
 
 from .pack import handoff_line, pack_handoff, pack_many
+from .paths import canonical_path, rank_by_count, repo_path
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of
 from .window import (
     compact_tail_start_for_budget,
@@ -17,6 +18,7 @@ from .window import (
 )
 
 __all__ = [
+    "canonical_path",
     "compact_tail_start_for_budget",
     "estimate_tokens",
     "handoff_line",
@@ -25,6 +27,8 @@ __all__ = [
     "pack_handoff",
     "pack_many",
     "pinned_directive_index",
+    "rank_by_count",
+    "repo_path",
     "tokens_of",
     "verbatim_start",
     "window_start",

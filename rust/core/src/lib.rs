@@ -12,6 +12,8 @@
 pub mod error;
 pub mod json;
 pub mod pack;
+pub mod paths;
+pub mod rank;
 pub mod text;
 pub mod tokens;
 pub mod tree;

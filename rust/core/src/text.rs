@@ -147,6 +147,34 @@ impl Text<'_> {
         len == other.len() && self.starts_with(other)
     }
 
+    /// Compares two texts by code point, whatever their representations (Python's `str`
+    /// order).
+    pub fn cmp_code_points(&self, other: &Text<'_>) -> std::cmp::Ordering {
+        match (self, other) {
+            (Text::Latin1(a), Text::Latin1(b)) => a.cmp(b),
+            (Text::Ucs2(a), Text::Ucs2(b)) => a.cmp(b),
+            (Text::Ucs4(a), Text::Ucs4(b)) => a.cmp(b),
+            (Text::Utf8(a), Text::Utf8(b)) => a.cmp(b),
+            _ => self.code_points().cmp(other.code_points()),
+        }
+    }
+
+    /// The text's code points (surrogate code points as they are stored).
+    pub fn code_points(&self) -> impl Iterator<Item = u32> + '_ {
+        let (latin1, ucs2, ucs4, utf8): (&[u8], &[u16], &[u32], &str) = match *self {
+            Text::Latin1(b) => (b, &[], &[], ""),
+            Text::Ucs2(u) => (&[], u, &[], ""),
+            Text::Ucs4(u) => (&[], &[], u, ""),
+            Text::Utf8(s) => (&[], &[], &[], s),
+        };
+        latin1
+            .iter()
+            .map(|&c| u32::from(c))
+            .chain(ucs2.iter().map(|&c| u32::from(c)))
+            .chain(ucs4.iter().copied())
+            .chain(utf8.chars().map(u32::from))
+    }
+
     /// The text's UTF-16 code units (a code point above U+FFFF becomes a surrogate pair).
     pub fn utf16_units(&self) -> Utf16Units<'_> {
         Utf16Units { text: *self, pos: 0, low: None, utf8: None }

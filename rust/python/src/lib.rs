@@ -9,6 +9,7 @@ mod batch;
 mod errors;
 mod node;
 mod sizer;
+mod strings;
 
 use contextfold_core::pack::{self, Cut, Dialect, PackOptions};
 use contextfold_core::tokens::{ArraySizes, Role, Sizes, Transcript};
@@ -213,6 +214,46 @@ fn packed_tuple(packed: pack::Packed) -> PackedTuple {
     (packed.kept, note, role, at, packed.fits, packed.tokens)
 }
 
+/// Each distinct string with its count: most frequent first, ties in code-point order.
+#[pyfunction]
+fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Vec<(Bound<'py, PyString>, usize)>> {
+    let mut error = None;
+    // SAFETY: every index is in bounds, and no Python code runs while the keys borrow the
+    // list (exact str items only; their hashing and comparison are CPython's and ours).
+    let keys = (0..items.len()).map_while(|i| match unsafe { strings::RankKey::from_list(items, i) } {
+        Ok(key) => Some(key),
+        Err(e) => {
+            error = Some(e);
+            None
+        }
+    });
+    let ranked = contextfold_core::rank::rank_by_count(keys);
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(ranked.into_iter().map(|(k, n)| (k.string.to_owned(), n)).collect())
+}
+
+/// The canonical spelling of a path.
+#[pyfunction]
+fn canonical_path<'py>(path: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyString>> {
+    strings::from_code_points(path.py(), &contextfold_core::paths::canonical(&strings::code_points(path)))
+}
+
+/// The path relative to `root`, or None when it is not a repo file worth mapping.
+#[pyfunction]
+#[pyo3(signature = (path, root=None))]
+fn repo_path<'py>(
+    path: &Bound<'py, PyString>,
+    root: Option<&Bound<'py, PyString>>,
+) -> PyResult<Option<Bound<'py, PyString>>> {
+    let root = root.map(strings::code_points);
+    match contextfold_core::paths::repo_path(&strings::code_points(path), root.as_deref()) {
+        Some(p) => strings::from_code_points(path.py(), &p).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// One note line for `message`.
 #[pyfunction]
 fn handoff_line(message: Bound<'_, PyAny>) -> String {
@@ -238,9 +279,9 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
 mod _native {
     #[pymodule_export]
     use super::{
-        _scan_floor, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pack_many, pinned_directive_index, tokens_of, verbatim_start, window_start,
-        window_start_array,
+        _scan_floor, canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
+        message_tokens_array, pack_handoff, pack_many, pinned_directive_index, rank_by_count, repo_path, tokens_of,
+        verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]

@@ -11,12 +11,30 @@ pub struct PyNode<'py>(pub Bound<'py, PyAny>);
 
 /// The string's data as the core's [`Text`], borrowed in place.
 pub fn text_of<'a>(s: &'a Bound<'_, PyString>) -> Option<Text<'a>> {
-    use pyo3::types::string::PyStringData;
-    // SAFETY: the data is borrowed for as long as `s` is, and `str` is immutable.
-    match unsafe { s.data() }.ok()? {
-        PyStringData::Ucs1(b) => Some(Text::Latin1(b)),
-        PyStringData::Ucs2(u) => Some(Text::Ucs2(u)),
-        PyStringData::Ucs4(u) => Some(Text::Ucs4(u)),
+    // SAFETY: `s` is a str, and its data lives (unchanged: str is immutable) as long as `s`.
+    unsafe { text_at(s.as_ptr()) }
+}
+
+/// The data of the str at `ptr`, borrowed for `'a`.
+///
+/// # Safety
+/// `ptr` must be a `str` that stays alive for `'a`.
+pub unsafe fn text_at<'a>(ptr: *mut pyo3::ffi::PyObject) -> Option<Text<'a>> {
+    use pyo3::ffi;
+    unsafe {
+        // A no-op from Python 3.12 on; before it, readies a legacy string.
+        #[allow(deprecated)]
+        if ffi::PyUnicode_READY(ptr) != 0 {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(ptr)).ok()?;
+        let data = ffi::PyUnicode_DATA(ptr);
+        Some(match ffi::PyUnicode_KIND(ptr) {
+            ffi::PyUnicode_1BYTE_KIND => Text::Latin1(std::slice::from_raw_parts(data.cast::<u8>(), len)),
+            ffi::PyUnicode_2BYTE_KIND => Text::Ucs2(std::slice::from_raw_parts(data.cast::<u16>(), len)),
+            _ => Text::Ucs4(std::slice::from_raw_parts(data.cast::<u32>(), len)),
+        })
     }
 }
 

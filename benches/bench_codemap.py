@@ -1,0 +1,63 @@
+"""rank_by_count on 100,000 items (vs the idiomatic Counter expression) and consolidate on
+a 10,000-observation run: native vs reference, in one run.
+
+    pytest benches/bench_codemap.py --benchmark-enable --benchmark-group-by=group
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+from contextfold import _backend, consolidate, reference
+
+from .conftest import native
+
+
+def _paths(n: int, distinct: int, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    dirs = ["src/store", "src/gateway", "api/src/routes", "packages/memory/src/working", "tests", "docs"]
+    pool = [f"{rng.choice(dirs)}/file_{i}.ts" for i in range(distinct)]
+    return [pool[min(int(rng.paretovariate(1.2)) - 1, distinct - 1)] for _ in range(n)]
+
+
+# Distinct str objects, as json.loads gives for the paths of a run's tool calls.
+ITEMS = json.loads(json.dumps(_paths(100_000, 5_000)))
+
+
+@pytest.mark.parametrize("impl", ["native", "counter"])
+def bench_rank_by_count(benchmark: Any, impl: str) -> None:
+    expected = sorted(Counter(ITEMS).items(), key=lambda kv: (-kv[1], kv[0]))
+    benchmark.group = "rank_by_count 100,000 items"
+    if impl == "counter":
+        benchmark(lambda: sorted(Counter(ITEMS).items(), key=lambda kv: (-kv[1], kv[0])))
+        return
+    rank = native().rank_by_count
+    assert rank(ITEMS) == expected
+    benchmark(lambda: rank(ITEMS))
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+def bench_consolidate(benchmark: Any, backend: str) -> None:
+    impl = native() if backend == "native" else reference
+    raw = _paths(10_000, 800, seed=5)
+    snapshot = {
+        "task": "find why the gateway drops requests",
+        "read": [f"C:\\code\\repo\\{p}".replace("/", "\\") for p in raw[:7_000]],
+        "edited": raw[7_000:9_000],
+        "created": raw[9_000:9_500],
+        "deleted": raw[9_500:],
+    }
+    saved = _backend.impl
+    try:
+        _backend.impl = reference
+        expected = consolidate(snapshot, root="C:/code/repo")
+        _backend.impl = impl
+        assert consolidate(snapshot, root="C:/code/repo") == expected
+        benchmark.group = "consolidate 10,000 observations"
+        benchmark(lambda: consolidate(snapshot, root="C:/code/repo"))
+    finally:
+        _backend.impl = saved

@@ -1,0 +1,62 @@
+"""Ranking and path canonicalisation, in pure Python: the reference for
+``contextfold-core``'s rank.rs and paths.rs."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from .text import js_trim
+
+NOISE_SEGMENTS = frozenset({"node_modules", "dist", ".next", ".turbo", "coverage", ".git", ".builderforce"})
+NOISE_FILES = frozenset({"pnpm-lock.yaml", "package-lock.json", "yarn.lock", "bun.lockb"})
+
+# JavaScript's /i on [a-z] without the u flag matches ASCII letters only; Python's
+# re.IGNORECASE would also match U+017F and U+212A, so the classes spell both cases.
+_MSYS_DRIVE = re.compile(r"/([a-zA-Z])/")
+_DRIVE = re.compile(r"[a-zA-Z]:/")
+_SLASHES = re.compile(r"/{2,}")
+_DOT_SLASH = re.compile(r"(^|/)(\./)+")
+
+
+def _check_strings(items: list[Any], what: str) -> None:
+    for i, item in enumerate(items):
+        if type(item) is not str:  # exact str, as the native path requires
+            raise TypeError(f"{what}[{i}]: expected str, got {type(item).__name__}")
+
+
+def rank_by_count(items: list[str]) -> list[tuple[str, int]]:
+    """Each distinct item with its count: most frequent first, ties in code-point order."""
+    _check_strings(items, "items")
+    return sorted(Counter(items).items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def canonical_path(raw: str) -> str:
+    """Trimmed, backslashes as ``/``, ``/c/x`` as ``c:/x``, ``//`` collapsed, ``./`` removed."""
+    p = js_trim(raw).replace("\\", "/")
+    if _MSYS_DRIVE.match(p):
+        p = f"{p[1]}:/{p[3:]}"
+    return _DOT_SLASH.sub(r"\1", _SLASHES.sub("/", p))
+
+
+def repo_path(raw: str, root: str | None = None) -> str | None:
+    """The path relative to ``root``, or None when it is not a repo file worth mapping."""
+    p = canonical_path(raw)
+    if p.startswith("/") or _DRIVE.match(p):
+        base = canonical_path(root).rstrip("/") if root else ""
+        if not base:
+            return None
+        if _DRIVE.match(base):
+            under = p.lower().startswith(base.lower() + "/")
+        else:
+            under = p.startswith(base + "/")
+        if not under:
+            return None
+        p = p[len(base) + 1 :]
+    segments = p.split("/")
+    if not p or ".." in segments:
+        return None
+    if any(s in NOISE_SEGMENTS for s in segments) or segments[-1] in NOISE_FILES:
+        return None
+    return p

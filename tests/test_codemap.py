@@ -1,0 +1,230 @@
+"""Working memory and code maps (SPEC §6), case by case, with native == reference checks
+for ranking and paths, and consolidate → merge → files → removal round trips."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import native_required
+
+ROOT = "C:\\code\\repo"
+
+
+def memory_with(observations: list[tuple[str, str]], task: str = "fix the run store") -> cf.WorkingMemory:
+    memory = cf.WorkingMemory()
+    memory.set_task(task)
+    for kind, item in observations:
+        memory.observe(kind, item)  # type: ignore[arg-type]
+    return memory
+
+
+def test_brief_sections_thresholds_and_counts(backend: str) -> None:
+    memory = memory_with([("read", "a.py")] * 9)
+    assert memory.brief() is None  # 9 observations
+    memory.observe("read", "  ")  # counted, not recorded
+    assert memory.size == 10
+    brief = memory.brief()
+    assert brief is not None and "- a.py (9×)" in brief
+    memory = memory_with(
+        [("created", "n.py"), ("edited", "e.py"), ("edited", "n.py"), ("deleted", "d.py"), ("read", "e.py")]
+        + [("read", f"r{i:02}.py") for i in range(27)]
+        + [("searched", f"q{i}") for i in range(17)]
+    )
+    brief = memory.brief()
+    assert brief is not None
+    sections = brief.split("\n\n")
+    assert sections[1].splitlines() == ["Changed:", "- n.py", "- e.py"]
+    assert sections[2].splitlines() == ["Deleted:", "- d.py"]
+    read = sections[3].splitlines()
+    assert read[0] == "Read:" and "- e.py" not in read and read[-1] == "- … 2 more" and len(read) == 27
+    assert len(sections[4].splitlines()) == 1 + 15
+    prose = [line for line in sections[0].splitlines()]
+    assert not any(line.startswith("- ") for line in prose)
+
+
+def test_observe_forms_and_errors() -> None:
+    memory = cf.WorkingMemory()
+    memory.observe({"kind": "searched", "query": " budget "})
+    memory.observe({"kind": "edited", "path": "x.py"})
+    assert memory.snapshot.searched == ("budget",) and memory.snapshot.edited == ("x.py",)
+    with pytest.raises(ValueError, match="unknown observation kind"):
+        memory.observe("opened", "x.py")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        memory.observe("read", 3)  # type: ignore[arg-type]
+    assert memory.size == 2
+    memory.set_task("  fix\n\tthe   store ")
+    assert memory.snapshot.task == "fix the store"
+    assert memory.brief(observations=50) is not None and memory.brief(observations=3) is None
+
+
+def test_consolidate_rules(backend: str) -> None:
+    snapshot = {
+        "task": "fix   the\nstore",
+        "created": ["C:\\code\\repo\\src\\store\\new.ts"],
+        "edited": ["/c/code/repo/src/store/run.ts", "src/store/run.ts"],
+        "deleted": ["src/store/old.ts"],
+        "read": ["src/store/index.ts", "src/store/index.ts", "src/api/x.ts", "node_modules/x/y.js", "yarn.lock"],
+    }
+    memory = cf.consolidate(snapshot, at=date(2026, 11, 30), root=ROOT)
+    assert memory is not None and memory.key == "codemap:src/store"
+    lines = memory.content.split("\n")
+    assert "2026-11-30" in lines[0] and '"fix the store"' in lines[0]
+    assert lines[2:] == [
+        "- src/store/new.ts (changed)",
+        "- src/store/run.ts (changed)",
+        "- src/store/index.ts (read 2×)",
+        "- src/api/x.ts",
+        "- src/store/old.ts (deleted)",
+    ]
+    # the newer rule: fewer than min_files distinct files -> None, changed or not
+    assert cf.consolidate({"edited": ["a/b.ts"]}) is None
+    assert cf.consolidate({"edited": ["a/b.ts"]}, min_files=1) is not None
+    assert cf.consolidate({"read": ["/abs/x.ts", "../y.ts", "dist/z.js"]}) is None
+
+
+def test_area_choice_and_caps(backend: str) -> None:
+    deep = [f"packages/memory/src/working/f{i}.ts" for i in range(5)] + ["api/x.ts"]
+    assert cf.consolidate({"read": deep}).key == "codemap:packages/memory/src/working"  # type: ignore[union-attr]
+    split = ["a/b/c.ts", "a/b/d.ts", "x/y/z.ts", "x/y/w.ts", "q.ts"]
+    assert cf.consolidate({"read": split}).key == "codemap:a/b"  # type: ignore[union-attr]
+    assert cf.consolidate({"read": ["a.ts", "b.ts", "c.ts"]}).key == "codemap:(root)"  # type: ignore[union-attr]
+    many = cf.consolidate({"edited": [f"src/f{i:02}.ts" for i in range(15)], "deleted": ["src/gone.ts"]})
+    assert many is not None
+    lines = many.content.split("\n")
+    assert len([line for line in lines if line.endswith("(changed)")]) == 12
+    assert lines[-2:] == ["- src/gone.ts (deleted)", "(+3 more file(s) touched)"]
+    assert cf.consolidated_key("x" * 300) == "codemap:" + "x" * 247
+    assert cf.consolidated_key("a" * 246 + "😀") == "codemap:" + "a" * 246  # never splits a pair
+
+
+def test_at_is_utc() -> None:
+    late = datetime(2026, 11, 30, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
+    memory = cf.consolidate({"read": ["a/b.ts", "a/c.ts", "a/d.ts"]}, at=late)
+    assert memory is not None and "2026-12-01" in memory.content
+    naive = cf.consolidate({"read": ["a/b.ts", "a/c.ts", "a/d.ts"]}, at=datetime(2026, 1, 2, 23, 59))
+    assert naive is not None and "2026-01-02" in naive.content
+    with pytest.raises(ValueError):
+        cf.consolidate({"read": ["a/b.ts", "a/c.ts", "a/d.ts"]}, at="2026-01-01")  # type: ignore[arg-type]
+
+
+def test_merge_keeps_earlier_files_and_drops_deleted(backend: str) -> None:
+    prior = "Code map of `src`.\nStart here:\n- src/a.ts (changed)\n- src/b.ts (read 3×)\n- src/c.ts"
+    nxt = "New header.\nStart:\n- src/d.ts (changed)\n- src/c.ts (deleted)"
+    merged = cf.merge_consolidated("codemap:src", prior, nxt)
+    assert merged.split("\n") == [
+        "New header.",
+        "Start:",
+        "- src/d.ts (changed)",
+        "- src/a.ts (changed earlier)",
+        "- src/b.ts (read 3×)",
+    ]
+    assert cf.merge_consolidated("other:x", prior, nxt) == nxt
+    assert cf.merge_consolidated("codemap:src", "  ", nxt).split("\n")[2:] == ["- src/d.ts (changed)"]
+    assert cf.consolidated_files(merged) == ["src/d.ts", "src/a.ts", "src/b.ts"]
+    assert (
+        cf.without_consolidated_files(merged, ["SRC\\A.ts", "./src//b.ts"])
+        == "New header.\nStart:\n- src/d.ts (changed)"
+    )
+    assert cf.without_consolidated_files(merged, ["src/a.ts", "src/b.ts", "src/d.ts"]) is None
+    assert cf.consolidated_files("- a.ts\r\n- b.ts") == ["b.ts"]  # `.` is not \r, as in JavaScript
+
+
+def test_recall(backend: str) -> None:
+    assert cf.area_of_path("api/src/run.ts") == "api/src"
+    assert cf.area_of_path("package.json") == "(root)"
+    assert cf.area_of_path("./api/src/") == "api/src"
+    assert cf.area_of_path("  ") == ""
+    text = "see https://x.io/a/b.ts and /abs/c.ts, ../d.ts, e.g, (src/runStore/run.ts). Also package.json"
+    assert cf.areas_of_paths_in(text) == ["src/runStore", "(root)"]
+    areas = ["brain-embedded/src/runStore", "api/src", "app/components/ui", "src/run-store/deep/more"]
+    assert cf.areas_named_in("fix the run store", areas) == ["src/run-store/deep/more", "brain-embedded/src/runStore"]
+    assert cf.areas_named_in("the RunStore bug", areas)[-1] == "brain-embedded/src/runStore"
+    assert cf.areas_named_in("fix src and ui", areas) == []  # generic and short names never match
+    facts = [{"key": "codemap:api"}, {"key": "codemap:api/src/deep"}, {"key": "other"}, {"key": "codemap:web"}]
+    assert cf.consolidated_facts_for(facts, ["api/src"]) == [facts[1], facts[0]]
+    assert cf.consolidated_facts_for(facts, []) == []
+    assert cf.consolidated_area("codemap:a/b") == "a/b" and cf.consolidated_area("x") is None
+
+
+def test_paths(backend: str) -> None:
+    assert cf.canonical_path(" .\\a\\\\b/./c ") == "a/b/c"
+    assert cf.canonical_path("/c/Code/x") == "c:/Code/x"
+    assert cf.repo_path("/C/CODE/repo/src/x.ts", ROOT) == "src/x.ts"
+    assert cf.repo_path("D:/other/x.ts", ROOT) is None
+    assert cf.repo_path("/abs/x.ts") is None and cf.repo_path("/abs/x.ts", "/") is None
+    assert cf.repo_path("src/.git/x") is None and cf.repo_path("a/pnpm-lock.yaml") is None
+    assert cf.repo_path("a/b\ud800.ts") == "a/b\ud800.ts"  # a lone surrogate survives
+    with pytest.raises(TypeError):
+        cf.repo_path(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"items\[1\]: expected str"):
+        cf.rank_by_count(["a", 1])  # type: ignore[list-item]
+
+
+PATHY = st.lists(
+    st.sampled_from([*"ab./\\ C:c.-_\ufeff\x1cé😀", "\ud800", "..", "node_modules", "dist", "yarn.lock"]), max_size=12
+).map("".join)
+
+
+@settings(max_examples=5_000)
+@given(PATHY, st.one_of(st.none(), PATHY))
+def test_paths_native_equals_reference(path: str, root: str | None) -> None:
+    native = native_required()
+    assert native.canonical_path(path) == reference.canonical_path(path)
+    assert native.repo_path(path, root) == reference.repo_path(path, root)
+
+
+@settings(max_examples=3_000)
+@given(st.lists(st.one_of(PATHY, st.sampled_from(["a", "B", "b", "é", "_x", "a1"])), max_size=60))
+def test_rank_native_equals_reference(items: list[str]) -> None:
+    native = native_required()
+    assert native.rank_by_count(items) == reference.rank_by_count(items)
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.tuples(st.sampled_from(["read", "created", "edited", "deleted"]), PATHY), max_size=40),
+    st.lists(st.tuples(st.sampled_from(["read", "edited", "deleted"]), PATHY), max_size=20),
+)
+def test_round_trips(first: list[tuple[str, str]], second: list[tuple[str, str]]) -> None:
+    a = cf.consolidate(memory_with(first).snapshot, at=date(2026, 1, 1), root=ROOT, min_files=1)
+    b = cf.consolidate(memory_with(second).snapshot, at=date(2026, 1, 2), root=ROOT, min_files=1)
+    if a is None or b is None:
+        return
+    merged = cf.merge_consolidated(b.key, a.content if a.key == b.key else None, b.content)
+    files = cf.consolidated_files(merged)
+    deleted_by_b = {line[2:-10] for line in b.content.split("\n") if line.endswith(" (deleted)")}
+    assert not deleted_by_b & set(files)
+    assert len(files) == len(set(files)) <= 12
+    assert all(f in files for f in cf.consolidated_files(b.content)[:12])
+    if files:
+        assert cf.without_consolidated_files(merged, files) is None
+        rest = cf.without_consolidated_files(merged, files[:1])
+        assert rest is None or cf.consolidated_files(rest) == files[1:]
+
+
+def test_snapshot_is_a_copy(backend: str) -> None:
+    memory = memory_with([("read", "a.ts")])
+    snap = memory.snapshot
+    memory.observe("read", "b.ts")
+    assert snap.read == ("a.ts",) and isinstance(snap, cf.WorkingMemorySnapshot)
+    assert cf.consolidate(snap) is None
+
+
+def _facts_like(keys: list[str]) -> list[Any]:
+    class Fact:
+        def __init__(self, key: str) -> None:
+            self.key = key
+
+    return [Fact(k) for k in keys]
+
+
+def test_facts_may_be_objects(backend: str) -> None:
+    facts = _facts_like(["codemap:a/b", "codemap:a"])
+    assert cf.consolidated_facts_for(facts, ["a/b/c"]) == facts
