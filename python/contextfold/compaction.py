@@ -1,0 +1,249 @@
+"""Compaction: fold the bulky middle of a long run into one LLM-written note.
+
+:func:`windowed` keeps a request inside the window by dropping the oldest turns, which
+silently loses what the run learned. When a summariser is available,
+:func:`build_working_transcript` instead compresses the older turns into ONE note and keeps
+a token-sized tail verbatim, re-injecting the live directive when the note covers it. The
+note is carried from request to request in a :class:`CompactMemo`, and each new fold
+summarises only the previous note plus the messages since it, so a long run is never
+re-summarised from scratch. :func:`summarize_transcript` calls any LLM chunk by chunk, so
+no single call can overflow the summariser's own window.
+
+``complete`` is any ``async`` callable taking ONE dict ``{"system", "user", "max_tokens"[,
+"signal"]}`` and returning the text (or None): a three-line adapter fits the OpenAI,
+Anthropic or LiteLLM SDKs, e.g. for OpenAI::
+
+    async def complete(req):
+        r = await client.chat.completions.create(model="gpt-4o-mini", max_tokens=req["max_tokens"],
+            messages=[{"role": "system", "content": req["system"]}, {"role": "user", "content": req["user"]}])
+        return r.choices[0].message.content
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .reference.jsjson import compact_json, utf16_len
+from .reference.text import js_trim, utf16_cut
+from .tokens import estimate_tokens, message_tokens, tokens_of
+from .window import (
+    COMPACT_TAIL_TOKEN_BUDGET,
+    HISTORY_TOKEN_BUDGET,
+    HISTORY_WINDOW,
+    assemble_compacted,
+    compact_tail_start_for_budget,
+    verbatim_start,
+    window_start,
+    windowed,
+)
+
+__all__ = [
+    "TRANSCRIPT_SUMMARY_INPUT_TOKENS",
+    "TRANSCRIPT_SUMMARY_MAX_TOKENS",
+    "TRANSCRIPT_SUMMARY_PROMPT",
+    "CompactMemo",
+    "TranscriptFold",
+    "WorkingTranscriptState",
+    "build_working_transcript",
+    "render_for_summary",
+    "still_in_working_context",
+    "summarize_transcript",
+    "summary_chunks",
+]
+
+TRANSCRIPT_SUMMARY_PROMPT = (
+    "You compress the earlier part of an agent's conversation into working notes the agent will read in place of "
+    "it. Keep what the remaining work depends on: the user's current instruction, word for word where it matters; "
+    "every file path, function, class and other symbol that was found, read or changed, and what was learned about "
+    "each; decisions made and why; commands run and their outcomes; open problems and the next step. Prefer exact "
+    "names and facts over narrative, drop pleasantries and repetition, and do not invent anything. If a previous "
+    "summary opens the input, fold it in: the result must stand alone. Write plain text, no preamble."
+)
+"""The summariser's instructions."""
+TRANSCRIPT_SUMMARY_MAX_TOKENS = 2_500
+"""The longest note a summariser call may write."""
+TRANSCRIPT_SUMMARY_INPUT_TOKENS = 48_000
+"""The most transcript one summariser call reads; longer input is summarised in chunks."""
+
+_NOTE_HEADER = "Summary of the conversation so far (the earlier turns, compressed):\n"
+_CLIPPED = "\n[…clipped]"
+
+Message = dict[str, Any]
+Summarize = Callable[[list[Message]], Awaitable[str | None]]
+Complete = Callable[[dict[str, Any]], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactMemo:
+    """A held note: it summarises ``convo[:covered_end]``."""
+
+    note: str
+    covered_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptFold:
+    """What one fold did, for ``on_folded``: how many messages it newly folded, the new
+    note, and where the verbatim part now starts."""
+
+    dropped_messages: int
+    note: str
+    covered_end: int
+
+
+@dataclass(slots=True)
+class WorkingTranscriptState:
+    """A run's transcript and the note held for it (mutable: a fold updates the memo)."""
+
+    transcript: list[Message]
+    compact_memo: CompactMemo | None = field(default=None)
+
+
+def _fits_verbatim(messages: Sequence[Message], extra_tokens: int = 0) -> bool:
+    return len(messages) <= HISTORY_WINDOW and tokens_of(messages) + extra_tokens <= HISTORY_TOKEN_BUDGET
+
+
+def _live_memo(state: WorkingTranscriptState) -> CompactMemo | None:
+    memo = state.compact_memo
+    return memo if memo is not None and memo.covered_end <= len(state.transcript) else None
+
+
+def still_in_working_context(state: WorkingTranscriptState, message: Message) -> bool:
+    """Whether ``message`` (by identity) is still sent verbatim: after the held note's
+    coverage when there is one, else inside :func:`windowed`."""
+    convo = state.transcript
+    index = next((i for i, m in enumerate(convo) if m is message), -1)
+    if index < 0:
+        return False
+    memo = _live_memo(state)
+    if memo is not None:
+        return index >= verbatim_start(convo, memo.covered_end)
+    return index >= window_start(convo)
+
+
+async def build_working_transcript(
+    state: WorkingTranscriptState,
+    system_prompt: str,
+    summarize: Summarize,
+    on_folded: Callable[[TranscriptFold], Any] | None = None,
+) -> list[Message]:
+    """The request to send: the system prompt, then the transcript, folded when needed.
+
+    - Fits verbatim (at most 80 messages and 64k tokens): system + :func:`windowed`, and
+      the memo is cleared.
+    - A held note whose remainder fits is reused as it is.
+    - Otherwise the held note plus exactly the messages since it are folded, by
+      ``summarize``, into a new note up to a token-sized tail; the live directive is
+      re-injected right before the tail when the note covers it, and ``on_folded`` hears of
+      it. Nothing new to fold: ``summarize`` is not called and the held note is kept. No
+      summary (None or empty): the held note is kept, else the oldest turns are dropped.
+    """
+    convo = state.transcript
+    system: Message = {"role": "system", "content": system_prompt}
+    if _fits_verbatim(convo):
+        state.compact_memo = None
+        return [system, *windowed(convo)]
+    memo = _live_memo(state)
+    if memo is not None:
+        remainder = convo[verbatim_start(convo, memo.covered_end) :]
+        if _fits_verbatim(remainder, estimate_tokens(memo.note)):
+            return assemble_compacted(system_prompt, convo, memo.note, memo.covered_end)
+
+    def fallback() -> list[Message]:
+        if memo is not None:
+            return assemble_compacted(system_prompt, convo, memo.note, memo.covered_end)
+        return [system, *windowed(convo)]
+
+    start = 0 if memo is None else memo.covered_end
+    end = compact_tail_start_for_budget(convo, COMPACT_TAIL_TOKEN_BUDGET)
+    if end <= start:
+        return fallback()
+    held = [] if memo is None else [{"role": "assistant", "content": memo.note}]
+    summary = await summarize([*held, *convo[start:end]])
+    if not summary:
+        return fallback()
+    note = _NOTE_HEADER + summary
+    state.compact_memo = CompactMemo(note, end)
+    if on_folded is not None:
+        on_folded(TranscriptFold(end - start, note, end))
+    return assemble_compacted(system_prompt, convo, note, end)
+
+
+def _content_text(content: Any) -> str:
+    return content if isinstance(content, str) else compact_json(content)
+
+
+def render_for_summary(messages: Sequence[Message]) -> str:
+    """The transcript as the summariser reads it: ``role [called: a, b]: content`` per
+    message, separated by a blank line; non-string content as compact JSON."""
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        names = []
+        if isinstance(calls, list):
+            for call in calls:
+                function = call.get("function") if isinstance(call, dict) else None
+                name = function.get("name") if isinstance(function, dict) else None
+                if isinstance(name, str):
+                    names.append(name)
+        called = f" [called: {', '.join(names)}]" if isinstance(calls, list) and calls else ""
+        out.append(f"{m.get('role')}{called}: {_content_text(m.get('content'))}")
+    return "\n\n".join(out)
+
+
+def summary_chunks(messages: Sequence[Message], budget: int = TRANSCRIPT_SUMMARY_INPUT_TOKENS) -> list[list[Message]]:
+    """Consecutive chunks of at most ``budget`` tokens; a message larger than the budget is
+    a chunk of its own. Nothing is lost: the chunks concatenate to ``messages``."""
+    chunks: list[list[Message]] = []
+    chunk: list[Message] = []
+    used = 0
+    for m in messages:
+        cost = message_tokens(m)
+        if chunk and used + cost > budget:
+            chunks.append(chunk)
+            chunk, used = [], 0
+        chunk.append(m)
+        used += cost
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _clip(text: str, budget: int) -> str:
+    limit = budget * 4
+    return utf16_cut(text, limit) + _CLIPPED if utf16_len(text) > limit else text
+
+
+async def summarize_transcript(
+    complete: Complete,
+    messages: Sequence[Message],
+    signal: Any = None,
+    budget: int = TRANSCRIPT_SUMMARY_INPUT_TOKENS,
+) -> str | None:
+    """A note for ``messages``: one ``complete`` call per chunk of ``budget`` tokens, each
+    folding the next chunk onto the note so far. None when any call fails or answers
+    nothing (the caller then falls back), never a note that skipped part of the history.
+    One message longer than a whole call reads is clipped, with a marker."""
+    if not messages:
+        return None
+    note: str | None = None
+    for chunk in summary_chunks(messages, budget):
+        given = chunk if note is None else [{"role": "assistant", "content": note}, *chunk]
+        request: dict[str, Any] = {
+            "system": TRANSCRIPT_SUMMARY_PROMPT,
+            "user": _clip(render_for_summary(given), budget),
+            "max_tokens": TRANSCRIPT_SUMMARY_MAX_TOKENS,
+        }
+        if signal is not None:
+            request["signal"] = signal
+        try:
+            answer = await complete(request)
+        except Exception:  # any failure of the model call reads as "no summary"
+            return None
+        text = js_trim(answer or "") if isinstance(answer, str) or answer is None else ""
+        if not text:
+            return None
+        note = text
+    return note

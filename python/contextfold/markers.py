@@ -1,0 +1,104 @@
+"""Consolidation markers: a persisted fold in a stored conversation.
+
+A marker is a stored message whose ``metadata`` (JSON text) says ``consolidation: true``.
+A manual marker covers everything before it; an auto marker (written when a run was
+compacted) covers up to the message whose ``id`` is its ``keepFromId``.
+:func:`scope_to_consolidation` returns what a reader should load: the marker and what it
+does not cover. An auto marker whose ``keepFromId`` cannot be placed (the row was deleted,
+or history was re-inserted under new ids) is ignored and the scope falls back to the
+marker before it, so messages the note never held are never dropped.
+
+Wire format (byte-exact): ``{"consolidation":true}`` for a manual marker,
+``{"consolidation":true,"auto":true,"keepFromId":N,"folded":M}`` for an auto one, the
+last two keys left out when not given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+__all__ = [
+    "consolidation_marker_of",
+    "consolidation_metadata",
+    "is_consolidation_marker",
+    "last_consolidation_index",
+    "scope_to_consolidation",
+]
+
+Row = TypeVar("Row")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
+    """The metadata text of a marker: manual without ``auto``; with it (a mapping with
+    ``keep_from_id`` and ``folded``, either optional), an auto marker."""
+    meta: dict[str, Any] = {"consolidation": True}
+    if auto is not None:
+        meta["auto"] = True
+        keep_from = auto.get("keep_from_id", auto.get("keepFromId"))
+        if keep_from is not None:
+            meta["keepFromId"] = keep_from
+        if auto.get("folded") is not None:
+            meta["folded"] = auto["folded"]
+    return json.dumps(meta, separators=(",", ":"))
+
+
+def _field(row: Any, name: str) -> Any:
+    return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")  # JSON.parse has no NaN or Infinity
+
+
+def consolidation_marker_of(row: Any) -> dict[str, Any] | None:
+    """The marker metadata of a stored message (a mapping or an object with ``metadata``),
+    or None when it is not a marker."""
+    text = _field(row, "metadata")
+    if not isinstance(text, str):
+        return None
+    try:
+        meta = json.loads(text, parse_constant=_reject_constant)
+    except ValueError:
+        return None
+    if not isinstance(meta, dict) or meta.get("consolidation") is not True:
+        return None
+    return meta
+
+
+def is_consolidation_marker(row: Any) -> bool:
+    """Whether a stored message is a consolidation marker."""
+    return consolidation_marker_of(row) is not None
+
+
+def last_consolidation_index(rows: Sequence[Any]) -> int:
+    """Index of the newest marker, or -1."""
+    for i in range(len(rows) - 1, -1, -1):
+        if is_consolidation_marker(rows[i]):
+            return i
+    return -1
+
+
+def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:
+    """What a reader should load (the same row objects, in a new list): unchanged without
+    a marker; from a manual marker on; for an auto marker, the marker then every row from
+    its ``keepFromId`` on, other markers left out."""
+    rows = list(rows)
+    while True:
+        idx = last_consolidation_index(rows)
+        if idx < 0:
+            return rows
+        marker = rows[idx]
+        meta = consolidation_marker_of(marker) or {}
+        if meta.get("auto") is not True:
+            return rows[idx:]
+        keep_from = _int_or_none(meta.get("keepFromId"))
+        start = next((i for i, r in enumerate(rows) if keep_from is not None and _field(r, "id") == keep_from), -1)
+        if 0 <= start <= idx:
+            return [marker, *(r for r in rows[start:] if r is not marker and not is_consolidation_marker(r))]
+        rows = [r for r in rows if r is not marker]  # unplaceable: ignore it, fall back

@@ -1,0 +1,276 @@
+"""Compaction (SPEC §7): summaries, chunking, folding, markers; and a scripted summariser
+replaying the longest corpus transcripts turn by turn."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import contextfold as cf
+import pytest
+
+from .conftest import anthropic_corpus, openai_corpus, vectors
+
+
+def long(n: int) -> list[dict[str, Any]]:
+    return [{"role": "assistant" if i % 2 else "user", "content": f"turn {i} {'x' * 400}"} for i in range(n)]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_render_for_summary() -> None:
+    call = {"id": "1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    rendered = cf.render_for_summary(
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call, {"function": {}}]},
+            {"role": "tool", "content": [{"type": "text", "text": "é"}]},
+        ]
+    )
+    assert rendered == 'user: hi\n\nassistant [called: read_file]: null\n\ntool: [{"type":"text","text":"é"}]'
+
+
+def test_summary_chunk_vectors(backend: str) -> None:
+    for case in vectors("summary_chunk_sizes"):
+        roles, lengths, budget = case["args"]
+        msgs = [{"role": r, "content": "x" * n} for r, n in zip(roles, lengths, strict=True)]
+        assert [len(c) for c in cf.summary_chunks(msgs, budget)] == case["expected"], case
+
+
+def test_chunks_lose_nothing() -> None:
+    msgs = long(40)
+    chunks = cf.summary_chunks(msgs, 1_000)
+    assert len(chunks) > 1
+    assert [m for c in chunks for m in c] == msgs
+    assert cf.summary_chunks([{"role": "user", "content": "y" * 50_000}], 1_000) == [
+        [{"role": "user", "content": "y" * 50_000}]
+    ]
+
+
+def test_summarize_folds_each_chunk_onto_the_note() -> None:
+    inputs: list[dict[str, Any]] = []
+
+    async def complete(req: dict[str, Any]) -> str:
+        inputs.append(req)
+        return f"note {len(inputs)}"
+
+    out = run(cf.summarize_transcript(complete, long(40), None, 1_000))
+    assert len(inputs) > 1 and out == f"note {len(inputs)}"
+    assert "note " not in inputs[0]["user"]
+    assert inputs[1]["user"].startswith("assistant: note 1")
+    assert inputs[0]["system"] == cf.TRANSCRIPT_SUMMARY_PROMPT and inputs[0]["max_tokens"] == 2_500
+    assert "signal" not in inputs[0]
+    run(cf.summarize_transcript(complete, long(2), signal="abort-token"))
+    assert inputs[-1]["signal"] == "abort-token"
+
+
+@pytest.mark.parametrize("failure", ["", None, "   ", "raise"])
+def test_any_failing_chunk_gives_none(failure: Any) -> None:
+    calls = 0
+
+    async def complete(_req: dict[str, Any]) -> str | None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            if failure == "raise":
+                raise RuntimeError("model down")
+            return failure  # type: ignore[no-any-return]
+        return "n"
+
+    assert run(cf.summarize_transcript(complete, long(40), None, 1_000)) is None
+    assert run(cf.summarize_transcript(complete, [], None, 1_000)) is None
+
+
+def test_one_oversized_message_is_clipped() -> None:
+    seen = ""
+
+    async def complete(req: dict[str, Any]) -> str:
+        nonlocal seen
+        seen = req["user"]
+        return "n"
+
+    run(cf.summarize_transcript(complete, [{"role": "user", "content": "y" * 50_000}], None, 1_000))
+    assert len(seen) < 5_000 and seen.endswith("\n[…clipped]") and len(seen) == 4_000 + len("\n[…clipped]")
+
+
+def test_fits_verbatim_clears_the_memo() -> None:
+    state = cf.WorkingTranscriptState(long(10), cf.CompactMemo("old", 4))
+
+    async def never(_msgs: list[dict[str, Any]]) -> str:
+        raise AssertionError("not called")
+
+    out = run(cf.build_working_transcript(state, "sys", never))
+    assert out[0] == {"role": "system", "content": "sys"} and out[1:] == state.transcript
+    assert state.compact_memo is None
+
+
+def test_fold_report_and_reuse() -> None:
+    convo = long(100)  # > 80 messages: a message-count overflow folds too
+    state = cf.WorkingTranscriptState(convo)
+    folds: list[cf.TranscriptFold] = []
+    calls: list[list[dict[str, Any]]] = []
+
+    async def summarize(msgs: list[dict[str, Any]]) -> str:
+        calls.append(msgs)
+        return f"summary {len(calls)}"
+
+    out = run(cf.build_working_transcript(state, "sys", summarize, folds.append))
+    assert len(folds) == 1 and out[1] == {"role": "assistant", "content": folds[0].note}
+    memo = state.compact_memo
+    assert memo is not None and memo.covered_end == folds[0].covered_end == folds[0].dropped_messages
+    assert out[2] is convo[-2] or out[2] is convo[memo.covered_end]  # the directive, when covered
+    # a live memo whose remainder fits is reused: no new call
+    again = run(cf.build_working_transcript(state, "sys", summarize, folds.append))
+    assert again == out and len(calls) == 1
+    assert cf.still_in_working_context(state, convo[-1]) and not cf.still_in_working_context(state, convo[0])
+    assert not cf.still_in_working_context(state, {"role": "user", "content": "elsewhere"})
+
+
+def test_refold_summarises_the_note_plus_only_what_is_new() -> None:
+    convo = long(100)
+    state = cf.WorkingTranscriptState(convo)
+    seen: list[list[dict[str, Any]]] = []
+
+    async def summarize(msgs: list[dict[str, Any]]) -> str:
+        seen.append(msgs)
+        return f"s{len(seen)}"
+
+    run(cf.build_working_transcript(state, "sys", summarize))
+    first_end = state.compact_memo.covered_end  # type: ignore[union-attr]
+    convo.extend(long(60))
+    run(cf.build_working_transcript(state, "sys", summarize))
+    assert len(seen) == 2
+    assert seen[1][0]["role"] == "assistant" and seen[1][0]["content"].endswith("s1")
+    assert seen[1][1:] == convo[first_end : state.compact_memo.covered_end]  # type: ignore[union-attr]
+
+
+def test_no_summary_falls_back() -> None:
+    convo = long(100)
+
+    async def nothing(_msgs: list[dict[str, Any]]) -> None:
+        return None
+
+    state = cf.WorkingTranscriptState(convo)
+    out = run(cf.build_working_transcript(state, "sys", nothing))  # type: ignore[arg-type]
+    assert out == [{"role": "system", "content": "sys"}, *cf.windowed(convo)] and state.compact_memo is None
+    held = cf.WorkingTranscriptState(convo, cf.CompactMemo("held note", 30))
+    out = run(cf.build_working_transcript(held, "sys", nothing))  # type: ignore[arg-type]
+    assert out[1] == {"role": "assistant", "content": "held note"} and held.compact_memo == cf.CompactMemo(
+        "held note", 30
+    )
+    stale = cf.WorkingTranscriptState(convo, cf.CompactMemo("stale", 10_000))  # past the end: ignored
+    out = run(cf.build_working_transcript(stale, "sys", nothing))  # type: ignore[arg-type]
+    assert out[1:] == cf.windowed(convo)
+
+
+def test_nothing_new_to_fold_keeps_the_note_without_a_call() -> None:
+    convo = long(100)
+    end = cf.compact_tail_start_for_budget(convo, cf.COMPACT_TAIL_TOKEN_BUDGET)
+    state = cf.WorkingTranscriptState(convo, cf.CompactMemo("n" * 300_000, end))  # too big to reuse
+
+    async def never(_msgs: list[dict[str, Any]]) -> str:
+        raise AssertionError("not called")
+
+    out = run(cf.build_working_transcript(state, "sys", never))
+    assert out[1]["content"] == "n" * 300_000
+
+
+def row(i: int, content: str, metadata: str | None = None) -> dict[str, Any]:
+    return {"id": i, "content": content, "metadata": metadata}
+
+
+def test_markers() -> None:
+    assert cf.consolidation_metadata() == '{"consolidation":true}'
+    auto = cf.consolidation_metadata({"keep_from_id": 3, "folded": 7})
+    assert auto == '{"consolidation":true,"auto":true,"keepFromId":3,"folded":7}'
+    assert cf.consolidation_metadata({}) == '{"consolidation":true,"auto":true}'
+    assert cf.consolidation_marker_of(row(1, "x", auto)) == {
+        "consolidation": True,
+        "auto": True,
+        "keepFromId": 3,
+        "folded": 7,
+    }
+    for bad in (None, "", "nope", "[1]", '{"consolidation":1}', '{"consolidation":true,"x":NaN}'):
+        assert not cf.is_consolidation_marker(row(1, "x", bad))
+    rows = [row(1, "a"), row(2, "m", cf.consolidation_metadata()), row(3, "b")]
+    assert cf.last_consolidation_index(rows) == 1 and cf.last_consolidation_index(rows[:1]) == -1
+    assert cf.scope_to_consolidation(rows) == rows[1:] and cf.scope_to_consolidation(rows[:1]) == rows[:1]
+
+
+def test_auto_marker_scope() -> None:
+    listing = [
+        row(1, "old"),
+        row(2, "user turn"),
+        row(3, "narration"),
+        row(4, "note", cf.consolidation_metadata({"keep_from_id": 2})),
+        row(5, "final reply"),
+    ]
+    assert [r["content"] for r in cf.scope_to_consolidation(listing)] == [
+        "note",
+        "user turn",
+        "narration",
+        "final reply",
+    ]
+    gone = [row(1, "a"), row(2, "note", cf.consolidation_metadata({"keep_from_id": 99})), row(3, "b")]
+    assert [r["content"] for r in cf.scope_to_consolidation(gone)] == ["a", "b"]
+    after = [row(1, "a"), row(2, "note", cf.consolidation_metadata({"keep_from_id": 3})), row(3, "b")]
+    assert [r["content"] for r in cf.scope_to_consolidation(after)] == ["a", "b"]
+    fallback = [
+        row(1, "old"),
+        row(2, "manual", cf.consolidation_metadata()),
+        row(3, "kept"),
+        row(4, "auto", cf.consolidation_metadata({"keep_from_id": 99})),
+        row(5, "new"),
+    ]
+    assert [r["content"] for r in cf.scope_to_consolidation(fallback)] == ["manual", "kept", "new"]
+
+
+class Scripted:
+    """A summariser that names what it was given, and can be told to fail."""
+
+    def __init__(self, fail_every: int = 0) -> None:
+        self.calls = 0
+        self.fail_every = fail_every
+
+    async def __call__(self, msgs: list[dict[str, Any]]) -> str | None:
+        self.calls += 1
+        if self.fail_every and self.calls % self.fail_every == 0:
+            return None
+        return f"[{len(msgs)} messages folded, call {self.calls}]"
+
+
+def check_request(convo: list[dict[str, Any]], out: list[dict[str, Any]], state: cf.WorkingTranscriptState) -> None:
+    body = out[1:]
+    memo = state.compact_memo
+    directive = max((i for i, m in enumerate(convo) if m["role"] == "user"), default=-1)
+    if directive >= 0:
+        assert any(m is convo[directive] for m in body)  # the live directive is always there
+    if memo is not None and out[1].get("content") == memo.note:
+        start = cf.verbatim_start(convo, memo.covered_end)
+        assert start == memo.covered_end  # no message is in neither the note nor the verbatim part
+        verbatim = [m for m in body[1:] if m is not convo[directive] or directive >= start]
+        assert verbatim == convo[start:]
+        assert cf.tokens_of(verbatim) <= cf.HISTORY_TOKEN_BUDGET + cf.tokens_of(body[1:2])
+    previous = None
+    for m in body:  # no orphaned tool result
+        if m.get("role") == "tool":
+            assert previous is not None and (previous["role"] == "tool" or previous.get("tool_calls"))
+        previous = m
+
+
+@pytest.mark.parametrize("fail_every", [0, 3])
+def test_replay_longest_corpus_transcripts(fail_every: int) -> None:
+    rows = openai_corpus() + [r["messages"] for r in anthropic_corpus()]
+    for full in sorted(rows, key=len, reverse=True)[:3]:
+        state = cf.WorkingTranscriptState([])
+        summarize = Scripted(fail_every)
+        for message in full:
+            state.transcript.append(message)
+            out = run(cf.build_working_transcript(state, "sys", summarize))
+            if fail_every == 0:
+                check_request(state.transcript, out, state)
+            else:
+                directive = max((i for i, m in enumerate(state.transcript) if m["role"] == "user"), default=-1)
+                assert directive < 0 or any(m is state.transcript[directive] for m in out)
