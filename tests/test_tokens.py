@@ -151,3 +151,23 @@ def test_messages_are_never_mutated(backend: str) -> None:
     cf.tokens_of(convo)
     cf.windowed(convo)
     assert repr(convo) == snapshot
+
+
+def test_tiktoken_estimator_is_exact_or_says_why() -> None:
+    from contextfold.estimators import tiktoken_estimator
+
+    try:
+        estimate = tiktoken_estimator("cl100k_base")
+    except cf.ArgumentError as exc:
+        assert "tiktoken" in str(exc)  # not installed, or the encoding is not cached offline
+        return
+    assert estimate("hello world") == 2
+    assert cf.message_tokens({"role": "user", "content": "hello world"}, estimate_tokens=estimate) == 6
+
+
+def test_million_message_transcripts(backend: str) -> None:
+    convo = [{"role": "user", "content": "question"}, {"role": "assistant", "content": "answer " * 10}] * 500_000
+    assert cf.tokens_of(convo) == 500_000 * (6 + 22)
+    assert len(cf.windowed(convo)) <= 80
+    pack = cf.pack_handoff(convo, target_context_tokens=8_000)
+    assert pack.fits and pack.tokens <= 8_000 and pack.dropped > 999_000
