@@ -69,6 +69,7 @@ from .pack import (
     pack_many,
     volatile_tail,
 )
+from .store import DEFAULT_TTL, CodeMapStore, RedisCodeMapStore, SQLiteCodeMapStore
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
 from .window import (
     COMPACT_TAIL_MAX_MESSAGES,
@@ -97,6 +98,7 @@ __all__ = [
     "COMPACT_TAIL_TURNS",
     "CONSOLIDATED_KEY_PREFIX",
     "CONSOLIDATED_ROOT_AREA",
+    "DEFAULT_TTL",
     "HISTORY_TOKEN_BUDGET",
     "HISTORY_WINDOW",
     "MAX_RECALLED_MAPS",
@@ -106,6 +108,7 @@ __all__ = [
     "TRANSCRIPT_SUMMARY_PROMPT",
     "VOLATILE_TAIL_TAG",
     "ArgumentError",
+    "CodeMapStore",
     "CompactMemo",
     "ConsolidatedMemory",
     "ContextfoldError",
@@ -114,6 +117,8 @@ __all__ = [
     "MessageError",
     "MessageTypeError",
     "MessageValueError",
+    "RedisCodeMapStore",
+    "SQLiteCodeMapStore",
     "TranscriptFold",
     "WorkingMemory",
     "WorkingMemorySnapshot",
