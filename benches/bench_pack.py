@@ -48,24 +48,13 @@ def bench_pack_handoff(benchmark: Any, backend: str, fixture: str) -> None:
 
 @pytest.mark.parametrize("fixture", ["corpus", "1000"])
 def bench_langchain_trim_messages(benchmark: Any, fixture: str) -> None:
-    messages = pytest.importorskip("langchain_core.messages")
-    from langchain_core.messages.utils import count_tokens_approximately
+    from contextfold.bench import langchain_trimmer
 
-    convos = [messages.convert_to_messages(c) for c in _fixture(fixture)]  # built before timing
-
-    def run() -> list[Any]:
-        return [
-            messages.trim_messages(
-                c,
-                max_tokens=BUDGET,
-                strategy="last",
-                token_counter=count_tokens_approximately,
-                include_system=True,
-                start_on="human",
-            )
-            for c in convos
-        ]
-
+    prepare = langchain_trimmer(BUDGET)
+    if prepare is None:
+        pytest.skip("langchain-core is not installed")
+    convos = _fixture(fixture)
+    run = prepare(convos)  # message objects built before timing
     assert len(run()) == len(convos)
     benchmark.group = f"pack_handoff {fixture} @ {BUDGET}"
     benchmark(run)

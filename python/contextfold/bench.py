@@ -70,14 +70,24 @@ def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[
 
         found[f"pack_handoff ({name})"] = packer
         found[f"windowed ({name})"] = window
+    trimmer = langchain_trimmer(budget)
+    if trimmer is not None:
+        found["trim_messages (langchain)"] = trimmer
+    return found
+
+
+def langchain_trimmer(budget: int) -> Callable[[Transcripts], Callable[[], Any]] | None:
+    """LangChain's ``trim_messages`` as the peer it is compared with (keep the newest turns,
+    keep the system message, start on a human turn, approximate token counts); None when
+    langchain-core is not installed. Messages are converted before timing."""
     try:
         from langchain_core.messages import convert_to_messages, trim_messages
         from langchain_core.messages.utils import count_tokens_approximately
     except ImportError:
-        return found
+        return None
 
-    def langchain(ts: Transcripts) -> Callable[[], Any]:
-        built = [convert_to_messages(t) for t in ts]  # message objects built before timing
+    def prepare(ts: Transcripts) -> Callable[[], Any]:
+        built = [convert_to_messages(t) for t in ts]
 
         def run() -> Any:
             return [
@@ -94,8 +104,7 @@ def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[
 
         return run
 
-    found["trim_messages (langchain)"] = langchain
-    return found
+    return prepare
 
 
 def _groups(args: argparse.Namespace) -> list[tuple[int, Transcripts]]:

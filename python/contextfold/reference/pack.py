@@ -223,14 +223,18 @@ class _Packer:
             lines_units = units
         return note_text(newest[::-1], total - len(newest)), best_cost
 
+    def summary_with_cost(self) -> tuple[str, int] | None:
+        if self.summary is None:
+            return None
+        text = summary_note(self.summary)
+        return text, self.note_tokens(text)
+
     def note_for(self, dropped: list[int], room: int) -> tuple[str, int] | None:
         if not dropped:
             return None
-        if self.summary is not None:
-            text = summary_note(self.summary)
-            cost = self.note_tokens(text)
-            if cost <= room:
-                return text, cost
+        note = self.summary_with_cost()
+        if note is not None and note[1] <= room:
+            return note
         return self.listing_note(dropped, room)
 
     def greedy_tail(self, segs: list[list[Any]], room: int) -> tuple[int, int, tuple[str, int] | None]:
@@ -258,9 +262,9 @@ class _Packer:
     def chunked_note(self, dropped: list[int], chunk: int) -> tuple[str, int] | None:
         if not dropped:
             return None
-        if self.summary is not None:
-            text = summary_note(self.summary)
-            return text, self.note_tokens(text)
+        note = self.summary_with_cost()
+        if note is not None:
+            return note
         allowance = max(chunk // 4, self.note_tokens(note_text([], len(dropped))))
         return self.listing_note(dropped, allowance)
 

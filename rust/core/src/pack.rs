@@ -458,6 +458,17 @@ fn listing(newest: &[String], total: usize) -> String {
     note_text(&lines, total - newest.len())
 }
 
+/// The note made of the caller's summary, with its cost, when there is a summary.
+fn summary_with_cost<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    options: &PackOptions,
+) -> Result<Option<(String, i128)>, CoreError> {
+    let Some(summary) = &options.summary else { return Ok(None) };
+    let text = summary_note(summary);
+    let cost = note_tokens(t, &text)?;
+    Ok(Some((text, cost)))
+}
+
 /// The note for `dropped` within `room`: the caller's summary when given and it fits,
 /// else a listing; `None` when nothing is dropped or no note fits.
 fn note_for<N: JsonNode, S: Sizer<N>>(
@@ -469,14 +480,10 @@ fn note_for<N: JsonNode, S: Sizer<N>>(
     if dropped.is_empty() {
         return Ok(None);
     }
-    if let Some(summary) = &options.summary {
-        let text = summary_note(summary);
-        let cost = note_tokens(t, &text)?;
-        if cost <= room {
-            return Ok(Some((text, cost)));
-        }
+    match summary_with_cost(t, options)? {
+        Some(note) if note.1 <= room => Ok(Some(note)),
+        _ => listing_note(t, dropped, room),
     }
-    listing_note(t, dropped, room)
 }
 
 type TailChoice = (usize, i128, Option<(String, i128)>);
@@ -524,10 +531,8 @@ fn chunked_note<N: JsonNode, S: Sizer<N>>(
     if dropped.is_empty() {
         return Ok(None);
     }
-    if let Some(summary) = &options.summary {
-        let text = summary_note(summary);
-        let cost = note_tokens(t, &text)?;
-        return Ok(Some((text, cost)));
+    if let Some(note) = summary_with_cost(t, options)? {
+        return Ok(Some(note));
     }
     let allowance = i128::from(chunk / 4).max(note_tokens(t, &note_text(&[], dropped.len()))?);
     listing_note(t, dropped, allowance)
