@@ -37,6 +37,8 @@ def same(fn: str, *args: Any) -> Any:
 @given(st.fixed_dictionaries({"role": st.sampled_from(["user", "tool", "x"]), "content": content}))
 def test_message_tokens(message: dict[str, Any]) -> None:
     same("message_tokens", message, None)
+    if isinstance(message["content"], str):
+        same("estimate_tokens", message["content"])
 
 
 @EXAMPLES
