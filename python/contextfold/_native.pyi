@@ -57,8 +57,8 @@ def pack_handoff(
     system_tokens: int,
     dialect: str,
     chunk_tokens: int | None,
-) -> tuple[list[int], str | None, str, int, bool, int]:
-    """Packs into ``budget`` tokens: ``(kept, note, note_role, note_at, fits, tokens)``."""
+) -> tuple[list[Any], list[int], str | None, bool, int]:
+    """Packs into ``budget`` tokens: ``(messages, kept, note, fits, tokens)``."""
 
 def pack_many(
     transcripts: list[Any],
@@ -67,7 +67,7 @@ def pack_many(
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
-) -> list[tuple[list[int], str | None, str, int, bool, int]]:
+) -> list[tuple[list[Any], list[int], str | None, bool, int]]:
     """Packs each transcript, extracted while attached, on ``threads`` threads without the GIL."""
 
 def rank_by_count(items: list[str]) -> list[tuple[str, int]]:

@@ -203,8 +203,5 @@ def _system_tokens(system: Any, estimate_tokens: Estimator | None) -> int:
 
 
 def _result(messages: Sequence[Message], budget: int, packed: Any) -> HandoffPack:
-    kept, note, role, at, fits, tokens = packed
-    out = [messages[i] for i in kept]
-    if note is not None:
-        out.insert(at, {"role": role, "content": note})
+    out, kept, note, fits, tokens = packed
     return HandoffPack(out, len(messages) - len(kept), fits, tokens, budget, note, kept)

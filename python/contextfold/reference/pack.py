@@ -348,6 +348,9 @@ def _dropped_before(segs: list[list[Any]], stop: int) -> list[int]:
     return [i for s in segs[:stop] if not s[2] for i in range(s[0], s[1])]
 
 
+Packed = tuple[list[Any], list[int], "str | None", bool, int]
+
+
 def pack_handoff(
     messages: Any,
     budget: int,
@@ -357,7 +360,7 @@ def pack_handoff(
     system_tokens: int,
     dialect: str,
     chunk_tokens: int | None,
-) -> tuple[list[int], str | None, str, int, bool, int]:
+) -> Packed:
     if dialect not in ("auto", "openai", "anthropic"):
         raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {dialect!r}")
     t = Transcript(messages, estimate)
@@ -368,7 +371,7 @@ def pack_handoff(
     packer = _Packer(t, estimate, pinned, summary)
     available = budget - system_tokens
     if packer.fits_within(0, n, available):
-        return list(range(n)), None, "user", 0, True, t.sum(0, n) + system_tokens
+        return list(messages), list(range(n)), None, True, t.sum(0, n) + system_tokens
     if dialect == "auto":
         dialect = detect_dialect(t.messages)
     volatile = n
@@ -389,7 +392,10 @@ def pack_handoff(
     text, at = packed["note"] if packed["note"] is not None else (None, 0)
     following = t.roles[kept[at]] if text is not None and at < len(kept) else None
     role = "user" if following in (None, "assistant") else "assistant"
-    return kept, text, role, at, packed["fits"], packed["tokens"] + system_tokens
+    out = [messages[i] for i in kept]
+    if text is not None:
+        out.insert(at, {"role": role, "content": text})
+    return out, kept, text, packed["fits"], packed["tokens"] + system_tokens
 
 
 def pack_many(
@@ -399,7 +405,7 @@ def pack_many(
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
-) -> list[tuple[list[int], str | None, str, int, bool, int]]:
+) -> list[Packed]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
     out = []
     for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):

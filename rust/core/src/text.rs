@@ -71,9 +71,34 @@ fn measure_code_points(points: impl Iterator<Item = u32>) -> (usize, usize) {
     (units, extra)
 }
 
-/// Escape extras of units known to hold no surrogate, in chunks small enough for 8-bit
-/// counters, so the comparisons vectorise.
+/// [`ascii_escape_extra`] for every byte value (0 from 0x7f up: JSON escapes no more).
+// Indexing in a const block cannot panic at run time: out of bounds fails the build.
+#[allow(clippy::indexing_slicing)]
+const ESCAPE_EXTRA: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut c = 0;
+    while c < 0x80 {
+        table[c] = ascii_escape_extra(c as u32) as u8;
+        c += 1;
+    }
+    table
+};
+
+/// Below this many units a table lookup per unit beats the vector loop's setup and tail.
+const SHORT: usize = 64;
+
+/// Escape extras of units known to hold no surrogate. Short runs use a table; long runs
+/// go through chunks small enough for 8-bit counters, so the comparisons vectorise.
 fn escape_extra_no_surrogates<T: Copy + Into<u32>>(units: &[T]) -> usize {
+    if units.len() < SHORT {
+        return units
+            .iter()
+            .map(|&u| {
+                let c: u32 = u.into();
+                ESCAPE_EXTRA.get(c as usize).map_or(0, |&e| usize::from(e))
+            })
+            .sum();
+    }
     let mut total = 0usize;
     for chunk in units.chunks(128) {
         let mut special: u8 = 0;
@@ -87,6 +112,11 @@ fn escape_extra_no_surrogates<T: Copy + Into<u32>>(units: &[T]) -> usize {
         total += usize::from(special) + 4 * usize::from(long_control);
     }
     total
+}
+
+/// Whether UCS-2 units hold a surrogate, without an early exit (so the loop vectorises).
+fn has_surrogate(units: &[u16]) -> bool {
+    units.iter().fold(false, |seen, &c| seen | ((c & 0xF800) == 0xD800))
 }
 
 impl Text<'_> {
@@ -106,7 +136,7 @@ impl Text<'_> {
         let body = match *self {
             Text::Latin1(b) => b.len() + escape_extra_no_surrogates(b),
             Text::Ucs2(u) => {
-                if u.iter().any(|&c| (0xD800..=0xDFFF).contains(&c)) {
+                if has_surrogate(u) {
                     let (units, extra) = measure_code_points(u.iter().map(|&c| u32::from(c)));
                     units + extra
                 } else {

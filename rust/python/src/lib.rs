@@ -131,8 +131,8 @@ fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyRes
     })
 }
 
-/// `(kept, note, note_role, note_at, fits, tokens)`, as `contextfold.pack` reads it.
-type PackedTuple = (Vec<usize>, Option<String>, &'static str, usize, bool, u64);
+/// `(messages, kept, note, fits, tokens)`, as `contextfold.pack` reads it.
+type PackedTuple<'py> = (Bound<'py, PyList>, Vec<usize>, Option<String>, bool, u64);
 
 /// Packs `messages` into `budget` tokens.
 #[pyfunction]
@@ -147,12 +147,12 @@ fn pack_handoff<'py>(
     system_tokens: u64,
     dialect: &str,
     chunk_tokens: Option<u64>,
-) -> PyResult<PackedTuple> {
+) -> PyResult<PackedTuple<'py>> {
     let dialect = parse_dialect(dialect)?;
     let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
     let options = PackOptions { budget, system_tokens, pinned, summary, dialect, cut };
     let packed = with_transcript(messages, estimate, |t| pack::pack(t, &options))?;
-    Ok(packed_tuple(packed))
+    packed_tuple(messages, packed)
 }
 
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
@@ -166,7 +166,7 @@ fn pack_many<'py>(
     dialect: &str,
     chunk_tokens: Option<u64>,
     threads: usize,
-) -> PyResult<Vec<PackedTuple>> {
+) -> PyResult<Vec<PackedTuple<'py>>> {
     let py = transcripts.py();
     let dialect = parse_dialect(dialect)?;
     let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
@@ -190,7 +190,7 @@ fn pack_many<'py>(
                 let _ = e.value(py).call_method1("add_note", (format!("in transcript {i}"),));
             })?,
         };
-        out.push(packed_tuple(packed));
+        out.push(packed_tuple(&transcript, packed)?);
     }
     Ok(out)
 }
@@ -206,12 +206,26 @@ fn parse_dialect(dialect: &str) -> PyResult<Option<Dialect>> {
     }
 }
 
-fn packed_tuple(packed: pack::Packed) -> PackedTuple {
-    let (note, role, at) = match packed.note {
-        Some(note) => (Some(note.text), if note.role == Role::User { "user" } else { "assistant" }, note.at),
-        None => (None, "user", 0),
+/// The packed transcript as Python reads it: the output list (the caller's messages, the
+/// note a new dict at its place), the kept indices, the note's text, fits, tokens.
+fn packed_tuple<'py>(messages: &Bound<'py, PyAny>, packed: pack::Packed) -> PyResult<PackedTuple<'py>> {
+    let py = messages.py();
+    let list = messages.cast::<PyList>().map_err(|_| errors::not_a_list(messages))?;
+    let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
+    for &i in &packed.kept {
+        out.push(list.get_item(i)?);
+    }
+    let text = match packed.note {
+        Some(note) => {
+            let dict = pyo3::types::PyDict::new(py);
+            dict.set_item(pyo3::intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
+            dict.set_item(pyo3::intern!(py, "content"), &note.text)?;
+            out.insert(note.at.min(out.len()), dict.into_any());
+            Some(note.text)
+        }
+        None => None,
     };
-    (packed.kept, note, role, at, packed.fits, packed.tokens)
+    Ok((PyList::new(py, out)?, packed.kept, text, packed.fits, packed.tokens))
 }
 
 /// Each distinct string with its count: most frequent first, ties in code-point order.
