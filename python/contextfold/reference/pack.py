@@ -223,18 +223,19 @@ class _Packer:
             lines_units = units
         return note_text(newest[::-1], total - len(newest)), best_cost
 
-    def summary_with_cost(self) -> tuple[str, int] | None:
-        if self.summary is None:
-            return None
-        text = summary_note(self.summary)
-        return text, self.note_tokens(text)
-
-    def note_for(self, dropped: list[int], room: int) -> tuple[str, int] | None:
+    def note_for(self, dropped: list[int], room: int | None, chunk: int = 0) -> tuple[str, int] | None:
+        """The summary, else a listing of the newest dropped messages. Greedy passes the
+        ``room`` left (the summary only when it fits); chunked passes ``room=None`` and its
+        ``chunk``: the summary always, a listing within a fixed allowance."""
         if not dropped:
             return None
-        note = self.summary_with_cost()
-        if note is not None and note[1] <= room:
-            return note
+        if self.summary is not None:
+            text = summary_note(self.summary)
+            cost = self.note_tokens(text)
+            if room is None or cost <= room:
+                return text, cost
+        if room is None:
+            room = max(chunk // 4, self.note_tokens(note_text([], len(dropped))))
         return self.listing_note(dropped, room)
 
     def greedy_tail(self, segs: list[list[Any]], room: int) -> tuple[int, int, tuple[str, int] | None]:
@@ -259,15 +260,6 @@ class _Packer:
         note = self.note_for(_dropped_before(segs, start), room - tail) if with_note else None
         return start, tail, note
 
-    def chunked_note(self, dropped: list[int], chunk: int) -> tuple[str, int] | None:
-        if not dropped:
-            return None
-        note = self.summary_with_cost()
-        if note is not None:
-            return note
-        allowance = max(chunk // 4, self.note_tokens(note_text([], len(dropped))))
-        return self.listing_note(dropped, allowance)
-
     def chunked_tail(self, segs: list[list[Any]], room: int, chunk: int) -> tuple[int, int, tuple[str, int] | None]:
         chunk = max(chunk, 1)
         candidates: list[int] = []
@@ -287,7 +279,7 @@ class _Packer:
             tail = suffix[c]
             if tail > room:
                 continue
-            note = self.chunked_note(_dropped_before(segs, c), chunk)
+            note = self.note_for(_dropped_before(segs, c), None, chunk)
             if note is None:
                 return c, tail, None
             if tail + note[1] <= room:

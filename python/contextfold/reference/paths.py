@@ -32,17 +32,17 @@ def rank_by_count(items: list[str]) -> list[tuple[str, int]]:
     return sorted(Counter(items).items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def canonical_path(raw: str) -> str:
+def canonical_path(path: str) -> str:
     """Trimmed, backslashes as ``/``, ``/c/x`` as ``c:/x``, ``//`` collapsed, ``./`` removed."""
-    p = js_trim(raw).replace("\\", "/")
+    p = js_trim(path).replace("\\", "/")
     if _MSYS_DRIVE.match(p):
         p = f"{p[1]}:/{p[3:]}"
     return _DOT_SLASH.sub(r"\1", _SLASHES.sub("/", p))
 
 
-def repo_path(raw: str, root: str | None = None) -> str | None:
+def repo_path(path: str, root: str | None = None) -> str | None:
     """The path relative to ``root``, or None when it is not a repo file worth mapping."""
-    p = canonical_path(raw)
+    p = canonical_path(path)
     if p.startswith("/") or _DRIVE.match(p):
         base = canonical_path(root).rstrip("/") if root else ""
         if not base:

@@ -458,32 +458,39 @@ fn listing(newest: &[String], total: usize) -> String {
     note_text(&lines, total - newest.len())
 }
 
-/// The note made of the caller's summary, with its cost, when there is a summary.
-fn summary_with_cost<N: JsonNode, S: Sizer<N>>(
-    t: &mut Transcript<'_, N, S>,
-    options: &PackOptions,
-) -> Result<Option<(String, i128)>, CoreError> {
-    let Some(summary) = &options.summary else { return Ok(None) };
-    let text = summary_note(summary);
-    let cost = note_tokens(t, &text)?;
-    Ok(Some((text, cost)))
+/// How much room a note may take.
+#[derive(Debug, Clone, Copy)]
+enum NoteLimit {
+    /// Greedy: whatever room the core and the tail leave; the summary only when it fits.
+    Room(i128),
+    /// Chunked: a fixed allowance (a quarter of the chunk), so the note depends only on
+    /// the dropped set; the summary always (the caller checks the fit).
+    Chunk(u64),
 }
 
-/// The note for `dropped` within `room`: the caller's summary when given and it fits,
-/// else a listing; `None` when nothing is dropped or no note fits.
+/// The note for `dropped`: the caller's summary, or else a listing of as many of the
+/// newest dropped messages as fit; `None` when nothing is dropped or no note fits.
 fn note_for<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
     dropped: &[usize],
-    room: i128,
+    limit: NoteLimit,
     options: &PackOptions,
 ) -> Result<Option<(String, i128)>, CoreError> {
     if dropped.is_empty() {
         return Ok(None);
     }
-    match summary_with_cost(t, options)? {
-        Some(note) if note.1 <= room => Ok(Some(note)),
-        _ => listing_note(t, dropped, room),
+    if let Some(summary) = &options.summary {
+        let text = summary_note(summary);
+        let cost = note_tokens(t, &text)?;
+        if matches!(limit, NoteLimit::Chunk(_)) || matches!(limit, NoteLimit::Room(room) if cost <= room) {
+            return Ok(Some((text, cost)));
+        }
     }
+    let room = match limit {
+        NoteLimit::Room(room) => room,
+        NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(note_tokens(t, &note_text(&[], dropped.len()))?),
+    };
+    listing_note(t, dropped, room)
 }
 
 type TailChoice = (usize, i128, Option<(String, i128)>);
@@ -516,26 +523,12 @@ fn greedy_tail<N: JsonNode, S: Sizer<N>>(
         dropped = left;
         start -= 1;
     }
-    let note = if with_note { note_for(t, &dropped_before(segs, start), room - tail, options)? } else { None };
+    let note = if with_note {
+        note_for(t, &dropped_before(segs, start), NoteLimit::Room(room - tail), options)?
+    } else {
+        None
+    };
     Ok((start, tail, note))
-}
-
-/// The note a chunked cut uses: it depends only on the dropped set (its listing is held
-/// to a fixed allowance), so it stays the same while the cut does.
-fn chunked_note<N: JsonNode, S: Sizer<N>>(
-    t: &mut Transcript<'_, N, S>,
-    dropped: &[usize],
-    chunk: u64,
-    options: &PackOptions,
-) -> Result<Option<(String, i128)>, CoreError> {
-    if dropped.is_empty() {
-        return Ok(None);
-    }
-    if let Some(note) = summary_with_cost(t, options)? {
-        return Ok(Some(note));
-    }
-    let allowance = i128::from(chunk / 4).max(note_tokens(t, &note_text(&[], dropped.len()))?);
-    listing_note(t, dropped, allowance)
 }
 
 /// Chunked: the tail starts at the earliest fixed cut point where core + note + tail fit.
@@ -575,7 +568,7 @@ fn chunked_tail<N: JsonNode, S: Sizer<N>>(
         if tail > room {
             continue;
         }
-        match chunked_note(t, &dropped_before(segs, c), chunk, options)? {
+        match note_for(t, &dropped_before(segs, c), NoteLimit::Chunk(chunk), options)? {
             Some((text, cost)) if tail + cost <= room => return Ok((c, tail, Some((text, cost)))),
             None => return Ok((c, tail, None)),
             Some(_) => {}

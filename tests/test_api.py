@@ -1,0 +1,27 @@
+"""The drop-in promise: the native extension and the reference have the same functions
+with the same signatures (the stub for ``_native`` re-exports the reference's)."""
+
+from __future__ import annotations
+
+import inspect
+
+from contextfold import reference
+
+from .conftest import native_required
+
+
+def shape(fn: object) -> list[tuple[str, object, object]]:
+    """Parameter names, kinds and defaults (annotations aside: native has none)."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
+
+
+def test_native_and_reference_signatures_are_identical() -> None:
+    native = native_required()
+    for name in reference.__all__:
+        assert shape(getattr(native, name)) == shape(getattr(reference, name)), name
+
+
+def test_native_exports_nothing_the_reference_lacks() -> None:
+    native = native_required()
+    public = {n for n in dir(native) if not n.startswith("_") and callable(getattr(native, n))}
+    assert public == set(reference.__all__)
