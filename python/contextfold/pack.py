@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from . import _backend
 from ._args import whole
-from ._estimate import sizers
+from ._handoff import HandoffPack, check_system, chunk_size, handoff_budget
 from .errors import ArgumentError, MessageTypeError
-from .reference.pack import VOLATILE_TAIL_CLOSE, VOLATILE_TAIL_TAG, _lossy, elision_marker, is_volatile_content
+from .reference.pack import VOLATILE_TAIL_CLOSE, VOLATILE_TAIL_TAG, elision_marker, is_volatile_content
 from .tokens import Estimator, Message, message_tokens
 
 __all__ = [
@@ -46,34 +46,6 @@ __all__ = [
     "pack_many",
     "volatile_tail",
 ]
-
-
-class HandoffPack(NamedTuple):
-    """The result of :func:`pack_handoff` (immutable; fields by name)."""
-
-    messages: list[Any]
-    """The packed transcript: the caller's own message objects, plus the note (a new dict)."""
-    dropped: int
-    """Input messages not in the output (a dropped volatile tail included)."""
-    fits: bool
-    """False when the system messages, directive and pinned turns alone exceed the budget."""
-    tokens: int
-    """Estimated tokens of the output, the note and a separate ``system`` included."""
-    budget: int
-    """``target_context_tokens - reserve_output_tokens``."""
-    note: str | None
-    """The note's text, or None when nothing was folded (or no note fitted)."""
-    kept: list[int]
-    """Indices of the input messages kept, in output order."""
-
-
-def handoff_budget(target_context_tokens: int, reserve_output_tokens: int = 0) -> int:
-    """Tokens the packed transcript may use: the target window minus the reserved output."""
-    target = whole("target_context_tokens", target_context_tokens)
-    reserve = whole("reserve_output_tokens", reserve_output_tokens)
-    if reserve > target:
-        raise ArgumentError(f"reserve_output_tokens ({reserve}) exceeds target_context_tokens ({target})")
-    return target - reserve
 
 
 def handoff_line(message: Message) -> str:
@@ -124,22 +96,18 @@ def pack_handoff(
     note. ``system`` is Anthropic's separate system prompt: counted, never dropped.
     ``shape="auto"`` pairs Anthropic ``tool_use``/``tool_result`` blocks when any appear.
     """
-    budget = handoff_budget(target_context_tokens, reserve_output_tokens)
-    pins = [whole("pinned index", p) for p in pinned]
-    if summary is not None and not isinstance(summary, str):
-        raise ArgumentError(f"summary must be a str or None, got {type(summary).__name__}")
-    chunk = _chunk(budget, shape, cut, chunk_tokens)
-    packed = _backend.impl.pack_handoff(
+    return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
         messages,
-        budget,
-        sizers(estimate_tokens),
-        pins,
-        None if summary is None else _lossy(summary),
-        _system_tokens(system, estimate_tokens),
+        target_context_tokens,
+        reserve_output_tokens,
+        estimate_tokens,
+        pinned,
+        summary,
+        system,
         shape,
-        chunk,
+        cut,
+        chunk_tokens,
     )
-    return _result(messages, budget, packed)
 
 
 def pack_many(
@@ -164,44 +132,36 @@ def pack_many(
     packed one by one.
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
-    chunk = _chunk(budget, shape, cut, chunk_tokens)
+    chunk = chunk_size(budget, shape, cut, chunk_tokens)
     count = os.cpu_count() or 1 if threads is None else whole("threads", threads, 1)
     if not isinstance(transcripts, list):
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):
         raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
-    system_tokens = (
-        [_system_tokens(s, estimate_tokens) for s in systems] if systems is not None else [0] * len(transcripts)
-    )
-    if estimate_tokens is not None:
-        estimate = sizers(estimate_tokens)
-        return [
-            _result(m, budget, _backend.impl.pack_handoff(m, budget, estimate, [], None, s, shape, chunk))
-            for m, s in zip(transcripts, system_tokens, strict=True)
-        ]
-    packed = _backend.impl.pack_many(transcripts, budget, system_tokens, shape, chunk, count)
-    return [_result(m, budget, p) for m, p in zip(transcripts, packed, strict=True)]
+    if estimate_tokens is not None:  # Python code sizes every message: one by one
+        packs = []
+        for i, (messages, system) in enumerate(zip(transcripts, systems or [None] * len(transcripts), strict=True)):
+            try:
+                packs.append(
+                    pack_handoff(
+                        messages,
+                        target_context_tokens=target_context_tokens,
+                        reserve_output_tokens=reserve_output_tokens,
+                        estimate_tokens=estimate_tokens,
+                        system=system,
+                        shape=shape,
+                        cut=cut,
+                        chunk_tokens=chunk_tokens,
+                    )
+                )
+            except Exception as exc:
+                exc.add_note(f"in transcript {i}")
+                raise
+        return packs
+    system_tokens = [_system_tokens(s) for s in systems] if systems is not None else [0] * len(transcripts)
+    return _backend.impl.pack_many(transcripts, budget, system_tokens, shape, chunk, count)  # type: ignore[no-any-return]
 
 
-def _chunk(budget: int, shape: str, cut: str, chunk_tokens: int | None) -> int | None:
-    """The chunk size for ``cut`` (None for greedy), after checking the options."""
-    if shape not in ("auto", "openai", "anthropic"):
-        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
-    if cut not in ("greedy", "chunked"):
-        raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
-    if cut == "greedy":
-        return None
-    return max(1, budget // 4) if chunk_tokens is None else whole("chunk_tokens", chunk_tokens, 1)
-
-
-def _system_tokens(system: Any, estimate_tokens: Estimator | None) -> int:
-    if system is None:
-        return 0
-    if not isinstance(system, (str, list)):
-        raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
-    return message_tokens({"role": "system", "content": system}, estimate_tokens=estimate_tokens)
-
-
-def _result(messages: Sequence[Message], budget: int, packed: Any) -> HandoffPack:
-    out, kept, note, fits, tokens = packed
-    return HandoffPack(out, len(messages) - len(kept), fits, tokens, budget, note, kept)
+def _system_tokens(system: Any) -> int:
+    check_system(system)
+    return 0 if system is None else message_tokens({"role": "system", "content": system})

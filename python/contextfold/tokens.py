@@ -9,13 +9,14 @@ a TypeScript host for the same transcript), and a message costs its text's estim
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from ._estimate import sizers
 from .errors import MessageTypeError
+
+if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
+    import numpy as np
 
 __all__ = ["estimate_tokens", "message_tokens", "message_tokens_array", "tokens_of", "transcript_tokens"]
 

@@ -9,15 +9,16 @@ cache keeps hitting. The window starts on a user turn and never drops the last o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from ._args import whole
 from ._estimate import sizers
 from .errors import ArgumentError
 from .tokens import Estimator, Message
+
+if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
+    import numpy as np
 
 __all__ = [
     "COMPACT_TAIL_MAX_MESSAGES",
@@ -89,6 +90,8 @@ def window_start_array(
     """:func:`window_start` over per-message token sizes and a mask of user turns."""
     window = whole("window", window, 4)
     token_budget = whole("token_budget", token_budget, 4)
+    import numpy as np
+
     try:
         sizes = np.ascontiguousarray(sizes, dtype=np.int64)
         user_mask = np.ascontiguousarray(user_mask, dtype=np.bool_)

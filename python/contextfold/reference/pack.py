@@ -6,10 +6,13 @@ packing sizes only what it keeps (and the first segment that does not fit).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from .._estimate import Estimator
+from .._handoff import HandoffPack, pack_arguments
 from ..errors import ArgumentError
-from .tokens import MESSAGE_OVERHEAD, Sizers, Transcript
+from .tokens import MESSAGE_OVERHEAD, Sizers, Transcript, message_tokens
 
 VOLATILE_TAIL_TAG = "<run-state>"
 VOLATILE_TAIL_CLOSE = "</run-state>"
@@ -340,10 +343,27 @@ def _dropped_before(segs: list[list[Any]], stop: int) -> list[int]:
     return [i for s in segs[:stop] if not s[2] for i in range(s[0], s[1])]
 
 
-Packed = tuple[list[Any], list[int], "str | None", bool, int]
-
-
 def pack_handoff(
+    messages: Any,
+    target_context_tokens: int,
+    reserve_output_tokens: int,
+    estimate_tokens: Estimator | None,
+    pinned: Iterable[int],
+    summary: str | None,
+    system: str | list[Any] | None,
+    shape: str,
+    cut: str,
+    chunk_tokens: int | None,
+) -> HandoffPack:
+    args = pack_arguments(
+        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, system, shape, cut, chunk_tokens
+    )
+    system_tokens = 0 if system is None else message_tokens({"role": "system", "content": system}, args.sizers)
+    summary = None if args.summary is None else _lossy(args.summary)
+    return _pack(messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens)
+
+
+def _pack(
     messages: Any,
     budget: int,
     estimate: Sizers | None,
@@ -352,9 +372,7 @@ def pack_handoff(
     system_tokens: int,
     dialect: str,
     chunk_tokens: int | None,
-) -> Packed:
-    if dialect not in ("auto", "openai", "anthropic"):
-        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {dialect!r}")
+) -> HandoffPack:
     t = Transcript(messages, estimate)
     n = len(t)
     for p in pinned:
@@ -363,7 +381,7 @@ def pack_handoff(
     packer = _Packer(t, estimate, pinned, summary)
     available = budget - system_tokens
     if packer.fits_within(0, n, available):
-        return list(messages), list(range(n)), None, True, t.sum(0, n) + system_tokens
+        return HandoffPack(list(messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
     if dialect == "auto":
         dialect = detect_dialect(t.messages)
     volatile = n
@@ -387,7 +405,7 @@ def pack_handoff(
     out = [messages[i] for i in kept]
     if text is not None:
         out.insert(at, {"role": role, "content": text})
-    return out, kept, text, packed["fits"], packed["tokens"] + system_tokens
+    return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 
 
 def pack_many(
@@ -397,12 +415,12 @@ def pack_many(
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
-) -> list[Packed]:
+) -> list[HandoffPack]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
     out = []
     for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):
         try:
-            out.append(pack_handoff(messages, budget, None, [], None, system, dialect, chunk_tokens))
+            out.append(_pack(messages, budget, None, [], None, system, dialect, chunk_tokens))
         except Exception as exc:
             exc.add_note(f"in transcript {i}")
             raise

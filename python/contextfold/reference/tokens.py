@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, MessageTypeError
 from .jsjson import json_length, utf16_len
+
+if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
+    import numpy as np
 
 MESSAGE_OVERHEAD = 4
 
@@ -120,6 +121,8 @@ def tokens_of(messages: Any, estimate: Sizers | None = None) -> int:
 
 def message_tokens_array(messages: Any, estimate: Sizers | None = None) -> np.ndarray:
     t = Transcript(messages, estimate)
+    import numpy as np
+
     return np.fromiter((t.tokens(i) for i in range(len(t))), dtype=np.int64, count=len(t))
 
 

@@ -6,12 +6,13 @@ message and the oldest messages are sized only when it cannot be decided otherwi
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError
 from .tokens import Sizers, Transcript, check_limits
+
+if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
+    import numpy as np
 
 COMPACT_TAIL_TURNS = 8
 COMPACT_TAIL_MAX_MESSAGES = 40

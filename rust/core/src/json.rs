@@ -127,13 +127,16 @@ enum Frame<N: JsonNode> {
     Entries(N::Entries),
 }
 
+type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
+
 /// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact).
 ///
 /// # Errors
 /// [`Problem::WrongType`] for a value with no JSON form or a non-string object key;
 /// [`Problem::TooDeep`] past [`MAX_DEPTH`] levels.
 pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
-    let mut stack: Vec<Frame<N>> = Vec::new();
+    // Messages nest a few levels deep: their frames stay on the native stack.
+    let mut stack: Stack<N> = Stack::new();
     let mut len = open(value, &mut stack)?;
     while let Some(top) = stack.last_mut() {
         let child = match top {
@@ -166,7 +169,7 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
 
 /// Length of a scalar, or of a container's brackets and separators (its children are
 /// pushed for the caller to walk).
-fn open<N: JsonNode>(value: &N, stack: &mut Vec<Frame<N>>) -> Result<usize, Problem> {
+fn open<N: JsonNode>(value: &N, stack: &mut Stack<N>) -> Result<usize, Problem> {
     Ok(match value.view()? {
         View::Null => 4,
         View::Bool(b) => {

@@ -15,7 +15,7 @@
 
 use crate::error::CoreError;
 use crate::json::{JsonNode, Key, Shape, View};
-use crate::text::{snippet, Text};
+use crate::text::{Snippet, Text};
 use crate::tokens::{check_message, Checked, Role, Sizer, Sizes, Transcript, MESSAGE_OVERHEAD};
 
 /// Opens a volatile tail message (SPEC wire format).
@@ -91,7 +91,8 @@ pub struct Packed {
 // Reading messages
 
 fn blocks<N: JsonNode>(message: &Checked<N>) -> Option<N::Items> {
-    match message.content.as_ref()?.view() {
+    let content = message.content.as_ref().filter(|c| c.shape() == Shape::Array)?;
+    match content.view() {
         Ok(View::Array { items, .. }) => Some(items),
         _ => None,
     }
@@ -150,56 +151,90 @@ fn detect_dialect<'a, N: JsonNode + 'a>(mut messages: impl Iterator<Item = &'a C
 
 /// One line for a dropped message: `role [tool, names]: first words…`.
 pub fn handoff_line<N: JsonNode>(message: &N) -> String {
-    let role = message.get(Key::Role).and_then(|r| r.as_text().map(|t| t.to_string_lossy())).unwrap_or_default();
     // A malformed message still gets a line: its role and whatever else reads cleanly.
     let checked = check_message(message).unwrap_or(Checked { role: Role::Other, content: None, tool_calls: None });
-    let mut names: Vec<String> = Vec::new();
+    let mut line = String::new();
+    write_handoff_line(&mut line, message, &checked);
+    line
+}
+
+/// Appends [`handoff_line`] of `message` (whose fields are `checked`) to `out`.
+fn write_handoff_line<N: JsonNode>(out: &mut String, message: &N, checked: &Checked<N>) {
+    match checked.role.as_str() {
+        Some(role) => out.push_str(role),
+        None => {
+            if let Some(t) = message.get(Key::Role).as_ref().and_then(JsonNode::as_text) {
+                t.push_lossy(out);
+            }
+        }
+    }
+    let mut names = NameList { out, any: false };
     if let Some(calls) = &checked.tool_calls {
         if let Ok(View::Array { items, .. }) = calls.view() {
             for call in items {
                 if let Some(name) = call.get(Key::Function).and_then(|f| f.get(Key::Name)) {
-                    if let Some(t) = name.as_text() {
-                        names.push(t.to_string_lossy());
+                    names.add(&name);
+                }
+            }
+        }
+    }
+    if let Some(items) = blocks(checked) {
+        for block in items.filter(|b| block_is(b, "tool_use")) {
+            if let Some(name) = block.get(Key::Name) {
+                names.add(&name);
+            }
+        }
+    }
+    if let Some(name) = message.get(Key::Name) {
+        names.add(&name);
+    }
+    let out = names.close();
+    let before = out.len();
+    out.push_str(": ");
+    let mut snippet = Snippet::new(out, LINE_SNIPPET_UNITS);
+    match checked.content.as_ref().map(JsonNode::view) {
+        Some(Ok(View::Str(text))) => {
+            snippet.push(text);
+        }
+        Some(Ok(View::Array { items, .. })) => {
+            'blocks: for block in items {
+                for key in [Key::Text, Key::Content] {
+                    if let Some(part) = block.get(key) {
+                        if part.as_text().is_some_and(|text| !snippet.push(text)) {
+                            break 'blocks;
+                        }
                     }
                 }
             }
         }
+        _ => {}
     }
-    if let Some(items) = blocks(&checked) {
-        for block in items.filter(|b| block_is(b, "tool_use")) {
-            if let Some(t) = block.get(Key::Name).and_then(|n| n.as_text().map(|t| t.to_string_lossy())) {
-                names.push(t);
-            }
+    if snippet.is_empty() {
+        out.truncate(before);
+    }
+}
+
+/// Writes ` [a, b]` for the string names added, nothing when there are none.
+struct NameList<'o> {
+    out: &'o mut String,
+    any: bool,
+}
+
+impl<'o> NameList<'o> {
+    fn add<N: JsonNode>(&mut self, name: &N) {
+        if let Some(text) = name.as_text() {
+            self.out.push_str(if self.any { ", " } else { " [" });
+            text.push_lossy(self.out);
+            self.any = true;
         }
     }
-    if let Some(t) = message.get(Key::Name).and_then(|n| n.as_text().map(|t| t.to_string_lossy())) {
-        names.push(t);
-    }
-    let mut parts: Vec<N> = Vec::new();
-    if let Some(content) = checked.content {
-        match content.view() {
-            Ok(View::Array { items, .. }) => {
-                for block in items {
-                    parts.extend(block.get(Key::Text).filter(|t| t.shape() == Shape::Str));
-                    parts.extend(block.get(Key::Content).filter(|t| t.shape() == Shape::Str));
-                }
-            }
-            _ => parts.push(content),
+
+    fn close(self) -> &'o mut String {
+        if self.any {
+            self.out.push(']');
         }
+        self.out
     }
-    let texts: Vec<Text<'_>> = parts.iter().filter_map(JsonNode::as_text).collect();
-    let summary = snippet(texts, LINE_SNIPPET_UNITS);
-    let mut line = role;
-    if !names.is_empty() {
-        line.push_str(" [");
-        line.push_str(&names.join(", "));
-        line.push(']');
-    }
-    if !summary.is_empty() {
-        line.push_str(": ");
-        line.push_str(&summary);
-    }
-    line
 }
 
 /// The note's count of dropped messages it does not list.
@@ -207,8 +242,20 @@ pub fn elision_marker(n: usize) -> String {
     format!("[… {n} earlier message{} not shown]", if n == 1 { "" } else { "s" })
 }
 
+/// UTF-16 length of [`elision_marker`]`(n)`, without building it: the one-digit,
+/// singular marker's length, plus further digits, plus the plural `s`.
+fn elision_marker_units(n: usize) -> usize {
+    const ONE_DIGIT_SINGULAR: usize = "[… 1 earlier message not shown]".len() - ("…".len() - 1);
+    let digits = n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    ONE_DIGIT_SINGULAR + (digits - 1) + usize::from(n != 1)
+}
+
+/// UTF-16 length of [`NOTE_HEADER`] (ASCII).
+const NOTE_HEADER_UNITS: usize = NOTE_HEADER.len();
+const _: () = assert!(NOTE_HEADER.is_ascii());
+
 /// A note listing `lines` (oldest first) after a marker for `unlisted` more.
-pub fn note_text(lines: &[String], unlisted: usize) -> String {
+pub fn note_text<'a>(lines: impl IntoIterator<Item = &'a str>, unlisted: usize) -> String {
     let mut text = String::from(NOTE_HEADER);
     if unlisted > 0 {
         text.push('\n');
@@ -411,6 +458,27 @@ fn dropped_before(segs: &[Segment], from: usize) -> Vec<usize> {
     segs.iter().take(from).filter(|s| !s.core).flat_map(|s| s.start..s.end).collect()
 }
 
+/// Tokens of a listing note: `newest` lines (newest first, `lines_units` UTF-16 units
+/// with their `\n- ` prefixes) after a marker for `unlisted` more. From the length alone
+/// when the estimate allows (no text built per candidate), else from the text.
+fn listing_tokens<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    newest: &[String],
+    lines_units: usize,
+    unlisted: usize,
+) -> Result<i128, CoreError> {
+    let marker = if unlisted > 0 { 1 + elision_marker_units(unlisted) } else { 0 };
+    match t.sizer().units_tokens(NOTE_HEADER_UNITS + marker + lines_units) {
+        Some(tokens) => Ok(i128::from(tokens + MESSAGE_OVERHEAD)),
+        None => note_tokens(t, &listing(newest, unlisted)),
+    }
+}
+
+/// The note text listing `newest` (newest first) after a marker for `unlisted` more.
+fn listing(newest: &[String], unlisted: usize) -> String {
+    note_text(newest.iter().rev().map(String::as_str), unlisted)
+}
+
 /// The note listing as many of the newest dropped messages as fit `room` tokens, with
 /// its cost; `None` when not even the marker does.
 fn listing_note<N: JsonNode, S: Sizer<N>>(
@@ -419,43 +487,27 @@ fn listing_note<N: JsonNode, S: Sizer<N>>(
     room: i128,
 ) -> Result<Option<(String, i128)>, CoreError> {
     let total = dropped.len();
-    let header = Text::Utf8(NOTE_HEADER).utf16_len();
-    let marker = |unlisted: usize| if unlisted > 0 { 1 + Text::Utf8(&elision_marker(unlisted)).utf16_len() } else { 0 };
-    // The cost of a note listing `newest[..k]`: from its length alone when the estimate
-    // allows (no text built per candidate), else from the text.
-    let cost = |t: &mut Transcript<'_, N, S>, newest: &[String], lines_units: usize| -> Result<i128, CoreError> {
-        let units = header + marker(total - newest.len()) + lines_units;
-        match t.sizer().units_tokens(units) {
-            Some(tokens) => Ok(i128::from(tokens + MESSAGE_OVERHEAD)),
-            None => note_tokens(t, &listing(newest, total)),
-        }
-    };
-    let mut newest: Vec<String> = Vec::new();
-    if cost(t, &newest, 0)? > room {
+    let mut best_cost = listing_tokens(t, &[], 0, total)?;
+    if best_cost > room {
         return Ok(None);
     }
-    let mut best_cost = cost(t, &newest, 0)?;
+    let mut newest: Vec<String> = Vec::new();
     let mut lines_units = 0usize;
     for &i in dropped.iter().rev().take(NOTE_MAX_LINES) {
-        let Some(m) = t.messages().get(i) else { break };
-        let line = handoff_line(m);
+        let (Some(message), Some(checked)) = (t.messages().get(i), t.checked(i)) else { break };
+        let mut line = String::with_capacity(LINE_SNIPPET_UNITS + 32);
+        write_handoff_line(&mut line, message, checked);
         let units = lines_units + 3 + Text::Utf8(&line).utf16_len();
         newest.push(line);
-        let c = cost(t, &newest, units)?;
-        if c > room {
+        let cost = listing_tokens(t, &newest, units, total - newest.len())?;
+        if cost > room {
             newest.pop();
             break;
         }
-        best_cost = c;
+        best_cost = cost;
         lines_units = units;
     }
-    Ok(Some((listing(&newest, total), best_cost)))
-}
-
-/// The note text listing `newest` (newest first) out of `total` dropped messages.
-fn listing(newest: &[String], total: usize) -> String {
-    let lines: Vec<String> = newest.iter().rev().cloned().collect();
-    note_text(&lines, total - newest.len())
+    Ok(Some((listing(&newest, total - newest.len()), best_cost)))
 }
 
 /// How much room a note may take.
@@ -488,7 +540,7 @@ fn note_for<N: JsonNode, S: Sizer<N>>(
     }
     let room = match limit {
         NoteLimit::Room(room) => room,
-        NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(note_tokens(t, &note_text(&[], dropped.len()))?),
+        NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(listing_tokens(t, &[], 0, dropped.len())?),
     };
     listing_note(t, dropped, room)
 }
@@ -504,7 +556,7 @@ fn greedy_tail<N: JsonNode, S: Sizer<N>>(
     options: &PackOptions,
 ) -> Result<TailChoice, CoreError> {
     let total_dropped: usize = segs.iter().filter(|s| !s.core).map(|s| s.end - s.start).sum();
-    let with_note = note_tokens(t, &note_text(&[], total_dropped))? <= room;
+    let with_note = listing_tokens(t, &[], 0, total_dropped)? <= room;
     let mut start = segs.len();
     let mut tail = 0i128;
     let mut dropped = total_dropped;
@@ -515,7 +567,7 @@ fn greedy_tail<N: JsonNode, S: Sizer<N>>(
         }
         let cost = seg_tokens(t, seg)?;
         let left = dropped - (seg.end - seg.start);
-        let reserve = if with_note && left > 0 { note_tokens(t, &note_text(&[], left))? } else { 0 };
+        let reserve = if with_note && left > 0 { listing_tokens(t, &[], 0, left)? } else { 0 };
         if tail + cost + reserve > room {
             break;
         }
@@ -605,6 +657,24 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn marker_length_is_counted_without_building_it() {
+        for n in [0, 1, 2, 9, 10, 11, 99, 100, 12_345, usize::MAX] {
+            assert_eq!(elision_marker_units(n), Text::Utf8(&elision_marker(n)).utf16_len(), "{n}");
+        }
+    }
+
+    #[test]
+    fn lines_name_the_role_the_tools_and_the_first_words() {
+        let call = json!({"id": "a", "type": "function", "function": {"name": "grep", "arguments": "{}"}});
+        let m = json!({"role": "assistant", "content": "  Looking\n\tfirst ", "tool_calls": [call.clone(), call]});
+        assert_eq!(handoff_line(&&m), "assistant [grep, grep]: Looking first");
+        let m = json!({"role": "tool", "name": "read", "content": [{"type": "text", "text": "a"}, {"content": "b"}]});
+        assert_eq!(handoff_line(&&m), "tool [read]: a b");
+        assert_eq!(handoff_line(&&json!({"role": "user", "content": " \n "})), "user");
+        assert_eq!(handoff_line(&&json!({"role": "user", "content": 3})), "user");
     }
 
     proptest! {

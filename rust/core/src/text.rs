@@ -33,6 +33,12 @@ const fn ascii_escape_extra(c: u32) -> usize {
     }
 }
 
+/// JSON body length (UTF-16 units plus escape extras) of code points, one by one.
+fn measured(points: impl Iterator<Item = u32>) -> usize {
+    let (units, extra) = measure_code_points(points);
+    units + extra
+}
+
 /// UTF-16 units and JSON escape extras of a sequence of code points, pairing a high
 /// surrogate code point with a following low one as JavaScript would see them.
 fn measure_code_points(points: impl Iterator<Item = u32>) -> (usize, usize) {
@@ -87,36 +93,53 @@ const ESCAPE_EXTRA: [u8; 256] = {
 /// Below this many units a table lookup per unit beats the vector loop's setup and tail.
 const SHORT: usize = 64;
 
-/// Escape extras of units known to hold no surrogate. Short runs use a table; long runs
-/// go through chunks small enough for 8-bit counters, so the comparisons vectorise.
-fn escape_extra_no_surrogates<T: Copy + Into<u32>>(units: &[T]) -> usize {
+/// What one pass over a string's units finds when it holds no surrogate code point.
+struct Scan {
+    /// Characters JSON escaping adds.
+    escape_extra: usize,
+    /// Code points above U+FFFF (two UTF-16 units each).
+    astral: usize,
+}
+
+/// Escape extras and astral code points of `units` in one pass; `None` when a surrogate
+/// code point appears (the caller then pairs surrogates one by one). Long runs go
+/// through chunks small enough for counters of the unit's own width (so a vector lane
+/// holds a unit and its counts alike), with no early exit, so the loop vectorises; for
+/// Latin-1 the astral and surrogate tests fold away.
+#[multiversion::multiversion(targets("x86_64+avx2", "x86_64+sse4.1"))]
+fn scan<T>(units: &[T]) -> Option<Scan>
+where
+    T: Copy + Into<u32> + From<bool> + std::ops::Add<Output = T>,
+{
+    let mut out = Scan { escape_extra: 0, astral: 0 };
     if units.len() < SHORT {
-        return units
-            .iter()
-            .map(|&u| {
-                let c: u32 = u.into();
-                ESCAPE_EXTRA.get(c as usize).map_or(0, |&e| usize::from(e))
-            })
-            .sum();
+        for &unit in units {
+            let c: u32 = unit.into();
+            if (c & 0xFFFF_F800) == 0xD800 {
+                return None;
+            }
+            out.escape_extra += ESCAPE_EXTRA.get(c as usize).map_or(0, |&e| usize::from(e));
+            out.astral += usize::from(c > 0xFFFF);
+        }
+        return Some(out);
     }
-    let mut total = 0usize;
+    let mut surrogate = false;
     for chunk in units.chunks(128) {
-        let mut special: u8 = 0;
-        let mut long_control: u8 = 0;
+        let zero = T::from(false);
+        let (mut special, mut long_control, mut astral) = (zero, zero, zero);
         for &unit in chunk {
             let c: u32 = unit.into();
             let control = c < 0x20;
-            special += u8::from(control | (c == 0x22) | (c == 0x5c));
-            long_control += u8::from(control & !matches!(c, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d));
+            special = special + T::from(control | (c == 0x22) | (c == 0x5c));
+            long_control = long_control + T::from(control & !matches!(c, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d));
+            astral = astral + T::from(c > 0xFFFF);
+            surrogate |= (c & 0xFFFF_F800) == 0xD800;
         }
-        total += usize::from(special) + 4 * usize::from(long_control);
+        let count = |n: T| Into::<u32>::into(n) as usize;
+        out.escape_extra += count(special) + 4 * count(long_control);
+        out.astral += count(astral);
     }
-    total
-}
-
-/// Whether UCS-2 units hold a surrogate, without an early exit (so the loop vectorises).
-fn has_surrogate(units: &[u16]) -> bool {
-    units.iter().fold(false, |seen, &c| seen | ((c & 0xF800) == 0xD800))
+    (!surrogate).then_some(out)
 }
 
 impl Text<'_> {
@@ -126,7 +149,8 @@ impl Text<'_> {
             Text::Latin1(b) => b.len(),
             Text::Ucs2(u) => u.len(),
             Text::Ucs4(u) => u.len() + u.iter().filter(|&&c| c > 0xFFFF).count(),
-            Text::Utf8(s) => s.encode_utf16().count(),
+            Text::Utf8(s) if s.is_ascii() => s.len(),
+            Text::Utf8(s) => s.chars().map(char::len_utf16).sum(),
         }
     }
 
@@ -134,23 +158,16 @@ impl Text<'_> {
     /// non-ASCII kept, `"` `\` and control characters escaped, lone surrogates as `\udxxx`.
     pub fn json_len(&self) -> usize {
         let body = match *self {
-            Text::Latin1(b) => b.len() + escape_extra_no_surrogates(b),
-            Text::Ucs2(u) => {
-                if has_surrogate(u) {
-                    let (units, extra) = measure_code_points(u.iter().map(|&c| u32::from(c)));
-                    units + extra
-                } else {
-                    u.len() + escape_extra_no_surrogates(u)
-                }
-            }
-            Text::Ucs4(u) => {
-                let (units, extra) = measure_code_points(u.iter().copied());
-                units + extra
-            }
-            Text::Utf8(s) => {
-                let (units, extra) = measure_code_points(s.chars().map(u32::from));
-                units + extra
-            }
+            Text::Latin1(b) => b.len() + scan(b).map_or(0, |s| s.escape_extra),
+            Text::Ucs2(u) => match scan(u) {
+                Some(s) => u.len() + s.escape_extra,
+                None => measured(u.iter().map(|&c| u32::from(c))),
+            },
+            Text::Ucs4(u) => match scan(u) {
+                Some(s) => u.len() + s.astral + s.escape_extra,
+                None => measured(u.iter().copied()),
+            },
+            Text::Utf8(s) => measured(s.chars().map(u32::from)),
         };
         body + 2
     }
@@ -212,10 +229,17 @@ impl Text<'_> {
 
     /// The text as a Rust string; unpaired surrogates become U+FFFD.
     pub fn to_string_lossy(&self) -> String {
+        let mut out = String::new();
+        self.push_lossy(&mut out);
+        out
+    }
+
+    /// Appends the text to `out`; unpaired surrogates become U+FFFD.
+    pub fn push_lossy(&self, out: &mut String) {
         match *self {
-            Text::Latin1(b) => b.iter().map(|&c| char::from(c)).collect(),
-            Text::Utf8(s) => s.to_owned(),
-            _ => char::decode_utf16(self.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}')).collect(),
+            Text::Latin1(b) => out.extend(b.iter().map(|&c| char::from(c))),
+            Text::Utf8(s) => out.push_str(s),
+            _ => out.extend(char::decode_utf16(self.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
         }
     }
 }
@@ -266,36 +290,67 @@ pub const fn is_js_space(c: char) -> bool {
     )
 }
 
-/// Shortens text for a one-line summary: whitespace runs (JavaScript's set) become one
-/// space, the ends are trimmed, and the result holds at most `max_units` UTF-16 units,
+/// Writes a one-line summary of text: whitespace runs (JavaScript's set) become one
+/// space, the ends are trimmed, and at most `max_units` UTF-16 units are written,
 /// followed by `…` when text was left out. Parts are read as if joined by a space; a cut
 /// never splits a surrogate pair, and unpaired surrogates read as U+FFFD.
-pub fn snippet<'a>(parts: impl IntoIterator<Item = Text<'a>>, max_units: usize) -> String {
-    let mut out = String::new();
-    let mut used = 0usize;
-    let mut pending_space = false;
-    for part in parts {
-        pending_space |= !out.is_empty();
-        for decoded in char::decode_utf16(part.utf16_units()) {
-            let c = decoded.unwrap_or('\u{FFFD}');
-            if is_js_space(c) {
-                pending_space |= !out.is_empty();
-                continue;
-            }
-            let need = usize::from(pending_space) + c.len_utf16();
-            if used + need > max_units {
-                out.push('…');
-                return out;
-            }
-            if pending_space {
-                out.push(' ');
-                pending_space = false;
-            }
-            out.push(c);
-            used += need;
+pub struct Snippet<'o> {
+    out: &'o mut String,
+    start: usize,
+    used: usize,
+    max_units: usize,
+    pending_space: bool,
+    full: bool,
+}
+
+impl<'o> Snippet<'o> {
+    /// A snippet appended to `out`.
+    pub fn new(out: &'o mut String, max_units: usize) -> Self {
+        let start = out.len();
+        Snippet { out, start, used: 0, max_units, pending_space: false, full: false }
+    }
+
+    /// Whether anything has been written.
+    pub fn is_empty(&self) -> bool {
+        self.out.len() == self.start
+    }
+
+    /// Adds the next part; `false` once the snippet is full (later parts would be cut).
+    pub fn push(&mut self, part: Text<'_>) -> bool {
+        if self.full {
+            return false;
+        }
+        self.pending_space |= !self.is_empty();
+        // One loop per representation: the common Latin-1 and UTF-8 cases decode nothing.
+        match part {
+            Text::Latin1(b) => self.feed(b.iter().map(|&c| char::from(c))),
+            Text::Ucs2(u) => self.feed(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{FFFD}'))),
+            Text::Ucs4(_) => self.feed(char::decode_utf16(part.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
+            Text::Utf8(s) => self.feed(s.chars()),
         }
     }
-    out
+
+    fn feed(&mut self, chars: impl Iterator<Item = char>) -> bool {
+        for c in chars {
+            if is_js_space(c) {
+                self.pending_space |= !self.is_empty();
+                continue;
+            }
+            let need = usize::from(self.pending_space) + c.len_utf16();
+            if self.used + need > self.max_units {
+                self.out.push('…');
+                self.full = true;
+                return false;
+            }
+            if self.pending_space {
+                self.out.push(' ');
+                self.pending_space = false;
+            }
+            self.out.push(c);
+            self.used += need;
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -323,6 +378,15 @@ mod tests {
         assert_eq!(Text::Latin1(&latin).json_len(), json_len_reference(&as_str));
         let wide: Vec<u16> = as_str.encode_utf16().chain("ĀΩ\"".encode_utf16()).collect();
         assert_eq!(Text::Ucs2(&wide).json_len(), json_len_reference(&as_str) + 4);
+        // Long and short, with astral code points and escapes, on every representation.
+        for n in [1, 63, 64, 200, 1000] {
+            let s: String = "a\"😀\u{1}é\\Ω\n".chars().cycle().take(n).collect();
+            let ucs4: Vec<u32> = s.chars().map(u32::from).collect();
+            assert_eq!(Text::Ucs4(&ucs4).json_len(), json_len_reference(&s), "{n}");
+            let ucs2: Vec<u16> = s.chars().filter(|&c| u32::from(c) <= 0xFFFF).map(|c| c as u16).collect();
+            let bmp: String = s.chars().filter(|&c| u32::from(c) <= 0xFFFF).collect();
+            assert_eq!(Text::Ucs2(&ucs2).json_len(), json_len_reference(&bmp), "{n}");
+        }
     }
 
     #[test]
@@ -331,6 +395,22 @@ mod tests {
         assert_eq!(Text::Ucs2(&[0xDE00, 0x61]).json_len(), 2 + 6 + 1);
         assert_eq!(Text::Ucs2(&[0xD83D, 0xDE00]).json_len(), 2 + 2);
         assert_eq!(Text::Ucs4(&[0xD83D, 0xDE00, 0x1F600, 0xD800]).json_len(), 2 + 2 + 2 + 6);
+        // A surrogate deep in a long string sends it down the pairing path.
+        let mut long = vec![0x61u16; 300];
+        long[150] = 0xD800;
+        assert_eq!(Text::Ucs2(&long).json_len(), 2 + 299 + 6);
+        let mut long = vec![0x1F600u32; 300];
+        long[299] = 0xDC00;
+        assert_eq!(Text::Ucs4(&long).json_len(), 2 + 2 * 299 + 6);
+    }
+
+    fn snippet<'a>(parts: impl IntoIterator<Item = Text<'a>>, max_units: usize) -> String {
+        let mut out = String::from("> ");
+        let mut snippet = Snippet::new(&mut out, max_units);
+        for part in parts {
+            snippet.push(part);
+        }
+        out.split_off(2)
     }
 
     #[test]
@@ -341,5 +421,9 @@ mod tests {
         assert_eq!(snippet([Text::Utf8("ab😀")], 3), "ab…");
         assert_eq!(snippet([Text::Ucs2(&[0xD800, 0x61])], 80), "\u{FFFD}a");
         assert_eq!(snippet([Text::Utf8("\u{FEFF}x\u{1c}")], 80), "x\u{1c}");
+        assert_eq!(snippet([Text::Latin1(b"  caf\xe9 \xa0 x")], 80), "café x");
+        assert_eq!(snippet([Text::Ucs2(&[0xD83D, 0xDE00, 0x20, 0x61])], 3), "😀…");
+        assert_eq!(snippet([Text::Ucs4(&[0x1F600, 0xD83D, 0xDE00])], 80), "😀😀");
+        assert_eq!(snippet([Text::Utf8("")], 80), "");
     }
 }

@@ -29,6 +29,19 @@ pub enum Role {
     Other,
 }
 
+impl Role {
+    /// The role as written, for the four roles the core knows.
+    pub const fn as_str(self) -> Option<&'static str> {
+        match self {
+            Role::System => Some("system"),
+            Role::User => Some("user"),
+            Role::Assistant => Some("assistant"),
+            Role::Tool => Some("tool"),
+            Role::Other => None,
+        }
+    }
+}
+
 /// Reads and validates a message's role.
 ///
 /// # Errors
@@ -208,11 +221,10 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
     /// # Errors
     /// The first malformed message.
     pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
-        let checked = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| check_message(m).map_err(|e| e.at(i)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut checked = Vec::with_capacity(messages.len());
+        for (i, m) in messages.iter().enumerate() {
+            checked.push(check_message(m).map_err(|e| e.at(i))?);
+        }
         Ok(Self { messages, checked, sizes: vec![UNSIZED; messages.len()], sizer })
     }
 

@@ -5,20 +5,23 @@
 //! [`errors`] maps core errors to the exception classes of `contextfold.errors`. Every
 //! rule lives in contextfold-core.
 
+mod args;
 mod batch;
 mod errors;
 mod node;
 mod sizer;
 mod strings;
 
-use contextfold_core::pack::{self, Cut, Dialect, PackOptions};
+use contextfold_core::pack::{self, Cut, PackOptions};
 use contextfold_core::tokens::{ArraySizes, Role, Sizes, Transcript};
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
 use node::PyNode;
 use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
 use sizer::PySizer;
 
 /// The messages of a list, as accessor nodes.
@@ -131,28 +134,58 @@ fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyRes
     })
 }
 
-/// `(messages, kept, note, fits, tokens)`, as `contextfold.pack` reads it.
-type PackedTuple<'py> = (Bound<'py, PyList>, Vec<usize>, Option<String>, bool, u64);
-
-/// Packs `messages` into `budget` tokens.
+/// Packs `messages` into `target_context_tokens - reserve_output_tokens` tokens: a
+/// `HandoffPack`.
 #[pyfunction]
-#[pyo3(signature = (messages, budget, estimate, pinned, summary, system_tokens, dialect, chunk_tokens))]
+#[pyo3(signature = (
+    messages, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, system, shape, cut,
+    chunk_tokens
+))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 fn pack_handoff<'py>(
     messages: &Bound<'py, PyAny>,
-    budget: u64,
-    estimate: Option<Bound<'py, PyAny>>,
-    pinned: Vec<usize>,
-    summary: Option<String>,
-    system_tokens: u64,
-    dialect: &str,
-    chunk_tokens: Option<u64>,
-) -> PyResult<PackedTuple<'py>> {
-    let dialect = parse_dialect(dialect)?;
-    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
-    let options = PackOptions { budget, system_tokens, pinned, summary, dialect, cut };
-    let packed = with_transcript(messages, estimate, |t| pack::pack(t, &options))?;
-    packed_tuple(messages, packed)
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    estimate_tokens: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    system: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let raw = args::RawArgs {
+        target: target_context_tokens,
+        reserve: reserve_output_tokens,
+        estimate: estimate_tokens,
+        pinned,
+        summary,
+        system,
+        shape,
+        cut,
+        chunk_tokens,
+    };
+    let n = messages.len().unwrap_or(0);
+    let args = raw.check(n)?;
+    let system_tokens = match &args.system {
+        None => 0,
+        Some(system) => {
+            let message = pyo3::types::PyDict::new(messages.py());
+            message.set_item(pyo3::intern!(messages.py(), "role"), pyo3::intern!(messages.py(), "system"))?;
+            message.set_item(pyo3::intern!(messages.py(), "content"), system)?;
+            message_tokens(message.into_any(), args.sizers.clone())?
+        }
+    };
+    let options = PackOptions {
+        budget: args.budget,
+        system_tokens,
+        pinned: args.pinned,
+        summary: args.summary,
+        dialect: args.dialect,
+        cut: args.cut,
+    };
+    let packed = with_transcript(messages, args.sizers, |t| pack::pack(t, &options))?;
+    handoff_pack(messages, packed, &args.budget_int)
 }
 
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
@@ -161,15 +194,20 @@ fn pack_handoff<'py>(
 #[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads))]
 fn pack_many<'py>(
     transcripts: &Bound<'py, PyList>,
-    budget: u64,
+    budget: Bound<'py, PyInt>,
     system_tokens: Vec<u64>,
     dialect: &str,
-    chunk_tokens: Option<u64>,
+    chunk_tokens: Option<Bound<'py, PyInt>>,
     threads: usize,
-) -> PyResult<Vec<PackedTuple<'py>>> {
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
-    let dialect = parse_dialect(dialect)?;
-    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk });
+    let budget_int = budget.into_any();
+    // Beyond u64 is beyond any transcript: the core sees "unlimited".
+    let budget = budget_int.extract::<u64>().unwrap_or(u64::MAX);
+    let dialect = args::dialect(dialect).ok_or_else(|| {
+        errors::ArgumentError::new_err(format!("shape must be 'auto', 'openai' or 'anthropic', not {dialect:?}"))
+    })?;
+    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: chunk.extract().unwrap_or(u64::MAX) });
     let options: Vec<PackOptions> = (0..transcripts.len())
         .map(|i| PackOptions {
             budget,
@@ -190,42 +228,66 @@ fn pack_many<'py>(
                 let _ = e.value(py).call_method1("add_note", (format!("in transcript {i}"),));
             })?,
         };
-        out.push(packed_tuple(&transcript, packed)?);
+        out.push(handoff_pack(&transcript, packed, &budget_int)?);
     }
     Ok(out)
 }
 
-fn parse_dialect(dialect: &str) -> PyResult<Option<Dialect>> {
-    match dialect {
-        "auto" => Ok(None),
-        "openai" => Ok(Some(Dialect::OpenAi)),
-        "anthropic" => Ok(Some(Dialect::Anthropic)),
-        other => Err(errors::to_py(contextfold_core::CoreError::argument(format!(
-            "shape must be 'auto', 'openai' or 'anthropic', not {other:?}"
-        )))),
-    }
-}
-
-/// The packed transcript as Python reads it: the output list (the caller's messages, the
-/// note a new dict at its place), the kept indices, the note's text, fits, tokens.
-fn packed_tuple<'py>(messages: &Bound<'py, PyAny>, packed: pack::Packed) -> PyResult<PackedTuple<'py>> {
+/// The `HandoffPack` for a packed transcript: the output list (the caller's messages,
+/// the note a new dict at its place), dropped, fits, tokens, budget, note, kept.
+fn handoff_pack<'py>(
+    messages: &Bound<'py, PyAny>,
+    packed: pack::Packed,
+    budget: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    static HANDOFF_PACK: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let py = messages.py();
     let list = messages.cast::<PyList>().map_err(|_| errors::not_a_list(messages))?;
-    let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
-    for &i in &packed.kept {
-        out.push(list.get_item(i)?);
-    }
-    let text = match packed.note {
-        Some(note) => {
-            let dict = pyo3::types::PyDict::new(py);
-            dict.set_item(pyo3::intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
-            dict.set_item(pyo3::intern!(py, "content"), &note.text)?;
-            out.insert(note.at.min(out.len()), dict.into_any());
-            Some(note.text)
+    let n = list.len();
+    let out = if packed.note.is_none() && packed.kept.len() == n && packed.kept.iter().enumerate().all(|(k, &i)| k == i)
+    {
+        list.get_slice(0, n)
+    } else {
+        let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
+        for &i in &packed.kept {
+            out.push(list.get_item(i)?);
         }
-        None => None,
+        if let Some(note) = &packed.note {
+            let dict = PyDict::new(py);
+            dict.set_item(intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
+            dict.set_item(intern!(py, "content"), &note.text)?;
+            out.insert(note.at.min(out.len()), dict.into_any());
+        }
+        PyList::new(py, out)?
     };
-    Ok((PyList::new(py, out)?, packed.kept, text, packed.fits, packed.tokens))
+    // The note's text is the same str object as the note message's content.
+    let note = match &packed.note {
+        Some(note) => out.get_item(note.at.min(out.len()))?.get_item(intern!(py, "content"))?,
+        None => py.None().into_bound(py),
+    };
+    let dropped = n - packed.kept.len().min(n);
+    let fields: [Bound<'py, PyAny>; 7] = [
+        out.into_any(),
+        dropped.into_pyobject(py)?.into_any(),
+        pyo3::types::PyBool::new(py, packed.fits).to_owned().into_any(),
+        packed.tokens.into_pyobject(py)?.into_any(),
+        budget.clone(),
+        note,
+        PyList::new(py, &packed.kept)?.into_any(),
+    ];
+    let class = HANDOFF_PACK.import(py, "contextfold._handoff", "HandoffPack")?;
+    // What tuple.__new__(HandoffPack, fields) does (the NamedTuple's own __new__ is Python
+    // code), without the argument tuples: allocate the subclass instance, fill its slots.
+    // SAFETY: HandoffPack is a tuple subclass without extra fields, so its tp_alloc gives a
+    // zeroed tuple of 7 slots that we own; each slot takes over one owned reference.
+    unsafe {
+        let alloc = (*class.as_type_ptr()).tp_alloc.unwrap_or(pyo3::ffi::PyType_GenericAlloc);
+        let tuple = Bound::from_owned_ptr_or_err(py, alloc(class.as_type_ptr(), 7))?;
+        for (slot, field) in fields.into_iter().enumerate() {
+            pyo3::ffi::PyTuple_SET_ITEM(tuple.as_ptr(), slot as pyo3::ffi::Py_ssize_t, field.into_ptr());
+        }
+        Ok(tuple)
+    }
 }
 
 /// Each distinct string with its count: most frequent first, ties in code-point order.

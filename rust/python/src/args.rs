@@ -1,0 +1,162 @@
+//! `pack_handoff`'s arguments, read without a round trip through Python in the plain case.
+//!
+//! The rules live once, in `contextfold._handoff.pack_arguments`. This module only
+//! recognises arguments that are plainly valid (exact ints in range, no estimator, pins a
+//! list or tuple of ints, known shape and cut) and reads them directly; anything else goes
+//! to `pack_arguments`, which raises the error or normalises the value.
+
+use contextfold_core::pack::{Cut, Dialect};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyInt, PyList, PyString, PyTuple};
+
+/// `pack_handoff`'s arguments as Python passed them.
+pub struct RawArgs<'py> {
+    pub target: Bound<'py, PyAny>,
+    pub reserve: Bound<'py, PyAny>,
+    pub estimate: Bound<'py, PyAny>,
+    pub pinned: Bound<'py, PyAny>,
+    pub summary: Bound<'py, PyAny>,
+    pub system: Bound<'py, PyAny>,
+    pub shape: Bound<'py, PyAny>,
+    pub cut: Bound<'py, PyAny>,
+    pub chunk_tokens: Bound<'py, PyAny>,
+}
+
+/// What `pack_arguments` returns (a `PackArguments` tuple).
+type Normalised<'py> = (
+    Bound<'py, PyAny>,
+    Option<Bound<'py, PyAny>>,
+    Vec<Bound<'py, PyInt>>,
+    Option<Bound<'py, PyString>>,
+    Option<Bound<'py, PyAny>>,
+    String,
+    Option<Bound<'py, PyInt>>,
+);
+
+/// The checked arguments.
+pub struct PackArgs<'py> {
+    /// The budget for the core (a larger Python int saturates: nothing is that long).
+    pub budget: u64,
+    /// The budget as the result reports it.
+    pub budget_int: Bound<'py, PyAny>,
+    /// `contextfold._estimate`'s helper pair for a custom estimator.
+    pub sizers: Option<Bound<'py, PyAny>>,
+    pub pinned: Vec<usize>,
+    pub summary: Option<String>,
+    /// The separate system prompt, still to be sized.
+    pub system: Option<Bound<'py, PyAny>>,
+    pub dialect: Option<Dialect>,
+    pub cut: Cut,
+}
+
+impl<'py> RawArgs<'py> {
+    /// The checked arguments for packing `n` messages: read directly when plainly valid,
+    /// else by `pack_arguments`.
+    pub fn check(&self, n: usize) -> PyResult<PackArgs<'py>> {
+        match self.plain() {
+            Some(args) => Ok(args),
+            None => self.delegated(n),
+        }
+    }
+
+    fn plain(&self) -> Option<PackArgs<'py>> {
+        let target = exact_u64(&self.target)?;
+        let reserve = exact_u64(&self.reserve)?;
+        let budget = target.checked_sub(reserve)?;
+        if !self.estimate.is_none() {
+            return None;
+        }
+        let pinned = if let Ok(list) = self.pinned.cast_exact::<PyList>() {
+            list.iter().map(|p| exact_u64(&p).and_then(|p| usize::try_from(p).ok())).collect::<Option<Vec<_>>>()?
+        } else {
+            let tuple = self.pinned.cast_exact::<PyTuple>().ok()?;
+            tuple.iter().map(|p| exact_u64(&p).and_then(|p| usize::try_from(p).ok())).collect::<Option<Vec<_>>>()?
+        };
+        let summary = match self.summary.cast_exact::<PyString>() {
+            Ok(s) => Some(lossy(s)?),
+            Err(_) if self.summary.is_none() => None,
+            Err(_) => return None,
+        };
+        let system_ok = self.system.is_none()
+            || self.system.is_exact_instance_of::<PyString>()
+            || self.system.is_exact_instance_of::<PyList>();
+        if !system_ok {
+            return None;
+        }
+        let dialect = dialect(self.shape.cast_exact::<PyString>().ok()?.to_str().ok()?)?;
+        let cut = match self.cut.cast_exact::<PyString>().ok()?.to_str().ok()? {
+            "greedy" => Cut::Greedy,
+            "chunked" if self.chunk_tokens.is_none() => Cut::Chunked { chunk: (budget / 4).max(1) },
+            "chunked" => Cut::Chunked { chunk: exact_u64(&self.chunk_tokens).filter(|&c| c >= 1)? },
+            _ => return None,
+        };
+        Some(PackArgs {
+            budget,
+            budget_int: budget.into_pyobject(self.target.py()).ok()?.into_any(),
+            sizers: None,
+            pinned,
+            summary,
+            system: (!self.system.is_none()).then(|| self.system.clone()),
+            dialect,
+            cut,
+        })
+    }
+
+    fn delegated(&self, n: usize) -> PyResult<PackArgs<'py>> {
+        static PACK_ARGUMENTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = self.target.py();
+        let checked = PACK_ARGUMENTS.import(py, "contextfold._handoff", "pack_arguments")?.call1((
+            &self.target,
+            &self.reserve,
+            &self.estimate,
+            &self.pinned,
+            &self.summary,
+            &self.system,
+            &self.shape,
+            &self.cut,
+            &self.chunk_tokens,
+        ))?;
+        let (budget_int, sizers, pinned, summary, system, shape, chunk): Normalised<'py> = checked.extract()?;
+        let pinned = pinned
+            .iter()
+            .map(|p| {
+                p.extract::<usize>().map_err(|_| {
+                    crate::errors::ArgumentError::new_err(format!("pinned index {p} is out of range for {n} messages"))
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PackArgs {
+            // Beyond u64 is beyond any transcript: the core sees "unlimited".
+            budget: budget_int.extract::<u64>().unwrap_or(u64::MAX),
+            budget_int,
+            sizers,
+            pinned,
+            summary: summary.map(|s| lossy(&s).unwrap_or_default()),
+            system,
+            dialect: dialect(&shape).unwrap_or(None),
+            cut: chunk.map_or(Cut::Greedy, |c| Cut::Chunked { chunk: c.extract::<u64>().unwrap_or(u64::MAX) }),
+        })
+    }
+}
+
+/// An exact `int` that fits a u64 (not a bool, not a subclass).
+fn exact_u64(value: &Bound<'_, PyAny>) -> Option<u64> {
+    value.cast_exact::<PyInt>().ok()?.extract::<u64>().ok()
+}
+
+/// The text with surrogate pairs joined and unpaired surrogates as U+FFFD, as the core
+/// reads UTF-16.
+fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
+    crate::node::text_of(s).map(|t| t.to_string_lossy())
+}
+
+/// `None` for `"auto"`; the outer `None` for an unknown shape.
+pub fn dialect(shape: &str) -> Option<Option<Dialect>> {
+    match shape {
+        "auto" => Some(None),
+        "openai" => Some(Some(Dialect::OpenAi)),
+        "anthropic" => Some(Some(Dialect::Anthropic)),
+        _ => None,
+    }
+}
