@@ -3,6 +3,7 @@ transcripts, for both backends; plus the seed's volatile-tail cases and bad inpu
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import contextfold as cf
@@ -258,3 +259,69 @@ def test_bad_arguments(backend: str, kwargs: dict[str, Any], error: type[Excepti
 def test_bad_messages_name_the_index(backend: str) -> None:
     with pytest.raises(cf.MessageTypeError, match="message 1, field 'role'"):
         cf.pack_handoff([msg("user", "a"), {"content": "x"}], target_context_tokens=10)
+
+
+class Pin(enum.IntEnum):
+    FIRST = 0
+
+
+class Word(str):
+    pass
+
+
+# Argument forms the extension does not read itself (it hands them to the shared checks in
+# contextfold._handoff) next to the plain ones it does: results, or errors, must be identical.
+ARGUMENT_FORMS: list[dict[str, Any]] = [
+    {"target_context_tokens": 40, "pinned": (0,)},
+    {"target_context_tokens": 40, "pinned": iter([0])},
+    {"target_context_tokens": 40, "pinned": range(1)},
+    {"target_context_tokens": 40, "pinned": [Pin.FIRST]},
+    {"target_context_tokens": 40, "pinned": [True]},
+    {"target_context_tokens": 40, "pinned": [10**30]},
+    {"target_context_tokens": Pin.FIRST},
+    {"target_context_tokens": True},
+    {"target_context_tokens": 10**30, "reserve_output_tokens": 10**30 - 40},
+    {"target_context_tokens": 10**30},
+    {"target_context_tokens": 40, "reserve_output_tokens": 10**30},
+    {"target_context_tokens": 40, "cut": "chunked", "chunk_tokens": 10**30},
+    {"target_context_tokens": 40, "cut": "chunked", "chunk_tokens": 7},
+    {"target_context_tokens": 40, "cut": "greedy", "chunk_tokens": "ignored"},
+    {"target_context_tokens": 40, "cut": "chunked", "chunk_tokens": 2.5},
+    {"target_context_tokens": 80, "summary": "lone \ud800 surrogate, pair \ud83d\ude00"},
+    {"target_context_tokens": 80, "summary": Word("a str subclass")},
+    {"target_context_tokens": 80, "cut": "chunked"},
+    {"target_context_tokens": 80},
+    {"target_context_tokens": 40, "summary": b"bytes"},
+    {"target_context_tokens": 40, "system": "be brief"},
+    {"target_context_tokens": 40, "system": [{"type": "text", "text": "be brief"}]},
+    {"target_context_tokens": 40, "system": Word("a str subclass")},
+    {"target_context_tokens": 40, "system": [{"type": "text", "text": {1, 2}}]},
+    {"target_context_tokens": 40, "shape": Word("openai")},
+    {"target_context_tokens": 40, "shape": None},
+    {"target_context_tokens": 40, "estimate_tokens": len},
+    {"target_context_tokens": 40, "estimate_tokens": "len"},
+]
+
+
+def _outcome(messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
+    try:
+        p = cf.pack_handoff(messages, **kwargs)
+    except Exception as exc:
+        return type(exc), str(exc)
+    return [id(m) if m in messages else m for m in p.messages], p.dropped, p.fits, p.tokens, p.budget, p.note, p.kept
+
+
+@pytest.mark.parametrize("kwargs", ARGUMENT_FORMS, ids=repr)
+def test_argument_forms_agree(kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextfold import _backend
+
+    messages = [msg("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(9)]
+    outcomes = []
+    for impl in (native_required(), reference):
+        monkeypatch.setattr(_backend, "impl", impl)
+        # An iterator is used up by one call: give each backend its own.
+        fresh = {
+            k: iter([0]) if k == "pinned" and not isinstance(v, (list, tuple, range)) else v for k, v in kwargs.items()
+        }
+        outcomes.append(_outcome(messages, fresh))
+    assert outcomes[0] == outcomes[1]
