@@ -4,6 +4,8 @@ safe to call from many Python threads at once."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, openai_corpus
+from .conftest import SHARED, anthropic_corpus, native_required, openai_corpus
 from .strategies import transcripts
 
 
@@ -93,3 +95,37 @@ def test_bad_options(backend: str) -> None:
     with pytest.raises(cf.ArgumentError):
         cf.pack_many([], target_context_tokens=10, threads=0)
     assert cf.pack_many([], target_context_tokens=10) == []
+
+
+_INTERRUPTED_BATCH = """
+import json, signal, sys, time
+import contextfold as cf
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+batch = [row["messages"] for row in rows] * 1_000
+whole = float("inf")
+for _ in range(2):
+    start = time.perf_counter()
+    cf.pack_many(batch, target_context_tokens=8_000, threads=1)
+    whole = min(whole, time.perf_counter() - start)
+signal.signal(signal.SIGALRM, signal.default_int_handler)
+signal.setitimer(signal.ITIMER_REAL, whole / 10)
+start = time.perf_counter()
+try:
+    cf.pack_many(batch, target_context_tokens=8_000, threads=1)
+except KeyboardInterrupt:
+    stopped = time.perf_counter() - start
+    assert stopped < whole / 2, f"interrupted after {stopped:.3f}s of a {whole:.3f}s batch"
+else:
+    raise AssertionError("the batch ran to the end")
+"""
+
+
+def test_a_signal_stops_a_long_batch() -> None:
+    # Ctrl-C reaches the main thread as KeyboardInterrupt between bytecodes; a long native
+    # batch must let it through at once, not after packing everything. (In a fresh
+    # interpreter: the signal machinery is process-wide.)
+    native_required()
+    corpus = SHARED / "corpus" / "transcripts.jsonl"
+    if not corpus.exists():
+        pytest.skip(f"corpus not found at {corpus} (set CONTEXTFOLD_SHARED)")
+    subprocess.run([sys.executable, "-c", _INTERRUPTED_BATCH, str(corpus)], check=True)

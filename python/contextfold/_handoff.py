@@ -95,3 +95,9 @@ def check_system(system: Any) -> None:
     """A separate system prompt is None, a str or a list of blocks."""
     if system is not None and not isinstance(system, (str, list)):
         raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
+
+
+def switch_point() -> None:
+    """Does nothing, in Python code: a long native batch calls it now and then, and the
+    interpreter, on entering it, hands the GIL to a thread waiting for it and runs pending
+    signal handlers, as it does between bytecodes."""

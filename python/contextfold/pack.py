@@ -124,12 +124,14 @@ def pack_many(
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
-    On the native backend the transcripts are read while holding the GIL and then packed
-    on ``threads`` threads (default: one a CPU) with the GIL released, so other Python
-    threads run meanwhile; it is safe to call from many threads at once. The results equal
-    packing one by one. ``systems`` gives each transcript's separate system prompt
-    (Anthropic shape). A custom ``estimate_tokens`` is Python code, so those batches are
-    packed one by one.
+    On the native backend, with ``threads`` above one (default: one a CPU), the calling
+    thread reads the transcripts (reading Python objects needs the GIL) and worker threads
+    pack them with the GIL released; with one thread it packs them in place. Either way
+    the call passes through the interpreter every quarter switch interval, so other Python
+    threads get their turns and Ctrl-C stops it, and it is safe to call from many threads
+    at once. The results equal packing one by one. ``systems`` gives each transcript's
+    separate system prompt (Anthropic shape). A custom ``estimate_tokens`` is Python code,
+    so those batches are packed one by one.
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)

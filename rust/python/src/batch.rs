@@ -5,9 +5,13 @@
 //! (a `str` is immutable; a reference taken on it keeps its data alive until the chunk
 //! comes back). Chunks of transcripts go to worker threads that pack them without the
 //! GIL, so reading the next chunk overlaps packing the previous ones; when the workers
-//! are all busy, the calling thread packs the chunk itself, detached. Packed chunks come
-//! back to the calling thread, which drops their string references (that needs the GIL)
-//! and reuses their buffers.
+//! are all busy, the calling thread packs the chunk itself. Packed chunks come back to
+//! the calling thread, which drops their string references (that needs the GIL) and
+//! reuses their buffers.
+//!
+//! Reading Python objects is most of the work for typical transcripts, and it must hold
+//! the GIL, so extraction pays only when workers have real work: with one thread,
+//! `pack_many` packs in place instead, as `pack_handoff` does, without copying.
 //!
 //! Anything an arena cannot hold (a non-JSON value, nesting past [`MAX_EXTRACT_DEPTH`])
 //! leaves that transcript to the attached path, which raises exactly as one-by-one
@@ -180,20 +184,61 @@ fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOpt
     }
 }
 
+/// Lets other Python threads run while a long batch holds the GIL, as the interpreter
+/// does between bytecodes: every so often it calls a Python no-op, where the interpreter
+/// hands the GIL to a thread that has waited a switch interval for it, and runs pending
+/// signal handlers (so Ctrl-C stops a long batch). A bare release and retake would not
+/// do: the releasing thread usually wins the GIL straight back.
+pub struct Fairness<'py> {
+    switch_point: Option<Bound<'py, PyAny>>,
+    every: std::time::Duration,
+    since: std::time::Instant,
+}
+
+impl<'py> Fairness<'py> {
+    pub fn new(py: Python<'py>) -> Self {
+        let interval = py
+            .import("sys")
+            .and_then(|sys| sys.getattr("getswitchinterval")?.call0()?.extract::<f64>())
+            .unwrap_or(0.005);
+        // A quarter interval: a waiting thread gets its turn soon after it asks.
+        let every = std::time::Duration::try_from_secs_f64(interval / 4.0).unwrap_or_default();
+        let switch_point = py.import("contextfold._handoff").and_then(|m| m.getattr("switch_point")).ok();
+        Fairness { switch_point, every, since: std::time::Instant::now() }
+    }
+
+    /// Passes through the interpreter when a quarter switch interval has gone by.
+    ///
+    /// # Errors
+    /// The exception a signal handler raised (KeyboardInterrupt).
+    pub fn tick(&mut self) -> PyResult<()> {
+        if self.since.elapsed() < self.every {
+            return Ok(());
+        }
+        if let Some(switch_point) = &self.switch_point {
+            switch_point.call0()?;
+            switch_point.py().check_signals()?;
+        }
+        self.since = std::time::Instant::now();
+        Ok(())
+    }
+}
+
 /// Packs each transcript with `options[i]` on `threads` threads (the calling one
 /// included); `None` where a transcript was left to the attached path.
 pub fn pack_detached(
     transcripts: &Bound<'_, PyList>,
     options: &[PackOptions],
     threads: usize,
-) -> Vec<Option<Result<Packed, CoreError>>> {
+    fairness: &mut Fairness<'_>,
+) -> PyResult<Vec<Option<Result<Packed, CoreError>>>> {
     let py = transcripts.py();
     let total = transcripts.len();
     let mut results: Vec<Option<Result<Packed, CoreError>>> = vec![None; total];
     let (queue_tx, queue_rx) = sync_channel::<Chunk>(threads.saturating_sub(1));
     let queue = Mutex::new(queue_rx);
     let (done_tx, done_rx) = channel::<Chunk>();
-    std::thread::scope(|scope| {
+    std::thread::scope(|scope| -> PyResult<()> {
         for _ in 1..threads {
             let done = done_tx.clone();
             let queue = &queue;
@@ -209,21 +254,25 @@ pub fn pack_detached(
             match queue_tx.try_send(std::mem::replace(&mut chunk, spare)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(mut mine) | TrySendError::Disconnected(mut mine)) => {
-                    py.detach(|| pack_chunk(&mut mine, options));
+                    // The workers are busy: pack this chunk here, without a GIL round
+                    // trip per chunk (see `Fairness`).
+                    pack_chunk(&mut mine, options);
                     mine.recycle(py, &mut results);
                     chunk.recycle(py, &mut results);
                     chunk = mine;
                 }
             }
             chunk.recycle(py, &mut results);
+            fairness.tick()?;
         }
         drop(queue_tx);
         py.detach(|| work(&queue, &done_tx, options));
         drop(done_tx);
         // Leaving the scope joins the workers; every chunk has been sent back by then.
-    });
+        Ok(())
+    })?;
     chunk_results(py, done_rx, &mut results);
-    results
+    Ok(results)
 }
 
 /// Collects the chunks sent back after the workers finished.

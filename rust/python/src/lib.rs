@@ -218,17 +218,22 @@ fn pack_many<'py>(
             cut,
         })
         .collect();
-    let detached = batch::pack_detached(transcripts, &options, threads.max(1));
+    let mut fairness = batch::Fairness::new(py);
+    let detached =
+        if threads > 1 { batch::pack_detached(transcripts, &options, threads, &mut fairness)? } else { Vec::new() };
     let mut out = Vec::with_capacity(options.len());
-    for (((i, transcript), packed), opts) in transcripts.iter().enumerate().zip(detached).zip(&options) {
-        let packed = match packed {
+    let mut detached = detached.into_iter();
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options) {
+        let packed = match detached.next().flatten() {
             Some(Ok(packed)) => packed,
-            // Not extracted, or failed: the attached path raises exactly as one-by-one does.
+            // Packed in place: with one thread, or when not extracted, or to raise the
+            // error exactly as one-by-one packing does.
             Some(Err(_)) | None => with_transcript(&transcript, None, |t| pack::pack(t, opts)).inspect_err(|e| {
                 let _ = e.value(py).call_method1("add_note", (format!("in transcript {i}"),));
             })?,
         };
         out.push(handoff_pack(&transcript, packed, &budget_int)?);
+        fairness.tick()?;
     }
     Ok(out)
 }
