@@ -84,3 +84,12 @@ def bench_pack_many(benchmark: Any, threads: int, distinct_batch: list[list[dict
     benchmark.pedantic(
         lambda: pack_many(distinct_batch, target_context_tokens=BUDGET, threads=threads), rounds=5, iterations=1
     )
+
+
+def bench_pack_handoff_loop(benchmark: Any, distinct_batch: list[list[dict[str, Any]]]) -> None:
+    """The baseline pack_many must beat: native pack_handoff called in a Python loop."""
+    native()
+    benchmark.group = f"pack_many 10,000 transcripts @ {BUDGET}"
+    benchmark.pedantic(
+        lambda: [pack_handoff(c, target_context_tokens=BUDGET) for c in distinct_batch], rounds=5, iterations=1
+    )
