@@ -7,6 +7,7 @@ LangChain's result is counted, not compared: it trims differently).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -93,3 +94,39 @@ def bench_pack_handoff_loop(benchmark: Any, distinct_batch: list[list[dict[str, 
     benchmark.pedantic(
         lambda: [pack_handoff(c, target_context_tokens=BUDGET) for c in distinct_batch], rounds=5, iterations=1
     )
+
+
+@pytest.fixture
+def busy_thread() -> Iterator[None]:
+    """Another Python thread that wants the GIL all the time, as a gateway's others do."""
+    import threading
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    yield
+    stop.set()
+    thread.join()
+
+
+@pytest.mark.parametrize("how", ["pack_many 1 thread", "pack_many 2 threads", "pack_handoff loop"])
+def bench_pack_many_beside_a_busy_thread(
+    benchmark: Any, how: str, distinct_batch: list[list[dict[str, Any]]], busy_thread: None
+) -> None:
+    """A batch must share the GIL as bytecode does: about twice its time alone, no more."""
+    from contextfold import pack_many
+
+    native()
+    batch = distinct_batch[:2_000]
+    runs = {
+        "pack_many 1 thread": lambda: pack_many(batch, target_context_tokens=BUDGET, threads=1),
+        "pack_many 2 threads": lambda: pack_many(batch, target_context_tokens=BUDGET, threads=2),
+        "pack_handoff loop": lambda: [pack_handoff(c, target_context_tokens=BUDGET) for c in batch],
+    }
+    benchmark.group = f"2,000 transcripts @ {BUDGET}, beside a busy Python thread"
+    benchmark.pedantic(runs[how], rounds=5, iterations=1)
