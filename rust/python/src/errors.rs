@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 pyo3::import_exception!(contextfold.errors, MessageTypeError);
 pyo3::import_exception!(contextfold.errors, MessageValueError);
 pyo3::import_exception!(contextfold.errors, ArgumentError);
+pyo3::import_exception!(contextfold.errors, RequestError);
 
 /// The Python exception for a core error.
 #[cold]
