@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._handoff import PackArguments, PackedRequest, as_bytes, pack_arguments
 from ..errors import ContextfoldError, MessageTypeError, RequestError
 from .pack import pack_handoff
 from .tokens import tokens_of
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' list"
 
 Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None"]
@@ -96,7 +98,7 @@ class _Body:
         while True:
             if not text.startswith('"', i):
                 raise self._error("expecting a property name in double quotes", i)
-            key, i = scanstring(text, i + 1)
+            key, i = _scanstring(text, i + 1)
             i = self._expect(self._skip(i), ":", "expecting ':'")
             if key == "messages" and text.startswith("[", i):
                 value, i = self._array(i)
@@ -162,14 +164,75 @@ class _Body:
 
 
 def pack_request(
-    body: bytes,
-    budget: int,
-    pinned: list[int],
+    body: Any,
+    target_context_tokens: int,
+    reserve_output_tokens: int,
+    pinned: Iterable[int],
     summary: str | None,
     shape: str,
+    cut: str,
     chunk_tokens: int | None,
-    transcripts: bool = False,
-) -> Outcome:
+) -> PackedRequest:
+    """One body packed into a :class:`PackedRequest`."""
+    args = pack_arguments(
+        target_context_tokens, reserve_output_tokens, None, pinned, summary, None, shape, cut, chunk_tokens
+    )
+    data = as_bytes(body)
+    body, dropped, fits, tokens, note, kept, _ = _pack(data, args, transcripts=False)
+    return PackedRequest(body, fits, tokens, args.budget, dropped, note, kept)
+
+
+def pack_requests(
+    bodies: list[Any],
+    target_context_tokens: int,
+    reserve_output_tokens: int,
+    pinned: Iterable[int],
+    summary: str | None,
+    shape: str,
+    cut: str,
+    chunk_tokens: int | None,
+    threads: int,
+) -> list[PackedRequest | Exception]:
+    """Each body's :class:`PackedRequest` or the exception it raised, in order
+    (``threads`` is unused: the reference packs one body after another)."""
+    args = pack_arguments(
+        target_context_tokens, reserve_output_tokens, None, pinned, summary, None, shape, cut, chunk_tokens
+    )
+    out: list[PackedRequest | Exception] = []
+    for body in bodies:
+        try:
+            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, transcripts=False)
+            out.append(PackedRequest(data, fits, tokens, args.budget, dropped, note, kept))
+        except (ContextfoldError, TypeError) as exc:
+            out.append(exc)
+    return out
+
+
+def pack_lines(
+    block: bytes, target_context_tokens: int, reserve_output_tokens: int, shape: str, cut: str, threads: int
+) -> tuple[bytes, int, int, int, int, int, list[tuple[int, str]]]:
+    """The non-blank lines of a JSONL block packed: ``(output, packed, tokens_before,
+    tokens_after, dropped, unfit, errors)`` (``errors``: each bad line's index in the
+    block and its message)."""
+    args = pack_arguments(target_context_tokens, reserve_output_tokens, None, (), None, None, shape, cut, None)
+    output: list[bytes] = []
+    packed = before = after = dropped = unfit = 0
+    errors: list[tuple[int, str]] = []
+    for index, line in enumerate(block.split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            body, gone, fits, tokens, _, _, tokens_before = _pack(line, args, transcripts=True)
+        except ContextfoldError as exc:
+            errors.append((index, str(exc)))
+            continue
+        output += (body, b"\n")
+        packed, before, after = packed + 1, before + (tokens_before or 0), after + tokens
+        dropped, unfit = dropped + gone, unfit + (not fits)
+    return b"".join(output), packed, before, after, dropped, unfit, errors
+
+
+def _pack(body: bytes, args: PackArguments, transcripts: bool) -> Outcome:
     """``(body, dropped, fits, tokens, note, kept, input_tokens)`` for one body;
     ``body`` is the input object when nothing changed."""
     parsed = _Body(body, transcripts)
@@ -185,8 +248,10 @@ def pack_request(
         raise RequestError(_NO_TRANSCRIPT)
     if not isinstance(messages, list) and (system is None or isinstance(system, (str, list))):
         raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-    cut = "greedy" if chunk_tokens is None else "chunked"
-    pack = pack_handoff(messages, budget, 0, None, pinned, summary, system, shape, cut, chunk_tokens)
+    cut = "greedy" if args.chunk_tokens is None else "chunked"
+    pack = pack_handoff(
+        messages, args.budget, 0, None, args.pinned, args.summary, system, args.shape, cut, args.chunk_tokens
+    )
     n = len(messages)
     input_tokens = tokens_of(messages) if transcripts else None
     if pack.note is None and pack.kept == list(range(n)):
@@ -198,24 +263,3 @@ def pack_request(
     note = None if pack.note is None else pack.messages[note_at]
     out = parsed.splice(pack.kept, note, note_at)
     return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens
-
-
-def pack_requests(
-    bodies: list[bytes],
-    budget: int,
-    pinned: list[int],
-    summary: str | None,
-    shape: str,
-    chunk_tokens: int | None,
-    threads: int,
-    transcripts: bool = False,
-) -> list[Outcome | Exception]:
-    """Each body's outcome or the exception it raised, in order (``threads`` is unused:
-    the reference packs one body after another)."""
-    out: list[Outcome | Exception] = []
-    for body in bodies:
-        try:
-            out.append(pack_request(body, budget, pinned, summary, shape, chunk_tokens, transcripts))
-        except ContextfoldError as exc:
-            out.append(exc)
-    return out

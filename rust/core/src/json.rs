@@ -120,6 +120,13 @@ pub trait JsonNode: Sized {
             _ => None,
         }
     }
+
+    /// UTF-16 length of the string this value holds, if it is one. A node that can tell
+    /// it without the text (a request scanner that has not decoded an escaped string)
+    /// overrides it.
+    fn str_units(&self) -> Option<usize> {
+        self.as_text().map(|t| t.utf16_len())
+    }
 }
 
 enum Frame<N: JsonNode> {

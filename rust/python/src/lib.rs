@@ -10,6 +10,7 @@ mod batch;
 mod errors;
 mod node;
 mod request;
+mod result;
 mod sizer;
 mod strings;
 
@@ -23,7 +24,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
-use request::{pack_request, pack_requests};
+use request::{pack_lines, pack_request, pack_requests};
 use sizer::PySizer;
 
 /// The messages of a list, as accessor nodes.
@@ -363,7 +364,7 @@ mod _native {
     #[pymodule_export]
     use super::{
         _scan_floor, canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pack_many, pack_request, pack_requests, pinned_directive_index,
+        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
         rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 

@@ -1,46 +1,60 @@
-//! `pack_request` and `pack_requests`: request bodies (`bytes`) packed by the core with
-//! the GIL released for all of the work.
+//! `pack_request`, `pack_requests` and `pack_lines`: request bodies packed by the core
+//! with the GIL released for all of the work.
 //!
 //! A `bytes` object is immutable, so its buffer is borrowed as it lies while the calling
 //! thread holds a reference to it; nothing else of Python is read once the work starts.
-//! (The Python layer turns a bytearray, memoryview or str into `bytes` first.) A batch
-//! runs on up to `threads` scoped threads that take bodies one at a time from a shared
-//! counter, in rounds, so Ctrl-C is seen between rounds; each body's outcome, a result
-//! or its exception, comes back in input order.
+//! Any other body (bytearray, memoryview, str) goes through
+//! `contextfold._handoff.as_bytes` first, which copies it. A batch runs in rounds, so
+//! Ctrl-C is seen between them; each body's outcome, a result or its exception, comes
+//! back in input order.
 
+use crate::args::RawArgs;
 use crate::errors;
-use contextfold_core::pack::{Cut, PackOptions};
+use contextfold_core::pack::PackOptions;
 use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Threads a batch uses at most, whatever it is given.
-const MAX_THREADS: usize = 64;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 
 /// Bodies packed between two checks for a pending signal.
 const ROUND: usize = 1024;
 
-/// The options every body of a call is packed with.
-fn options(
-    budget: &Bound<'_, PyInt>,
-    pinned: Vec<usize>,
-    summary: Option<&Bound<'_, PyString>>,
-    shape: &str,
-    chunk_tokens: Option<&Bound<'_, PyInt>>,
-) -> PyResult<PackOptions> {
-    let dialect = crate::args::dialect(shape).ok_or_else(|| {
-        errors::ArgumentError::new_err(format!("shape must be 'auto', 'openai' or 'anthropic', not {shape:?}"))
-    })?;
-    Ok(PackOptions {
-        // Beyond u64 is beyond any transcript: the core sees "unlimited".
-        budget: budget.extract::<u64>().unwrap_or(u64::MAX),
+/// The options of a call, read as `pack_handoff` reads its own (no estimator, no
+/// separate system prompt: a body carries its own), and the budget as Python holds it.
+#[allow(clippy::too_many_arguments)] // pack_request's keyword arguments
+fn options<'py>(
+    target: Bound<'py, PyAny>,
+    reserve: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
+) -> PyResult<(PackOptions, Bound<'py, PyAny>)> {
+    let py = target.py();
+    let none = py.None().into_bound(py);
+    let raw =
+        RawArgs { target, reserve, estimate: none.clone(), pinned, summary, system: none, shape, cut, chunk_tokens };
+    let args = raw.check(0)?;
+    let options = PackOptions {
+        budget: args.budget,
         system_tokens: 0,
-        pinned,
-        summary: summary.map(|s| crate::args::lossy(s).unwrap_or_default()),
-        dialect,
-        cut: chunk_tokens.map_or(Cut::Greedy, |c| Cut::Chunked { chunk: c.extract::<u64>().unwrap_or(u64::MAX) }),
-    })
+        pinned: args.pinned,
+        summary: args.summary,
+        dialect: args.dialect,
+        cut: args.cut,
+    };
+    Ok((options, args.budget_int))
+}
+
+/// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
+fn as_bytes<'py>(body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    static AS_BYTES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if let Ok(bytes) = body.cast_exact::<PyBytes>() {
+        return Ok(bytes.clone());
+    }
+    let converted = AS_BYTES.import(body.py(), "contextfold._handoff", "as_bytes")?.call1((body,))?;
+    Ok(converted.cast_into::<PyBytes>()?)
 }
 
 /// The Python exception for a body that could not be packed.
@@ -60,9 +74,13 @@ fn to_py(err: RequestError) -> PyErr {
     }
 }
 
-/// `(body, dropped, fits, tokens, note, kept, input_tokens)`; `body` is `input` itself
-/// when nothing changed.
-fn outcome<'py>(input: &Bound<'py, PyBytes>, packed: PackedBody) -> PyResult<Bound<'py, PyTuple>> {
+/// The `PackedRequest` for a packed body; its `body` is `input` itself when unchanged.
+fn packed_request<'py>(
+    input: &Bound<'py, PyBytes>,
+    packed: PackedBody,
+    budget: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    static PACKED_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let py = input.py();
     let body = match &packed.body {
         Some(bytes) => PyBytes::new(py, bytes).into_any(),
@@ -72,65 +90,74 @@ fn outcome<'py>(input: &Bound<'py, PyBytes>, packed: PackedBody) -> PyResult<Bou
         Some(note) => PyString::new(py, &note.text).into_any(),
         None => py.None().into_bound(py),
     };
-    let fields: [Bound<'py, PyAny>; 7] = [
+    let fields = [
         body,
-        packed.dropped.into_pyobject(py)?.into_any(),
         PyBool::new(py, packed.packed.fits).to_owned().into_any(),
         packed.packed.tokens.into_pyobject(py)?.into_any(),
+        budget.clone(),
+        packed.dropped.into_pyobject(py)?.into_any(),
         note,
         PyList::new(py, &packed.packed.kept)?.into_any(),
-        packed.input_tokens.into_pyobject(py)?.into_any(),
     ];
-    PyTuple::new(py, fields)
+    let class = PACKED_REQUEST.import(py, "contextfold._handoff", "PackedRequest")?;
+    crate::result::named_tuple(class, fields)
 }
 
-/// Packs one request body: `(body, dropped, fits, tokens, note, kept, input_tokens)`.
+/// Packs one request body into a `PackedRequest`.
 #[pyfunction]
-#[pyo3(signature = (body, budget, pinned, summary, shape, chunk_tokens, transcripts=false))]
+#[pyo3(signature = (body, target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens))]
+#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 pub fn pack_request<'py>(
-    body: &Bound<'py, PyBytes>,
-    budget: &Bound<'py, PyInt>,
-    pinned: Vec<usize>,
-    summary: Option<&Bound<'py, PyString>>,
-    shape: &str,
-    chunk_tokens: Option<&Bound<'py, PyInt>>,
-    transcripts: bool,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let options = options(budget, pinned, summary, shape, chunk_tokens)?;
-    let root = if transcripts { Root::RequestOrTranscript } else { Root::Request };
+    body: &Bound<'py, PyAny>,
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (options, budget) =
+        options(target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens)?;
+    let body = as_bytes(body)?;
     let input = body.as_bytes();
-    let packed = body.py().detach(|| request::pack_body(input, &options, root, transcripts)).map_err(to_py)?;
-    outcome(body, packed)
+    let packed = body.py().detach(|| request::pack_body(input, &options, Root::Request, false)).map_err(to_py)?;
+    packed_request(&body, packed, &budget)
 }
 
 /// Packs each body on up to `threads` threads: a list holding, for each body in order,
-/// what `pack_request` returns or the exception it raises.
+/// its `PackedRequest` or the exception `pack_request` raises for it.
 #[pyfunction]
-#[pyo3(signature = (bodies, budget, pinned, summary, shape, chunk_tokens, threads, transcripts=false))]
-#[allow(clippy::too_many_arguments)] // mirrors pack_request's options, plus the batch's own
+#[pyo3(signature = (
+    bodies, target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens, threads
+))]
+#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 pub fn pack_requests<'py>(
     bodies: &Bound<'py, PyList>,
-    budget: &Bound<'py, PyInt>,
-    pinned: Vec<usize>,
-    summary: Option<&Bound<'py, PyString>>,
-    shape: &str,
-    chunk_tokens: Option<&Bound<'py, PyInt>>,
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
     threads: usize,
-    transcripts: bool,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = bodies.py();
-    let options = options(budget, pinned, summary, shape, chunk_tokens)?;
-    let root = if transcripts { Root::RequestOrTranscript } else { Root::Request };
-    let held: Vec<Bound<'py, PyBytes>> =
-        bodies.iter().map(|b| b.cast_into::<PyBytes>().map_err(PyErr::from)).collect::<PyResult<_>>()?;
+    let (options, budget) =
+        options(target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens)?;
+    // A body that cannot be read as bytes keeps its exception; the others are packed.
+    let held: Vec<Result<Bound<'py, PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b)).collect();
+    let empty = PyBytes::new(py, b"");
     let mut out = Vec::with_capacity(held.len());
     for round in held.chunks(ROUND) {
-        let inputs: Vec<&[u8]> = round.iter().map(|b| b.as_bytes()).collect();
-        let results = py.detach(|| pack_all(&inputs, &options, root, transcripts, threads));
+        let inputs: Vec<&[u8]> = round.iter().map(|b| b.as_ref().map_or(empty.as_bytes(), |b| b.as_bytes())).collect();
+        let results = py.detach(|| request::pack_bodies(&inputs, &options, Root::Request, false, threads));
         for (input, result) in round.iter().zip(results) {
-            out.push(match result {
-                Ok(packed) => outcome(input, packed)?.into_any(),
-                Err(err) => to_py(err).into_value(py).into_bound(py).into_any(),
+            out.push(match (input, result) {
+                (Err(err), _) => err.clone_ref(py).into_value(py).into_bound(py).into_any(),
+                (Ok(input), Ok(packed)) => packed_request(input, packed, &budget)?,
+                (Ok(_), Err(err)) => to_py(err).into_value(py).into_bound(py).into_any(),
             });
         }
         py.check_signals()?;
@@ -138,53 +165,35 @@ pub fn pack_requests<'py>(
     Ok(out)
 }
 
-/// Every body's outcome, in order, packed on up to `threads` threads (the calling thread
-/// among them; fewer when the system refuses more).
-fn pack_all(
-    inputs: &[&[u8]],
-    options: &PackOptions,
-    root: Root,
-    count_input: bool,
+/// Packs the non-blank lines of a JSONL block (each a request body or a bare list of
+/// messages) on up to `threads` threads: `(output, packed, tokens_before, tokens_after,
+/// dropped, unfit, errors)`, where `output` holds the packed lines in order, each ended
+/// by a newline, and `errors` each bad line's index in the block and its message.
+#[pyfunction]
+#[pyo3(signature = (block, target_context_tokens, reserve_output_tokens, shape, cut, threads))]
+pub fn pack_lines<'py>(
+    block: &Bound<'py, PyBytes>,
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
     threads: usize,
-) -> Vec<Result<PackedBody, RequestError>> {
-    let one = |input: &[u8]| request::pack_body(input, options, root, count_input);
-    let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
-    if threads <= 1 {
-        return inputs.iter().map(|input| one(input)).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<PackedBody, RequestError>>> = Vec::new();
-    slots.resize_with(inputs.len(), || None);
-    std::thread::scope(|scope| {
-        let indexed = || {
-            let mut done = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(input) = inputs.get(i) else { break };
-                done.push((i, one(input)));
-            }
-            done
-        };
-        let workers: Vec<_> =
-            (1..threads).filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, indexed).ok()).collect();
-        let mut finished = indexed();
-        for worker in workers {
-            // A worker cannot panic (the core denies it); were one to, its bodies are
-            // reported below instead of lost silently.
-            finished.extend(worker.join().unwrap_or_default());
-        }
-        for (i, result) in finished {
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = Some(result);
-            }
-        }
-    });
-    slots
-        .into_iter()
-        .map(|slot| {
-            slot.unwrap_or_else(|| {
-                Err(RequestError::Pack(contextfold_core::CoreError::argument("a packing thread failed")))
-            })
-        })
-        .collect()
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = block.py();
+    let none = py.None().into_bound(py);
+    let pinned = PyTuple::empty(py).into_any();
+    let (options, _) = options(target_context_tokens, reserve_output_tokens, pinned, none.clone(), shape, cut, none)?;
+    let input = block.as_bytes();
+    let lines = py.detach(|| request::pack_lines(input, &options, threads));
+    let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
+    (
+        PyBytes::new(py, &lines.output),
+        lines.packed,
+        lines.tokens_before,
+        lines.tokens_after,
+        lines.dropped,
+        lines.unfit,
+        errors,
+    )
+        .into_pyobject(py)
 }

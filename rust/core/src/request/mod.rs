@@ -113,6 +113,99 @@ pub fn pack_body(
     Ok(PackedBody { dropped: n - packed.kept.len().min(n), packed, body, input_tokens })
 }
 
+/// Threads [`pack_bodies`] uses at most, whatever it is given.
+pub const MAX_THREADS: usize = 64;
+
+/// [`pack_body`] of each input, in order, on up to `threads` threads (the calling thread
+/// among them; fewer when the system refuses more). Threads take bodies one at a time
+/// from a shared counter, so one long body does not hold up a fixed share of the rest.
+pub fn pack_bodies(
+    inputs: &[&[u8]],
+    options: &PackOptions,
+    root: Root,
+    count_input: bool,
+    threads: usize,
+) -> Vec<Result<PackedBody, RequestError>> {
+    let one = |input: &[u8]| pack_body(input, options, root, count_input);
+    let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
+    if threads <= 1 {
+        return inputs.iter().map(|input| one(input)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(input) = inputs.get(i) else { break };
+            done.push((i, one(input)));
+        }
+        done
+    };
+    let mut slots: Vec<Option<Result<PackedBody, RequestError>>> = Vec::new();
+    slots.resize_with(inputs.len(), || None);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> =
+            (1..threads).filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, take).ok()).collect();
+        let mut finished = take();
+        for worker in workers {
+            // Packing cannot panic (the crate denies it); were a worker to, its bodies
+            // are reported below rather than lost.
+            finished.extend(worker.join().unwrap_or_default());
+        }
+        for (i, result) in finished {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.unwrap_or_else(|| Err(RequestError::Pack(CoreError::argument("a packing thread failed")))))
+        .collect()
+}
+
+/// What packing a block of JSONL lines (one transcript or request a line) gives.
+#[derive(Debug, Default)]
+pub struct PackedLines {
+    /// The packed lines, each ended by `\n`, in input order; bad lines left out.
+    pub output: Vec<u8>,
+    pub packed: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub dropped: usize,
+    pub unfit: usize,
+    /// Each bad line's index in the block (0-based) and error.
+    pub errors: Vec<(usize, RequestError)>,
+}
+
+/// Packs every non-blank line of `block` (lines end with `\n`; a line is a request
+/// body or a bare array of messages), on up to `threads` threads.
+pub fn pack_lines(block: &[u8], options: &PackOptions, threads: usize) -> PackedLines {
+    let lines: Vec<(usize, &[u8])> = block
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
+        .collect();
+    let inputs: Vec<&[u8]> = lines.iter().map(|&(_, line)| line).collect();
+    let results = pack_bodies(&inputs, options, Root::RequestOrTranscript, true, threads);
+    let mut out = PackedLines { output: Vec::with_capacity(block.len()), ..PackedLines::default() };
+    for ((index, line), result) in lines.into_iter().zip(results) {
+        match result {
+            Ok(packed) => {
+                out.output.extend_from_slice(packed.body.as_deref().unwrap_or(line));
+                out.output.push(b'\n');
+                out.packed += 1;
+                out.tokens_before += packed.input_tokens.unwrap_or(0);
+                out.tokens_after += packed.packed.tokens;
+                out.dropped += packed.dropped;
+                out.unfit += usize::from(!packed.packed.fits);
+            }
+            Err(err) => out.errors.push((index, err)),
+        }
+    }
+    out
+}
+
 /// Tokens of a separate system prompt, sized as a system message whose content it is.
 fn system_tokens(system: Node<'_, '_>) -> Result<u64, RequestError> {
     match system.shape() {

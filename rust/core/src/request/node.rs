@@ -1,7 +1,7 @@
 //! The core's accessor trait over a [`Tape`], read as `json.loads` would have built the
 //! Python values: a repeated key holds its last value, type names are Python's.
 
-use super::scan::{Slot, Store, Tape};
+use super::scan::{decode, Decoded, Slot, Tape};
 use crate::error::Problem;
 use crate::json::{JsonNode, Key, MessageFields, Shape, View};
 use crate::text::Text;
@@ -22,9 +22,14 @@ impl<'a> Tape<'a> {
     /// The text of the string in slot `at`.
     pub(super) fn text(&self, at: usize) -> Option<Text<'_>> {
         match *self.slots.get(at)? {
-            Slot::Str { store: Store::Input, start, end } => self.input.get(start..end).map(Text::Utf8),
-            Slot::Str { store: Store::Decoded, start, end } => self.decoded.get(start..end).map(Text::Utf8),
-            Slot::Str { store: Store::Wide, start, end } => self.wide.get(start..end).map(Text::Ucs2),
+            Slot::Str { start, end } => self.input.get(start..end).map(Text::Utf8),
+            Slot::Escaped { id } => {
+                let escaped = self.escaped.get(id)?;
+                Some(match escaped.text.get_or_init(|| decode(self.input.as_bytes(), escaped.start, escaped.end)) {
+                    Decoded::Utf8(text) => Text::Utf8(text.as_str()),
+                    Decoded::Wide(units) => Text::Ucs2(units.as_slice()),
+                })
+            }
             _ => None,
         }
     }
@@ -39,17 +44,23 @@ impl<'a> Tape<'a> {
 
     /// Whether two of the `len` keys of the object at `at` are equal.
     pub(super) fn has_duplicate_keys(&self, at: usize, len: usize) -> bool {
-        let mut keys = Vec::with_capacity(len);
-        let mut pos = at + 1;
-        for _ in 0..len {
-            keys.push(pos);
-            pos = self.end(pos + 1);
+        let keys = Siblings { tape: self, pos: at + 1, left: 2 * len }.step_by(2);
+        if len <= 16 {
+            // Messages and content parts have a handful of keys: compare them pairwise,
+            // shortest first out (different lengths never match).
+            let mut seen = [Text::Utf8(""); 16];
+            for (i, key) in keys.enumerate() {
+                let Some(text) = self.text(key.at) else { continue };
+                if seen.iter().take(i).any(|s| same_text(s, &text)) {
+                    return true;
+                }
+                if let Some(slot) = seen.get_mut(i) {
+                    *slot = text;
+                }
+            }
+            return false;
         }
-        let texts: Vec<Text<'_>> = keys.iter().filter_map(|&k| self.text(k)).collect();
-        if texts.len() <= 16 {
-            return texts.iter().enumerate().any(|(i, a)| texts.iter().skip(i + 1).any(|b| same_text(a, b)));
-        }
-        let mut sorted = texts;
+        let mut sorted: Vec<Text<'_>> = keys.filter_map(|k| self.text(k.at)).collect();
         sorted.sort_by(Text::cmp_code_points);
         sorted.windows(2).any(|w| matches!(w, [a, b] if same_text(a, b)))
     }
@@ -58,7 +69,7 @@ impl<'a> Tape<'a> {
 /// Whether two texts hold the same characters.
 fn same_text(a: &Text<'_>, b: &Text<'_>) -> bool {
     match (a, b) {
-        (Text::Utf8(a), Text::Utf8(b)) => a == b,
+        (Text::Utf8(a), Text::Utf8(b)) => a.len() == b.len() && a == b,
         _ => a.utf16_units().eq(b.utf16_units()),
     }
 }
@@ -144,7 +155,7 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
             Slot::Bool(b) => View::Bool(b),
             Slot::Int(i) => View::Int(i),
             Slot::Float { value, .. } => View::Float(value),
-            Slot::Str { .. } => View::Str(self.tape.text(self.at).unwrap_or(Text::Utf8(""))),
+            Slot::Str { .. } | Slot::Escaped { .. } => View::Str(self.tape.text(self.at).unwrap_or(Text::Utf8(""))),
             Slot::Array { len, .. } => View::Array { items: self.children(len), len },
             Slot::Object { len, duplicates, .. } => {
                 // json.loads keeps one entry a key.
@@ -164,7 +175,7 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
             Slot::Null => Shape::Null,
             Slot::Bool(_) => Shape::Bool,
             Slot::Int(_) | Slot::Float { .. } => Shape::Number,
-            Slot::Str { .. } => Shape::Str,
+            Slot::Str { .. } | Slot::Escaped { .. } => Shape::Str,
             Slot::Array { .. } => Shape::Array,
             Slot::Object { .. } => Shape::Object,
         }
@@ -172,6 +183,18 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
 
     fn as_text(&self) -> Option<Text<'_>> {
         self.tape.text(self.at)
+    }
+
+    fn str_units(&self) -> Option<usize> {
+        match self.slot() {
+            Slot::Str { start, end } => self.tape.input.get(start..end).map(|s| Text::Utf8(s).utf16_len()),
+            Slot::Escaped { id } => {
+                let escaped = self.tape.escaped.get(id)?;
+                let raw = self.tape.input.get(escaped.start..escaped.end)?;
+                Some(Text::Utf8(raw).utf16_len() - escaped.saved)
+            }
+            _ => None,
+        }
     }
 
     fn get(&self, key: Key) -> Option<Self> {
@@ -199,7 +222,7 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
             Slot::Bool(_) => "bool",
             Slot::Int(_) | Slot::Float { int: true, .. } => "int",
             Slot::Float { .. } => "float",
-            Slot::Str { .. } => "str",
+            Slot::Str { .. } | Slot::Escaped { .. } => "str",
             Slot::Array { .. } => "list",
             Slot::Object { .. } => "dict",
         }

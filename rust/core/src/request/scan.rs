@@ -12,22 +12,33 @@
 //!
 //! Performance notes: the input is validated as UTF-8 once up front (the standard
 //! library's validator runs word-at-a-time over ASCII), so the string scan only looks for
-//! `"`, `\` and control bytes, 32 bytes a step in a loop LLVM turns into vector compares
-//! (compiled for AVX2 and SSE4.1, picked at run time as `text.rs` does). A string without
-//! an escape is never copied. Containers are walked with an explicit stack: no recursion.
+//! `"`, `\` and control bytes. It does so simdjson's way: one bitmask of those bytes a
+//! 64-byte block (SSE2 compares, part of every x86_64), then one step a set bit, so the
+//! escapes of a long tool output (a `\n` every line) cost a bit each, not a search each.
+//! A first version searched for the next special byte from each escape (32-byte vector
+//! compares behind run-time dispatch): the call a search, not the compare, dominated.
+//! A string without an escape is never copied. Containers are walked with an explicit
+//! stack: no recursion.
 
 use crate::json::MAX_DEPTH;
 
-/// Where a string's text lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Store {
-    /// The input itself (the string had no escape).
-    Input,
-    /// The tape's UTF-8 buffer of decoded strings.
-    Decoded,
-    /// The tape's UTF-16 buffer: the string holds a lone surrogate (`"\ud800"`), which
-    /// UTF-8 cannot.
-    Wide,
+/// A string that holds escapes: where it lies in the input, and its text once decoded.
+#[derive(Debug)]
+pub struct Escaped {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// Input bytes the escapes take beyond the UTF-16 units they stand for, so the
+    /// string's UTF-16 length is known without decoding it.
+    pub(super) saved: usize,
+    pub(super) text: std::cell::OnceCell<Decoded>,
+}
+
+/// An escaped string's text.
+#[derive(Debug)]
+pub enum Decoded {
+    Utf8(String),
+    /// The string holds a lone surrogate (`"\ud800"`), which UTF-8 cannot.
+    Wide(Vec<u16>),
 }
 
 /// One value on the tape.
@@ -43,10 +54,14 @@ pub enum Slot {
         value: f64,
         int: bool,
     },
+    /// A string without escapes: `input[start..end]`.
     Str {
-        store: Store,
         start: usize,
         end: usize,
+    },
+    /// A string with escapes: `escaped[id]`.
+    Escaped {
+        id: usize,
     },
     /// `len` items; the subtree ends before slot `end`.
     Array {
@@ -76,8 +91,7 @@ pub struct Layout {
 pub struct Tape<'a> {
     pub(super) input: &'a str,
     pub(super) slots: Vec<Slot>,
-    pub(super) decoded: String,
-    pub(super) wide: Vec<u16>,
+    pub(super) escaped: Vec<Escaped>,
     /// The last `messages` member of a root object (slot), or the root array.
     pub(super) messages: Option<usize>,
     /// The last `system` member of a root object (slot).
@@ -156,8 +170,7 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
         tape: Tape {
             input: text,
             slots: Vec::with_capacity(input.len() / 32 + 8),
-            decoded: String::new(),
-            wide: Vec::new(),
+            escaped: Vec::new(),
             messages: None,
             system: None,
             layout: Layout::default(),
@@ -178,27 +191,50 @@ struct Scanner<'a> {
     root: Root,
 }
 
-#[inline]
-const fn is_special(b: u8) -> bool {
-    b == b'"' || b == b'\\' || b < 0x20
+/// Bit `i` set when byte `i` of the block is `"`, `\\` or a control byte.
+#[cfg(target_arch = "x86_64")]
+fn special_mask(block: &[u8; 64]) -> u64 {
+    // SSE2 is part of x86_64, so no run-time dispatch is needed.
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let mut mask = 0u64;
+    // SAFETY: SSE2 is part of the x86_64 baseline, so these intrinsics are always
+    // available; each load reads the 16 bytes of `part`, unaligned.
+    unsafe {
+        let quote = _mm_set1_epi8(b'"' as i8);
+        let backslash = _mm_set1_epi8(b'\\' as i8);
+        let last_control = _mm_set1_epi8(0x1f);
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            let v = _mm_loadu_si128(part.as_ptr().cast());
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(v, last_control), v);
+            let hits = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
+            mask |= u64::from(_mm_movemask_epi8(hits) as u16) << (16 * k);
+        }
+    }
+    mask
 }
 
-/// Index of the first `"`, `\` or control byte in `bytes` (its length when none).
-#[multiversion::multiversion(targets("x86_64+avx2", "x86_64+sse4.1"))]
-fn find_special(bytes: &[u8]) -> usize {
-    const STEP: usize = 32;
-    let mut chunks = bytes.chunks_exact(STEP);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        // No early exit inside the chunk: the fold vectorises.
-        let hit = chunk.iter().fold(false, |acc, &b| acc | (b == b'"') | (b == b'\\') | (b < 0x20));
-        if hit {
-            return offset + chunk.iter().position(|&b| is_special(b)).unwrap_or(STEP);
+/// Bit `i` set when byte `i` of the block is `"`, `\\` or a control byte.
+#[cfg(not(target_arch = "x86_64"))]
+fn special_mask(block: &[u8; 64]) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b == b'"' || b == b'\\' || b < 0x20) << i))
+}
+
+/// [`special_mask`] of the 64 bytes from `at` (spaces past the end).
+#[inline]
+fn mask_at(bytes: &[u8], at: usize) -> u64 {
+    match bytes.get(at..at + 64).and_then(|b| <&[u8; 64]>::try_from(b).ok()) {
+        Some(block) => special_mask(block),
+        None => {
+            let mut block = [b' '; 64];
+            let rest = bytes.get(at..).unwrap_or_default();
+            if let Some(head) = block.get_mut(..rest.len()) {
+                head.copy_from_slice(rest);
+            }
+            special_mask(&block)
         }
-        offset += STEP;
     }
-    let rest = chunks.remainder();
-    offset + rest.iter().position(|&b| is_special(b)).unwrap_or(rest.len())
 }
 
 fn hex4(bytes: &[u8]) -> Option<u16> {
@@ -323,8 +359,8 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 Some(b'"') => {
-                    let (store, start, end) = self.string()?;
-                    self.push(Slot::Str { store, start, end });
+                    let slot = self.string()?;
+                    self.push(slot);
                 }
                 Some(b'-' | b'0'..=b'9') => self.number()?,
                 Some(b't') => self.literal("true", Slot::Bool(true))?,
@@ -379,8 +415,8 @@ impl<'a> Scanner<'a> {
         if self.peek() != Some(b'"') {
             return Err(self.error("expecting a property name in double quotes"));
         }
-        let (store, start, end) = self.string()?;
-        let at = self.push(Slot::Str { store, start, end });
+        let slot = self.string()?;
+        let at = self.push(slot);
         if self.stack.len() == 1 {
             let member = match self.tape.text(at) {
                 Some(crate::Text::Utf8("messages")) => Member::Messages,
@@ -491,58 +527,87 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Reads a string from its opening quote: where its text lives.
-    fn string(&mut self) -> Result<(Store, usize, usize), ScanError> {
+    /// Reads a string from its opening quote: its slot. Escapes are checked and
+    /// measured, not decoded (see [`decode`]).
+    ///
+    /// Walks 64-byte blocks by their masks of special bytes, so a string with many
+    /// escapes costs one mask a block, not one search an escape.
+    fn string(&mut self) -> Result<Slot, ScanError> {
         let quote = self.pos;
         let first = quote + 1;
-        let mut run = first;
-        let mut decoded_from: Option<usize> = None;
-        let mut lone = false;
+        let mut block = first;
+        let mut mask = mask_at(self.bytes, block);
+        let mut escapes = 0usize;
+        let mut saved = 0usize;
         loop {
-            let rest = self.bytes.get(run..).unwrap_or_default();
-            let at = run + find_special(rest);
+            if mask == 0 {
+                block += 64;
+                if block >= self.bytes.len() {
+                    self.pos = quote;
+                    return Err(self.error("an unterminated string"));
+                }
+                mask = mask_at(self.bytes, block);
+                continue;
+            }
+            let at = block + mask.trailing_zeros() as usize;
             match self.bytes.get(at) {
                 Some(b'"') => {
                     self.pos = at + 1;
-                    let Some(from) = decoded_from else { return Ok((Store::Input, first, at)) };
-                    if lone {
-                        self.tape.decoded.truncate(from);
-                        let start = self.tape.wide.len();
-                        decode_wide(self.bytes, first, at, &mut self.tape.wide);
-                        return Ok((Store::Wide, start, self.tape.wide.len()));
+                    if escapes == 0 {
+                        return Ok(Slot::Str { start: first, end: at });
                     }
-                    self.tape.decoded.push_str(self.text.get(run..at).unwrap_or_default());
-                    return Ok((Store::Decoded, from, self.tape.decoded.len()));
+                    self.tape.escaped.push(Escaped { start: first, end: at, saved, text: std::cell::OnceCell::new() });
+                    return Ok(Slot::Escaped { id: self.tape.escaped.len() - 1 });
                 }
                 Some(b'\\') => {
-                    if decoded_from.is_none() {
-                        decoded_from = Some(self.tape.decoded.len());
-                    }
-                    self.tape.decoded.push_str(self.text.get(run..at).unwrap_or_default());
-                    let Some((units, count, taken)) = escape(self.bytes, at) else {
-                        self.pos = at;
-                        return Err(self.error("an invalid escape"));
+                    // The common escapes take two bytes for one unit; only `\u` needs a look.
+                    let taken = match self.bytes.get(at + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            saved += 1;
+                            2
+                        }
+                        _ => match escape(self.bytes, at) {
+                            Some((_, count, taken)) => {
+                                saved += taken - count;
+                                taken
+                            }
+                            None => {
+                                self.pos = at;
+                                return Err(self.error("an invalid escape"));
+                            }
+                        },
                     };
-                    match units.get(..count).and_then(|u| char::decode_utf16(u.iter().copied()).next()) {
-                        Some(Ok(c)) => self.tape.decoded.push(c),
-                        _ => lone = true,
+                    escapes += 1;
+                    let skip = at + taken - block;
+                    if skip >= 64 {
+                        block = at + taken;
+                        mask = mask_at(self.bytes, block);
+                    } else {
+                        mask &= u64::MAX << skip;
                     }
-                    run = at + taken;
                 }
-                Some(_) => {
+                _ => {
                     self.pos = at;
                     return Err(self.error("an unescaped control character in a string"));
-                }
-                None => {
-                    self.pos = quote;
-                    return Err(self.error("an unterminated string"));
                 }
             }
         }
     }
 }
 
+/// The text of the (already validated) escaped string body `bytes[from..to]`: UTF-8,
+/// unless a lone surrogate makes it UTF-16.
+pub(super) fn decode(bytes: &[u8], from: usize, to: usize) -> Decoded {
+    let mut wide = Vec::new();
+    decode_wide(bytes, from, to, &mut wide);
+    match String::from_utf16(&wide) {
+        Ok(text) => Decoded::Utf8(text),
+        Err(_) => Decoded::Wide(wide),
+    }
+}
+
 /// Decodes the (already validated) string body `bytes[from..to]` as UTF-16 units.
+#[inline]
 fn decode_wide(bytes: &[u8], from: usize, to: usize, out: &mut Vec<u16>) {
     let body = bytes.get(from..to).unwrap_or_default();
     let mut i = 0;

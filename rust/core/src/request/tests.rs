@@ -12,7 +12,11 @@ fn value(node: Node<'_, '_>) -> Value {
         View::Bool(b) => Value::Bool(b),
         View::Int(i) => json!(i),
         View::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-        View::Str(t) => Value::String(t.to_string_lossy()),
+        View::Str(t) => {
+            // The length known without decoding is the decoded text's.
+            assert_eq!(node.str_units(), Some(t.utf16_len()));
+            Value::String(t.to_string_lossy())
+        }
         View::Array { items, .. } => Value::Array(items.map(value).collect()),
         View::Object { entries, .. } => {
             Value::Object(entries.map(|(k, v)| (k.as_text().unwrap().to_string_lossy(), value(v))).collect())
@@ -230,4 +234,40 @@ proptest! {
         prop_assert_eq!(&body["messages"], &Value::Array(kept));
         prop_assert_eq!(&body["model"], &request["model"]);
     }
+}
+
+#[test]
+fn batches_equal_one_by_one_on_any_number_of_threads() {
+    let bodies: Vec<String> = (0..40)
+        .map(|k| {
+            let messages: Vec<Value> = (0..k % 7 + 1).map(|i| message("user", &"z ".repeat(37 * i + k))).collect();
+            if k % 9 == 0 {
+                "{not json".to_string()
+            } else {
+                json!({"messages": messages}).to_string()
+            }
+        })
+        .collect();
+    let inputs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), Root::Request, false)).collect();
+    for threads in [1, 2, 8, 1000] {
+        assert_eq!(pack_bodies(&inputs, &options(50), Root::Request, false, threads), one, "{threads}");
+    }
+}
+
+#[test]
+fn lines_are_packed_in_order_with_bad_ones_reported() {
+    let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
+    let block = format!("{long}\n\n  \r\n[1]\n{{\"id\": 7, \"messages\": []}}\n{{bad\n");
+    let lines = pack_lines(block.as_bytes(), &options(20), 2);
+    let output = String::from_utf8(lines.output).unwrap();
+    let out: Vec<&str> = output.lines().collect();
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1], "{\"id\": 7, \"messages\": []}");
+    assert!(out[0].len() < long.to_string().len());
+    assert_eq!((lines.packed, lines.dropped, lines.unfit), (2, 1, 0));
+    let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
+    assert_eq!(errors[0], (3, "message 0: expected a dict, got int".to_string()));
+    assert_eq!(errors[1].0, 5);
+    assert!(errors[1].1.starts_with("not JSON"));
 }
