@@ -127,6 +127,12 @@ pub trait JsonNode: Sized {
     fn str_units(&self) -> Option<usize> {
         self.as_text().map(|t| t.utf16_len())
     }
+
+    /// [`Text::json_len`] of the string this value holds, when the node knows it without
+    /// the text; `None` (the default) sends [`json_len`] to the text.
+    fn str_json_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 enum Frame<N: JsonNode> {
@@ -150,9 +156,12 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
             Frame::Items(items) => items.next(),
             Frame::Entries(entries) => match entries.next() {
                 Some((key, child)) => {
-                    len += match key.view()? {
-                        View::Str(k) => k.json_len(),
-                        _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                    len += match key.str_json_len() {
+                        Some(key_len) => key_len,
+                        None => match key.view()? {
+                            View::Str(k) => k.json_len(),
+                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                        },
                     };
                     Some(child)
                 }
@@ -177,6 +186,9 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
 /// Length of a scalar, or of a container's brackets and separators (its children are
 /// pushed for the caller to walk).
 fn open<N: JsonNode>(value: &N, stack: &mut Stack<N>) -> Result<usize, Problem> {
+    if let Some(len) = value.str_json_len() {
+        return Ok(len);
+    }
     Ok(match value.view()? {
         View::Null => 4,
         View::Bool(b) => {

@@ -25,7 +25,7 @@ impl<'a> Tape<'a> {
             Slot::Str { start, end } => self.input.get(start..end).map(Text::Utf8),
             Slot::Escaped { id } => {
                 let escaped = self.escaped.get(id)?;
-                Some(match escaped.text.get_or_init(|| decode(self.input.as_bytes(), escaped.start, escaped.end)) {
+                Some(match escaped.text.get_or_init(|| decode(self.input, escaped.start, escaped.end)) {
                     Decoded::Utf8(text) => Text::Utf8(text.as_str()),
                     Decoded::Wide(units) => Text::Ucs2(units.as_slice()),
                 })
@@ -192,6 +192,19 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
                 let escaped = self.tape.escaped.get(id)?;
                 let raw = self.tape.input.get(escaped.start..escaped.end)?;
                 Some(Text::Utf8(raw).utf16_len() - escaped.saved)
+            }
+            _ => None,
+        }
+    }
+
+    fn str_json_len(&self) -> Option<usize> {
+        // Unescaped input holds no byte JSON escapes: its JSON is itself, quoted.
+        match self.slot() {
+            Slot::Str { start, end } => self.tape.input.get(start..end).map(|s| Text::Utf8(s).utf16_len() + 2),
+            Slot::Escaped { id } => {
+                let escaped = self.tape.escaped.get(id)?;
+                let raw = self.tape.input.get(escaped.start..escaped.end)?;
+                Some(Text::Utf8(raw).utf16_len() - escaped.json_saved + 2)
             }
             _ => None,
         }

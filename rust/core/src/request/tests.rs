@@ -15,6 +15,7 @@ fn value(node: Node<'_, '_>) -> Value {
         View::Str(t) => {
             // The length known without decoding is the decoded text's.
             assert_eq!(node.str_units(), Some(t.utf16_len()));
+            assert_eq!(node.str_json_len(), Some(t.json_len()));
             Value::String(t.to_string_lossy())
         }
         View::Array { items, .. } => Value::Array(items.map(value).collect()),
