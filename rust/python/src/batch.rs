@@ -19,7 +19,8 @@
 
 use crate::node::{shape_of, text_of};
 use contextfold_core::pack::{self, PackOptions, Packed};
-use contextfold_core::tokens::{CharsPerToken, Transcript};
+use contextfold_core::tokens::CharsPerToken;
+use contextfold_core::transcript::Transcript;
 use contextfold_core::tree::{Arena, Leaf, Node};
 use contextfold_core::{CoreError, Shape, Text};
 use pyo3::ffi;

@@ -13,7 +13,8 @@ mod sizer;
 mod strings;
 
 use contextfold_core::pack::{self, Cut, PackOptions};
-use contextfold_core::tokens::{ArraySizes, Role, Sizes, Transcript};
+use contextfold_core::tokens::{ArraySizes, Role, Sizes};
+use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
 use node::PyNode;
