@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
+from . import need
 
-pytest.importorskip("langchain_core", reason="langchain is not installed: pip install 'contextfold[langchain]'")
+need("langchain.agents", "langchain")
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage

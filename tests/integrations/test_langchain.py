@@ -8,10 +8,12 @@ from typing import Any
 import contextfold as cf
 import pytest
 
+from . import need
 from .lc_corpus import RecordingChatModel, langchain_corpus, to_langchain
 from .pairing import assert_segments_whole, kept_positions, openai_segments
 
-lc = pytest.importorskip("contextfold.integrations.langchain")
+lc = need("contextfold.integrations.langchain", "langchain")
+need("langgraph", "langgraph")
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage  # noqa: E402
 from langchain_core.messages.utils import trim_messages  # noqa: E402
