@@ -1,5 +1,7 @@
 """Corpus transcripts as LangChain messages, and a chat model that records what it is sent."""
 
+# ruff: noqa: E402  (the framework imports follow the check that it is installed)
+
 from __future__ import annotations
 
 import json
