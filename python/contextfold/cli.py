@@ -34,8 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import _backend, backend, message_tokens_array, pack_handoff, window_start
-from ._args import whole
-from ._handoff import chunk_size, handoff_budget
+from ._contract import chunk_size, handoff_budget, whole
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 

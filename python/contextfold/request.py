@@ -27,8 +27,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from . import _backend
-from ._args import whole
-from ._handoff import PackedRequest, as_bytes
+from ._contract import PackedRequest, as_bytes, whole
 
 __all__ = ["Body", "PackedRequest", "as_bytes", "pack_request", "pack_requests"]
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._handoff import PackArguments, PackedRequest, as_bytes, pack_arguments
+from .._contract import PackArguments, PackedRequest, as_bytes, pack_arguments
 from ..errors import ContextfoldError, MessageTypeError, RequestError
 from .pack import pack_handoff
 from .tokens import tokens_of

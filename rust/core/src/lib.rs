@@ -17,6 +17,7 @@ pub mod rank;
 pub mod request;
 pub mod text;
 pub mod tokens;
+pub mod transcript;
 pub mod tree;
 pub mod window;
 

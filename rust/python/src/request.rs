@@ -4,7 +4,7 @@
 //! A `bytes` object is immutable, so its buffer is borrowed as it lies while the calling
 //! thread holds a reference to it; nothing else of Python is read once the work starts.
 //! Any other body (bytearray, memoryview, str) goes through
-//! `contextfold._handoff.as_bytes` first, which copies it. A batch runs in rounds, so
+//! `contextfold._contract.as_bytes` first, which copies it. A batch runs in rounds, so
 //! Ctrl-C is seen between them; each body's outcome, a result or its exception, comes
 //! back in input order.
 
@@ -53,7 +53,7 @@ fn as_bytes<'py>(body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(bytes) = body.cast_exact::<PyBytes>() {
         return Ok(bytes.clone());
     }
-    let converted = AS_BYTES.import(body.py(), "contextfold._handoff", "as_bytes")?.call1((body,))?;
+    let converted = AS_BYTES.import(body.py(), "contextfold._contract", "as_bytes")?.call1((body,))?;
     Ok(converted.cast_into::<PyBytes>()?)
 }
 
@@ -99,7 +99,7 @@ fn packed_request<'py>(
         note,
         PyList::new(py, &packed.packed.kept)?.into_any(),
     ];
-    let class = PACKED_REQUEST.import(py, "contextfold._handoff", "PackedRequest")?;
+    let class = PACKED_REQUEST.import(py, "contextfold._contract", "PackedRequest")?;
     crate::result::named_tuple(class, fields)
 }
 

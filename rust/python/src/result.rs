@@ -1,4 +1,4 @@
-//! Result objects: instances of the `NamedTuple` classes of `contextfold._handoff`.
+//! Result objects: instances of the `NamedTuple` classes of `contextfold._contract`.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};

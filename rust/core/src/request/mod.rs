@@ -17,7 +17,8 @@ pub use scan::{Root, ScanError};
 use crate::error::CoreError;
 use crate::json::{JsonNode, Shape};
 use crate::pack::{self, Note, PackOptions, Packed};
-use crate::tokens::{CharsPerToken, Checked, Role, Sizer, Transcript};
+use crate::tokens::{CharsPerToken, Checked, Role, Sizer};
+use crate::transcript::Transcript;
 use scan::Layout;
 use std::fmt;
 
