@@ -13,7 +13,8 @@ mod sizer;
 mod strings;
 
 use contextfold_core::pack::{self, Cut, PackOptions};
-use contextfold_core::tokens::{ArraySizes, Role, Sizes, Transcript};
+use contextfold_core::tokens::{ArraySizes, Role, Sizes};
+use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
 use node::PyNode;
@@ -228,14 +229,24 @@ fn pack_many<'py>(
             Some(Ok(packed)) => packed,
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
-            Some(Err(_)) | None => with_transcript(&transcript, None, |t| pack::pack(t, opts)).inspect_err(|e| {
-                let _ = e.value(py).call_method1("add_note", (format!("in transcript {i}"),));
-            })?,
+            Some(Err(_)) | None => {
+                with_transcript(&transcript, None, |t| pack::pack(t, opts)).map_err(|e| in_transcript(py, e, i))?
+            }
         };
         out.push(handoff_pack(&transcript, packed, &budget_int)?);
         fairness.tick()?;
     }
     Ok(out)
+}
+
+/// `err` with a note naming the transcript it came from (`contextfold._contract.add_note`,
+/// which works on every supported Python); a failure to add the note keeps `err` as is.
+fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    static ADD_NOTE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if let Ok(add_note) = ADD_NOTE.import(py, "contextfold._contract", "add_note") {
+        let _ = add_note.call1((err.value(py), format!("in transcript {index}")));
+    }
+    err
 }
 
 /// The `HandoffPack` for a packed transcript: the output list (the caller's messages,
@@ -280,7 +291,7 @@ fn handoff_pack<'py>(
         note,
         PyList::new(py, &packed.kept)?.into_any(),
     ];
-    let class = HANDOFF_PACK.import(py, "contextfold._handoff", "HandoffPack")?;
+    let class = HANDOFF_PACK.import(py, "contextfold._contract", "HandoffPack")?;
     // What tuple.__new__(HandoffPack, fields) does (the NamedTuple's own __new__ is Python
     // code), without the argument tuples: allocate the subclass instance, fill its slots.
     // SAFETY: HandoffPack is a tuple subclass without extra fields, so its tp_alloc gives a
