@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .conftest import SHARED, anthropic_corpus, native_required, openai_corpus
+from .conftest import SHARED, anthropic_corpus, missing, native_required, openai_corpus
 from .strategies import transcripts
 
 
@@ -127,5 +127,5 @@ def test_a_signal_stops_a_long_batch() -> None:
     native_required()
     corpus = SHARED / "corpus" / "transcripts.jsonl"
     if not corpus.exists():
-        pytest.skip(f"corpus not found at {corpus} (set CONTEXTFOLD_SHARED)")
+        missing("corpus", corpus)
     subprocess.run([sys.executable, "-c", _INTERRUPTED_BATCH, str(corpus)], check=True)
