@@ -172,6 +172,7 @@ PATHY = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=5_000)
 @given(PATHY, st.one_of(st.none(), PATHY))
 def test_paths_native_equals_reference(path: str, root: str | None) -> None:
@@ -180,6 +181,7 @@ def test_paths_native_equals_reference(path: str, root: str | None) -> None:
     assert native.repo_path(path, root) == reference.repo_path(path, root)
 
 
+@pytest.mark.slow
 @settings(max_examples=3_000)
 @given(st.lists(st.one_of(PATHY, st.sampled_from(["a", "B", "b", "é", "_x", "a1"])), max_size=60))
 def test_rank_native_equals_reference(items: list[str]) -> None:

@@ -116,6 +116,7 @@ def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
     return a
 
 
+@pytest.mark.slow
 @settings(max_examples=3_000)
 @given(transcripts(), st.integers(0, 2500), st.data())
 def test_contract_on_generated_transcripts(messages: list[dict[str, Any]], budget: int, data: st.DataObject) -> None:
