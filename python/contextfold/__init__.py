@@ -43,6 +43,7 @@ from .compaction import (
 )
 from .errors import (
     ArgumentError,
+    ArgumentTypeError,
     ContextfoldError,
     EstimatorError,
     MessageError,
@@ -108,6 +109,7 @@ __all__ = [
     "TRANSCRIPT_SUMMARY_PROMPT",
     "VOLATILE_TAIL_TAG",
     "ArgumentError",
+    "ArgumentTypeError",
     "CodeMapStore",
     "CompactMemo",
     "ConsolidatedMemory",
