@@ -215,3 +215,4 @@ def test_an_estimator_reentering_pack_handoff_on_a_small_stack(backend_name: str
         """
     )
     assert done.returncode == 0 and done.stdout == "RecursionError\n", done.stderr
+

@@ -2,55 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._contract import MESSAGE_OVERHEAD, PerMessage, Sizers, content_and_calls, role_of
+from .._js import json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
-from .jsjson import json_length, utf16_len
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
-
-MESSAGE_OVERHEAD = 4
-
-PerMessage = Callable[[int | None, Any], int]
-Sizers = tuple[PerMessage, Callable[[str], int]]
-
-
-def _where(index: int | None) -> str:
-    return "message" if index is None else f"message {index}"
-
-
-def role_of(message: Any, index: int | None = None) -> str:
-    """The message's role, checked: a dict whose ``role`` is a str."""
-    if not isinstance(message, dict):
-        raise MessageTypeError(f"{_where(index)}: expected a dict, got {type(message).__name__}", index, "")
-    try:
-        role = message["role"]
-    except KeyError:
-        raise MessageTypeError(f"{_where(index)}, field 'role': missing", index, "role") from None
-    if not isinstance(role, str):
-        raise MessageTypeError(f"{_where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
-    return role
-
-
-def content_and_calls(message: dict[str, Any], index: int | None = None) -> tuple[Any, list[Any] | None]:
-    """The message's content (checked: str, list or None) and tool_calls (list or None)."""
-    content = message.get("content")
-    if content is not None and not isinstance(content, (str, list)):
-        raise MessageTypeError(
-            f"{_where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
-            index,
-            "content",
-        )
-    calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise MessageTypeError(
-            f"{_where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
-            index,
-            "tool_calls",
-        )
-    return content, calls
 
 
 def checked_role(message: Any, index: int | None = None) -> str:
@@ -79,16 +38,19 @@ def _default_tokens(index: int | None, message: dict[str, Any]) -> int:
 
 
 class Transcript:
-    """Roles read (and checked) up front; each message sized once, on first use."""
+    """Roles read (and checked) up front; each message sized once, on first use.
+
+    The list is read once, here: what an estimator later does to the caller's list does
+    not reach the result (the native backend reads it the same way)."""
 
     __slots__ = ("_size", "messages", "roles", "sizes")
 
     def __init__(self, messages: Any, sizers: Sizers | None = None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = messages
-        self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
-        self.sizes: list[int | None] = [None] * len(messages)
+        self.messages: list[Any] = list(messages)
+        self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
+        self.sizes: list[int | None] = [None] * len(self.messages)
         self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
 
     def __len__(self) -> int:

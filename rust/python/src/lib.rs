@@ -13,7 +13,8 @@ mod sizer;
 mod strings;
 
 use contextfold_core::pack::{self, Cut, PackOptions};
-use contextfold_core::tokens::{ArraySizes, Role, Sizes, Transcript};
+use contextfold_core::tokens::{ArraySizes, Role, Sizes};
+use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
 use node::PyNode;
@@ -244,9 +245,9 @@ fn pack_many<'py>(
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
             _ => {
-                let snapshot = nodes(&transcript).inspect_err(|e| in_transcript(py, e, i))?;
+                let snapshot = nodes(&transcript).map_err(|e| in_transcript(py, e, i))?;
                 let packed =
-                    with_nodes(&snapshot, None, |t| pack::pack(t, opts)).inspect_err(|e| in_transcript(py, e, i))?;
+                    with_nodes(&snapshot, None, |t| pack::pack(t, opts)).map_err(|e| in_transcript(py, e, i))?;
                 (packed, snapshot)
             }
         };
@@ -256,9 +257,14 @@ fn pack_many<'py>(
     Ok(out)
 }
 
-/// Notes on `err` which transcript of a batch raised it.
-fn in_transcript(py: Python<'_>, err: &PyErr, index: usize) {
-    let _ = err.value(py).call_method1("add_note", (format!("in transcript {index}"),));
+/// `err` with a note naming the transcript it came from (`contextfold._contract.add_note`,
+/// which works on every supported Python); a failure to add the note keeps `err` as is.
+fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    static ADD_NOTE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if let Ok(add_note) = ADD_NOTE.import(py, "contextfold._contract", "add_note") {
+        let _ = add_note.call1((err.value(py), format!("in transcript {index}")));
+    }
+    err
 }
 
 /// The `HandoffPack` for a packed transcript: the output list (the caller's messages,
@@ -324,7 +330,7 @@ fn handoff_pack<'py>(
     }
 }
 
-/// The result class, `contextfold._handoff.HandoffPack`, looked up once (when the module
+/// The result class, `contextfold._contract.HandoffPack`, looked up once (when the module
 /// is imported, as the reference imports it) and checked then.
 struct ResultClass {
     class: Py<PyType>,
@@ -337,7 +343,7 @@ impl ResultClass {
     fn get(py: Python<'_>) -> PyResult<&'static ResultClass> {
         static RESULT_CLASS: PyOnceLock<ResultClass> = PyOnceLock::new();
         RESULT_CLASS.get_or_try_init(py, || {
-            let class = py.import("contextfold._handoff")?.getattr("HandoffPack")?.cast_into::<PyType>()?;
+            let class = py.import("contextfold._contract")?.getattr("HandoffPack")?.cast_into::<PyType>()?;
             let fields = class.getattr(intern!(py, "_fields")).and_then(|f| f.len()).unwrap_or(0);
             let tuple = py.get_type::<pyo3::types::PyTuple>();
             // SAFETY: both are live type objects; we only read their size fields.
@@ -357,11 +363,14 @@ fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Vec<(Bound<'py, Py
     let mut error = None;
     // SAFETY: every index is in bounds, and no Python code runs while the keys borrow the
     // list (exact str items only; their hashing and comparison are CPython's and ours).
-    let keys = (0..items.len()).map_while(|i| match unsafe { strings::RankKey::from_list(items, i) } {
-        Ok(key) => Some(key),
-        Err(e) => {
-            error = Some(e);
-            None
+    let keys = (0..items.len()).map_while(|i| {
+        prefetch_item(items, i + RANK_PREFETCH_AHEAD);
+        match unsafe { strings::RankKey::from_list(items, i) } {
+            Ok(key) => Some(key),
+            Err(e) => {
+                error = Some(e);
+                None
+            }
         }
     });
     let ranked = contextfold_core::rank::rank_by_count(keys);
@@ -369,6 +378,30 @@ fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Vec<(Bound<'py, Py
         return Err(e);
     }
     Ok(ranked.into_iter().map(|(k, n)| (k.string.to_owned(), n)).collect())
+}
+
+/// How many items ahead of the one being counted `rank_by_count` asks the CPU to fetch.
+/// A list of distinct strings is a random walk through memory, and waiting for each
+/// object's first read was most of the count: with the fetch ahead, 100,000 paths of
+/// 5,000 distinct ones in random order rank 5-9x faster than `sorted(Counter(items)
+/// .items(), ...)`, up from 2.4x (the gate's floor is in benches/floors.toml).
+const RANK_PREFETCH_AHEAD: usize = 16;
+
+/// Asks the CPU to start loading the header and first characters of `list[index]`.
+fn prefetch_item(list: &Bound<'_, PyList>, index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if index < list.len() {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `index` is in bounds, so the slot holds a live object; a prefetch reads
+        // nothing into the program and never faults, whatever the address.
+        unsafe {
+            let item = pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), index as pyo3::ffi::Py_ssize_t).cast::<i8>();
+            _mm_prefetch::<_MM_HINT_T0>(item);
+            _mm_prefetch::<_MM_HINT_T0>(item.wrapping_add(64));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (list, index);
 }
 
 /// The canonical spelling of a path.
