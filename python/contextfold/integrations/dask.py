@@ -95,4 +95,4 @@ def pack_jsonl(paths: str | list[str], *, blocksize: int | str | None = "64MiB",
         import dask.bag as db
     except ImportError as exc:
         raise missing_extra("dask", exc) from exc
-    return db.read_text(paths, blocksize=blocksize).map_partitions(pack_lines, **options)
+    return db.read_text(paths, blocksize=blocksize).map_partitions(pack_lines, **options)  # type: ignore[no-untyped-call]
