@@ -164,3 +164,22 @@ def test_token_counter_drop_in() -> None:
         cfl.token_counter(model="gpt-4o")
     with pytest.raises(cf.ArgumentError, match="custom_tokenizer"):
         cfl.token_counter(text="x", custom_tokenizer={"type": "sentencepiece"})
+
+
+def test_looked_up_windows_are_reused_for_window_cache_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    lookups: list[str] = []
+    real = litellm.get_model_info
+
+    def counting(model: str, *args: Any, **kwargs: Any) -> Any:
+        lookups.append(model)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(litellm, "get_model_info", counting)
+    messages = openai_corpus()[0]
+    cached, uncached = cfl.ContextfoldHook(), cfl.ContextfoldHook(window_cache_seconds=0)
+    for _ in range(3):
+        hook_call(cached, {"model": "gpt-4", "messages": messages})
+    assert lookups == ["gpt-4"]
+    for _ in range(3):
+        hook_call(uncached, {"model": "gpt-4", "messages": messages})
+    assert lookups == ["gpt-4"] * 4
