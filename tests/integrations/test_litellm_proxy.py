@@ -24,7 +24,7 @@ from typing import Any
 import contextfold as cf
 import pytest
 
-from ..conftest import openai_corpus
+from ..conftest import anthropic_corpus, openai_corpus
 from . import need
 from .servers import HOST, free_port, serving
 from .test_litellm import tool_definitions
@@ -50,6 +50,7 @@ model_list:
       max_input_tokens: {window}
 litellm_settings:
   callbacks: ["contextfold.integrations.litellm.proxy_handler_instance"]
+  use_chat_completions_url_for_anthropic_messages: true  # the fake upstream speaks chat completions
 callback_settings:
   contextfold:
     cut: greedy
@@ -181,3 +182,36 @@ def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict
 def percentile(values: list[float], p: int) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def test_proxy_packs_anthropic_messages_requests(proxy: tuple[str, str]) -> None:
+    """``/v1/messages`` (call type ``anthropic_messages``): packed in Anthropic shape, with
+    the top-level ``system`` counted, before LiteLLM translates it for the upstream."""
+    import httpx
+
+    base, upstream = proxy
+    row = next(r for r in anthropic_corpus() if r["id"] == "mini-swe-agent-deepseek-django__django-14752")
+    messages = row["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    messages = messages[: last_user + 1]  # end on the tool results the next turn answers
+    names = sorted(
+        {b["name"] for m in messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_use"}
+    )
+    tools = [{"name": n, "description": f"Runs {n}.", "input_schema": {"type": "object"}} for n in names]
+    body = {
+        "model": "packed-model",
+        "system": row["system"],
+        "messages": messages,
+        "max_tokens": MAX_TOKENS,
+        "tools": tools,
+    }
+    assert cf.tokens_of(messages) > WINDOW
+    before = len(recorded(upstream))
+    answer = httpx.post(f"{base}/v1/messages", json=body, headers={"x-api-key": MASTER_KEY}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    (received,) = recorded(upstream)[before:]
+    sent = received["messages"]
+    assert len(sent) < len(messages)
+    assert cf.tokens_of(sent) <= WINDOW
+    assert_no_orphans(sent)
+    assert sum(str(m.get("content", "")).startswith("Earlier conversation, folded") for m in sent) == 1
