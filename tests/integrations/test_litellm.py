@@ -75,6 +75,13 @@ def test_hook_leaves_other_calls_and_unknown_models_alone() -> None:
     assert hook_call(cfl.ContextfoldHook(window=2_000), squeezed)["messages"] is messages  # no room: untouched
 
 
+def test_malformed_messages_are_forwarded_unpacked(caplog: pytest.LogCaptureFixture) -> None:
+    messages = [*max(openai_corpus(), key=cf.tokens_of), {"role": "user", "content": 7}]
+    data = {"model": "gpt-4o", "messages": messages}
+    assert hook_call(cfl.ContextfoldHook(window=2_000), data)["messages"] is messages
+    assert "forwarded unpacked" in caplog.text and "content" in caplog.text
+
+
 def test_window_comes_from_litellms_model_map() -> None:
     messages = max(openai_corpus(), key=cf.tokens_of)
     assert cfl.model_window("gpt-4") == litellm.get_model_info("gpt-4")["max_input_tokens"] == 8192

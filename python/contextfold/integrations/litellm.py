@@ -24,7 +24,8 @@ unless the settings override it; the output reserve is the request's
 ``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` (and a
 ``tool_choice`` naming one) are counted too: their compact JSON is estimated and added to
 the reserve, since :func:`contextfold.pack_handoff` does not take tool definitions yet.
-A request that already fits is left as it came. A request whose must-keep part (system,
+A request that already fits is left as it came, and so is one whose messages contextfold
+cannot read (logged; the provider answers it as it would have). A request whose must-keep part (system,
 latest user message and its tool exchange) is over the window is sent packed to that core
 (the provider will refuse it either way). Packing runs on the event loop: it is native
 code, tens to hundreds of microseconds a request (see docs/integrations.md).
@@ -242,7 +243,10 @@ class ContextfoldHook(CustomLogger):
     ) -> dict[str, Any]:
         kind = getattr(call_type, "value", call_type)
         if kind in OPENAI_CHAT_CALLS or kind in ANTHROPIC_CHAT_CALLS:
-            self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+            try:
+                self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+            except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
+                log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
         return data
 
 
