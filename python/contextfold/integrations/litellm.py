@@ -25,10 +25,10 @@ unless the settings override it; the output reserve is the request's
 ``tool_choice`` naming one) are counted too: their compact JSON is estimated and added to
 the reserve, since :func:`contextfold.pack_handoff` does not take tool definitions yet.
 A request that already fits is left as it came, and so is one whose messages contextfold
-cannot read (logged; the provider answers it as it would have). A request whose must-keep part (system,
-latest user message and its tool exchange) is over the window is sent packed to that core
-(the provider will refuse it either way). Packing runs on the event loop: it is native
-code, tens to hundreds of microseconds a request (see docs/integrations.md).
+cannot read (logged; the provider answers it as it would have). A request whose must-keep
+part (system, latest user message and its tool exchange) is over the window is sent
+packed to that core (the provider will refuse it either way). Packing runs on the event
+loop: it is native code, tens of microseconds a request (see docs/integrations.md).
 
 Library drop-ins, same parameters and return shapes as LiteLLM's:
 ``from contextfold.integrations.litellm import trim_messages, token_counter``.
