@@ -45,6 +45,7 @@ from .compaction import (
 )
 from .errors import (
     ArgumentError,
+    ArgumentTypeError,
     ContextfoldError,
     EstimatorError,
     MessageError,
@@ -113,6 +114,7 @@ __all__ = [
     "TRANSCRIPT_SUMMARY_PROMPT",
     "VOLATILE_TAIL_TAG",
     "ArgumentError",
+    "ArgumentTypeError",
     "CodeMapStore",
     "CompactMemo",
     "ConsolidatedMemory",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "ArgumentTypeError",
     "ContextfoldError",
     "EstimatorError",
     "MessageError",
@@ -46,6 +47,10 @@ class MessageValueError(MessageError, ValueError):
 
 class ArgumentError(ContextfoldError, ValueError):
     """An argument other than the messages is invalid (a negative budget, a bad option)."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument other than the messages has the wrong type (a list item that is not a str)."""
 
 
 class EstimatorError(ContextfoldError, TypeError, ValueError):

@@ -121,9 +121,8 @@ impl<'py> RawArgs<'py> {
         let pinned = pinned
             .iter()
             .map(|p| {
-                p.extract::<usize>().map_err(|_| {
-                    crate::errors::ArgumentError::new_err(format!("pinned index {p} is out of range for {n} messages"))
-                })
+                p.extract::<usize>()
+                    .map_err(|_| crate::errors::argument(format!("pinned index {p} is out of range for {n} messages")))
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PackArgs {

@@ -63,14 +63,12 @@ fn to_py(err: RequestError) -> PyErr {
     let text = err.to_string();
     match err {
         RequestError::Pack(e) => errors::to_py(e),
-        RequestError::System { .. } => errors::MessageTypeError::new_err((text, None::<usize>, "system")),
-        RequestError::MessagesNotAList { root: Root::Request, .. } => {
-            errors::MessageTypeError::new_err((text, None::<usize>, ""))
-        }
+        RequestError::System { .. } => errors::message_type(text, "system"),
+        RequestError::MessagesNotAList { root: Root::Request, .. } => errors::message_type(text, ""),
         RequestError::Scan(
             ScanError::NotUtf8 { offset } | ScanError::Syntax { offset, .. } | ScanError::TooDeep { offset },
-        ) => errors::RequestError::new_err((text, offset)),
-        _ => errors::RequestError::new_err((text, None::<usize>)),
+        ) => errors::request(text, offset),
+        _ => errors::request(text, None),
     }
 }
 
