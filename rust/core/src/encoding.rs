@@ -1,0 +1,202 @@
+//! Exact token counts for OpenAI's `o200k_base` and `cl100k_base` encodings.
+//!
+//! A count equals `len(tiktoken.get_encoding(name).encode(text, disallowed_special=()))`:
+//! the text is split by the encoding's pre-tokenisation pattern and every piece is
+//! byte-pair encoded. The vocabularies come embedded in the `bpe-openai` crate (MIT;
+//! nothing is downloaded at build or run time), whose backtracking encoder counts a piece
+//! without building its tokens.
+//!
+//! The split patterns are tiktoken's own, not `bpe-openai`'s: that crate puts `\s+$`
+//! after `\s*[\r\n]+` for cl100k, where tiktoken tries it first, so `"x \n "` splits into
+//! different pieces. `regex-automata` has no look-around; like `bpe-openai`, the pattern
+//! `\s+(?!\S)` is written as a separate pattern `\s+\s` whose last character is given back
+//! after the match (leftmost-first order across the patterns keeps tiktoken's priority;
+//! `\s+$`, tried before it, covers a run that reaches the end of the text).
+//!
+//! Text that is not valid UTF-8 (a Python `str` holding surrogate code points) is read as
+//! tiktoken reads it: as UTF-16, a high surrogate followed by a low one making one
+//! character and a lone surrogate becoming U+FFFD.
+//!
+//! Performance notes: Latin-1 text that is pure ASCII and UTF-8 text are counted in
+//! place; other text is transcoded into a caller's reusable buffer. The vocabulary (15 MB
+//! for cl100k, 32 MB for o200k, prebuilt by `bpe-openai`'s build script) is deserialised
+//! on first use of each encoding.
+
+use crate::text::Text;
+use bpe_openai::byte_pair_encoding::BytePairEncoding;
+use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input};
+use std::sync::LazyLock;
+
+/// An OpenAI encoding whose vocabulary is embedded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// GPT-4o, GPT-4.1, o-series, GPT-5.
+    O200kBase,
+    /// GPT-4, GPT-3.5-turbo, text-embedding-3.
+    Cl100kBase,
+}
+
+/// Encoding names, as tiktoken spells them.
+pub const ENCODING_NAMES: [&str; 2] = ["o200k_base", "cl100k_base"];
+
+/// A pre-tokenisation pattern split into the parts `regex-automata` runs as one
+/// multi-pattern regex; `true` marks a part whose last matched character is look-ahead.
+type Patterns = &'static [(&'static str, bool)];
+
+const O200K_PATTERNS: Patterns = &[
+    (
+        concat!(
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"|\p{N}{1,3}",
+            r"| ?[^\s\p{L}\p{N}]+[\r\n/]*",
+            r"|\s*[\r\n]+",
+            r"|\s+$",
+        ),
+        false,
+    ),
+    (r"\s+\s", true),
+    (r"\s+", false),
+];
+
+// tiktoken's possessive quantifiers (`?+`, `++`, `*+`) match what the greedy ones match
+// here: no later part of their alternative could use what they would give back.
+const CL100K_PATTERNS: Patterns = &[
+    (
+        concat!(
+            r"'(?i:[sdmt]|ll|ve|re)",
+            r"|[^\r\n\p{L}\p{N}]?\p{L}+",
+            r"|\p{N}{1,3}",
+            r"| ?[^\s\p{L}\p{N}]+[\r\n]*",
+            r"|\s+$",
+            r"|\s*[\r\n]",
+        ),
+        false,
+    ),
+    (r"\s+\s", true),
+    (r"\s", false),
+];
+
+/// An encoding's vocabulary and split pattern, built on first use.
+struct Tokenizer {
+    bpe: &'static BytePairEncoding,
+    /// `None` only if the pattern failed to compile, which a test rules out.
+    split: Option<Regex>,
+    lookahead: Vec<bool>,
+}
+
+impl Tokenizer {
+    fn new(bpe: &'static BytePairEncoding, patterns: Patterns) -> Self {
+        let (sources, lookahead): (Vec<&str>, Vec<bool>) = patterns.iter().copied().unzip();
+        Self { bpe, split: Regex::new_many(&sources).ok(), lookahead }
+    }
+
+    fn count(&self, text: &str) -> usize {
+        let Some(split) = &self.split else { return 0 };
+        let mut count = 0;
+        let mut start = 0;
+        while let Some(rest) = text.get(start..) {
+            let Some(found) = split.find(Input::new(rest).anchored(Anchored::Yes)) else { break };
+            let mut end = start + found.end();
+            if self.lookahead.get(found.pattern().as_usize()).copied().unwrap_or(false) {
+                // Give back the look-ahead character; `\s+\s` keeps at least one.
+                end -= rest.get(..found.end()).and_then(|m| m.chars().next_back()).map_or(0, char::len_utf8);
+            }
+            if end == start {
+                break; // no pattern matches an empty piece, so this is unreachable
+            }
+            count += text.get(start..end).map_or(0, |piece| self.bpe.count(piece.as_bytes()));
+            start = end;
+        }
+        count
+    }
+}
+
+static O200K: LazyLock<Tokenizer> = LazyLock::new(|| Tokenizer::new(&bpe_openai::o200k_base().bpe, O200K_PATTERNS));
+static CL100K: LazyLock<Tokenizer> = LazyLock::new(|| Tokenizer::new(&bpe_openai::cl100k_base().bpe, CL100K_PATTERNS));
+
+impl Encoding {
+    /// The encoding named `name` (`"o200k_base"` or `"cl100k_base"`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "o200k_base" => Some(Encoding::O200kBase),
+            "cl100k_base" => Some(Encoding::Cl100kBase),
+            _ => None,
+        }
+    }
+
+    /// The encoding's name, as tiktoken spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Encoding::O200kBase => "o200k_base",
+            Encoding::Cl100kBase => "cl100k_base",
+        }
+    }
+
+    fn tokenizer(self) -> &'static Tokenizer {
+        match self {
+            Encoding::O200kBase => &O200K,
+            Encoding::Cl100kBase => &CL100K,
+        }
+    }
+
+    /// Loads the vocabulary now, so the first count does not pay for it.
+    pub fn load(self) {
+        LazyLock::force(match self {
+            Encoding::O200kBase => &O200K,
+            Encoding::Cl100kBase => &CL100K,
+        });
+    }
+
+    /// Tokens in a Rust string.
+    pub fn count_str(self, text: &str) -> usize {
+        self.tokenizer().count(text)
+    }
+
+    /// Tokens in `text`, transcoding it into `buffer` when it is not UTF-8 already.
+    pub fn count(self, text: Text<'_>, buffer: &mut String) -> usize {
+        match text {
+            Text::Utf8(s) => self.count_str(s),
+            Text::Latin1(bytes) if bytes.is_ascii() => std::str::from_utf8(bytes).map_or(0, |s| self.count_str(s)),
+            _ => {
+                buffer.clear();
+                text.push_lossy(buffer);
+                self.count_str(buffer)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_compile() {
+        assert!(O200K.split.is_some());
+        assert!(CL100K.split.is_some());
+    }
+
+    #[test]
+    fn known_counts() {
+        // Values from tiktoken 0.14.
+        let o200k = Encoding::O200kBase;
+        let cl100k = Encoding::Cl100kBase;
+        assert_eq!(o200k.count_str(""), 0);
+        assert_eq!(o200k.count_str("hello world"), 2);
+        assert_eq!(cl100k.count_str("hello world"), 2);
+        assert_eq!(cl100k.count_str("<|endoftext|>"), 7);
+    }
+
+    #[test]
+    fn surrogates_read_as_utf16() {
+        let mut buffer = String::new();
+        let enc = Encoding::O200kBase;
+        let pair = enc.count(Text::Ucs2(&[0xD83D, 0xDE00]), &mut buffer);
+        assert_eq!(pair, enc.count_str("😀"));
+        let lone = enc.count(Text::Ucs4(&[0x61, 0xD800, 0x62]), &mut buffer);
+        assert_eq!(lone, enc.count_str("a\u{FFFD}b"));
+        assert_eq!(enc.count(Text::Latin1(b"caf\xe9"), &mut buffer), enc.count_str("café"));
+    }
+}
