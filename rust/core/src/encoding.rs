@@ -22,7 +22,10 @@
 //! for cl100k, 32 MB for o200k, prebuilt by `bpe-openai`'s build script) is deserialised
 //! on first use of each encoding.
 
+use crate::error::CoreError;
+use crate::json::{write_json, JsonNode};
 use crate::text::Text;
+use crate::tokens::{Checked, Sizer, MESSAGE_OVERHEAD};
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
@@ -168,6 +171,65 @@ impl Encoding {
     }
 }
 
+/// A checked message's text as SPEC §3 has an estimator read it: its content (a string as
+/// is, anything else as compact JSON, `None` as `""`), then the compact JSON of its
+/// `tool_calls` when that is a list. A lone string content is borrowed; anything else is
+/// written into `buffer`.
+///
+/// # Errors
+/// When content or tool_calls hold a value with no JSON form or nest too deep.
+pub fn message_text<'a, N: JsonNode>(checked: &'a Checked<N>, buffer: &'a mut String) -> Result<Text<'a>, CoreError> {
+    let content = checked.content.as_ref();
+    if checked.tool_calls.is_none() {
+        if let Some(text) = content.and_then(JsonNode::as_text) {
+            return Ok(text);
+        }
+    }
+    buffer.clear();
+    match content {
+        None => buffer.push_str("\"\""),
+        Some(content) => match content.as_text() {
+            // Lone surrogates become U+FFFD here, as when the whole text is read as UTF-16:
+            // the JSON that follows opens with `[`, never a low surrogate.
+            Some(text) => text.push_lossy(buffer),
+            None => write_json(content, buffer).map_err(|p| CoreError::field(None, "content", p))?,
+        },
+    }
+    if let Some(calls) = &checked.tool_calls {
+        write_json(calls, buffer).map_err(|p| CoreError::field(None, "tool_calls", p))?;
+    }
+    Ok(Text::Utf8(buffer))
+}
+
+/// Sizes messages by an encoding's exact count: a message costs the count of its
+/// [`message_text`] plus [`MESSAGE_OVERHEAD`].
+#[derive(Debug, Clone)]
+pub struct ExactTokens {
+    pub encoding: Encoding,
+    /// A message's text, when it has to be built.
+    pub text: String,
+    /// A text transcoded to UTF-8.
+    pub transcoded: String,
+}
+
+impl ExactTokens {
+    /// A sizer counting with `encoding`.
+    pub fn new(encoding: Encoding) -> Self {
+        Self { encoding, text: String::new(), transcoded: String::new() }
+    }
+}
+
+impl<N: JsonNode> Sizer<N> for ExactTokens {
+    fn message_tokens(&mut self, _index: usize, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        let text = message_text(checked, &mut self.text)?;
+        Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)
+    }
+
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+        Ok(self.encoding.count_str(text) as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +260,23 @@ mod tests {
         let lone = enc.count(Text::Ucs4(&[0x61, 0xD800, 0x62]), &mut buffer);
         assert_eq!(lone, enc.count_str("a\u{FFFD}b"));
         assert_eq!(enc.count(Text::Latin1(b"caf\xe9"), &mut buffer), enc.count_str("café"));
+    }
+
+    fn message_cost(message: &serde_json::Value) -> Result<u64, CoreError> {
+        let checked = crate::tokens::check_message(&message)?;
+        ExactTokens::new(Encoding::O200kBase).message_tokens(0, &message, &checked)
+    }
+
+    #[test]
+    fn a_message_costs_its_text_plus_overhead() {
+        use serde_json::json;
+        let enc = Encoding::O200kBase;
+        assert_eq!(message_cost(&json!({"role": "user", "content": "hello world"})), Ok(2 + 4));
+        assert_eq!(message_cost(&json!({"role": "user"})), Ok(enc.count_str("\"\"") as u64 + 4));
+        let calls = json!({"role": "assistant", "content": "done.", "tool_calls": [{"id": "c1", "n": 1.0}]});
+        let text = "done.[{\"id\":\"c1\",\"n\":1}]";
+        assert_eq!(message_cost(&calls), Ok(enc.count_str(text) as u64 + 4));
+        let parts = json!({"role": "user", "content": [{"type": "text", "text": "hi"}]});
+        assert_eq!(message_cost(&parts), Ok(enc.count_str("[{\"type\":\"text\",\"text\":\"hi\"}]") as u64 + 4));
     }
 }
