@@ -18,6 +18,7 @@
 //! packing does.
 
 use crate::node::{shape_of, text_of};
+use contextfold_core::encoding::{Encoding, ExactTokens};
 use contextfold_core::pack::{self, PackOptions, Packed};
 use contextfold_core::tokens::{CharsPerToken, Transcript};
 use contextfold_core::tree::{Arena, Leaf, Node};
@@ -159,25 +160,32 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
     chunk.transcripts.push((index, roots));
 }
 
-/// Packs every transcript of the chunk into its outcomes.
-fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions]) {
+/// Packs every transcript of the chunk into its outcomes, sized by `exact` (chars/4
+/// when `None`).
+fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions], exact: Option<Encoding>) {
     let Chunk { arena, transcripts, outcomes, .. } = chunk;
     for (i, roots) in transcripts.iter() {
         let Some(opts) = options.get(*i) else { continue };
         let messages: Vec<Node<'_, 'static>> = roots.iter().map(|&at| arena.node(at)).collect();
-        outcomes.push((*i, Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts))));
+        let outcome = match exact {
+            None => Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts)),
+            Some(encoding) => {
+                Transcript::new(&messages, ExactTokens::new(encoding)).and_then(|mut t| pack::pack(&mut t, opts))
+            }
+        };
+        outcomes.push((*i, outcome));
     }
 }
 
 /// Packs chunks from the queue until it is closed and empty, sending each back.
-fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions]) {
+fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions], exact: Option<Encoding>) {
     loop {
         let next = match queue.lock() {
             Ok(queue) => queue.recv(),
             Err(_) => return,
         };
         let Ok(mut chunk) = next else { return };
-        pack_chunk(&mut chunk, options);
+        pack_chunk(&mut chunk, options, exact);
         if done.send(chunk).is_err() {
             return;
         }
@@ -229,6 +237,7 @@ impl<'py> Fairness<'py> {
 pub fn pack_detached(
     transcripts: &Bound<'_, PyList>,
     options: &[PackOptions],
+    exact: Option<Encoding>,
     threads: usize,
     fairness: &mut Fairness<'_>,
 ) -> PyResult<Vec<Option<Result<Packed, CoreError>>>> {
@@ -242,7 +251,7 @@ pub fn pack_detached(
         for _ in 1..threads {
             let done = done_tx.clone();
             let queue = &queue;
-            scope.spawn(move || work(queue, &done, options));
+            scope.spawn(move || work(queue, &done, options, exact));
         }
         let mut chunk = Chunk::new();
         for (i, transcript) in transcripts.iter().enumerate() {
@@ -256,7 +265,7 @@ pub fn pack_detached(
                 Err(TrySendError::Full(mut mine) | TrySendError::Disconnected(mut mine)) => {
                     // The workers are busy: pack this chunk here, without a GIL round
                     // trip per chunk (see `Fairness`).
-                    pack_chunk(&mut mine, options);
+                    pack_chunk(&mut mine, options, exact);
                     mine.recycle(py, &mut results);
                     chunk.recycle(py, &mut results);
                     chunk = mine;
@@ -266,7 +275,7 @@ pub fn pack_detached(
             fairness.tick()?;
         }
         drop(queue_tx);
-        py.detach(|| work(&queue, &done_tx, options));
+        py.detach(|| work(&queue, &done_tx, options, exact));
         drop(done_tx);
         // Leaving the scope joins the workers; every chunk has been sent back by then.
         Ok(())
