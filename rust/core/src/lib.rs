@@ -17,6 +17,7 @@ pub mod paths;
 pub mod rank;
 pub mod text;
 pub mod tokens;
+pub mod transcript;
 pub mod tree;
 pub mod window;
 

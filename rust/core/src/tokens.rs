@@ -3,8 +3,7 @@
 //! The default estimate is ⌈UTF-16 length / 4⌉, and a message costs its text's estimate
 //! plus 4. A message's text is its `content` (a string as is, anything else as compact
 //! JSON, `None` as `""`) followed by the compact JSON of `tool_calls` when that is a list.
-//! [`Transcript`] sizes messages lazily and remembers each size, so an algorithm that
-//! walks back from the newest message pays only for the messages it reaches.
+//! [`crate::transcript::Transcript`] sizes messages lazily and remembers each size.
 
 use crate::error::{CoreError, Problem};
 use crate::json::{json_len, JsonNode, Key, Shape};
@@ -204,76 +203,6 @@ pub trait Sizes {
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError>;
 }
 
-const UNSIZED: u64 = u64::MAX;
-
-/// A transcript whose roles are read (and validated) up front and whose sizes are
-/// computed on first use.
-pub struct Transcript<'m, N, S> {
-    messages: &'m [N],
-    checked: Vec<Checked<N>>,
-    sizes: Vec<u64>,
-    sizer: S,
-}
-
-impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
-    /// Reads every message's role and checks its shape ([`checked_role`]).
-    ///
-    /// # Errors
-    /// The first malformed message.
-    pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
-        let mut checked = Vec::with_capacity(messages.len());
-        for (i, m) in messages.iter().enumerate() {
-            checked.push(check_message(m).map_err(|e| e.at(i))?);
-        }
-        Ok(Self { messages, checked, sizes: vec![UNSIZED; messages.len()], sizer })
-    }
-
-    /// The messages.
-    pub fn messages(&self) -> &'m [N] {
-        self.messages
-    }
-
-    /// Message `i`'s checked fields.
-    pub fn checked(&self, i: usize) -> Option<&Checked<N>> {
-        self.checked.get(i)
-    }
-
-    /// The sizer, for sizing texts that are not messages (a note).
-    pub fn sizer(&mut self) -> &mut S {
-        &mut self.sizer
-    }
-
-    /// Sum of the sizes of messages in `range`.
-    ///
-    /// # Errors
-    /// As [`Sizes::tokens`].
-    pub fn sum(&mut self, range: std::ops::Range<usize>) -> Result<u64, CoreError> {
-        range.map(|i| self.tokens(i)).sum()
-    }
-}
-
-impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
-    fn len(&self) -> usize {
-        self.messages.len()
-    }
-
-    fn role(&self, i: usize) -> Role {
-        self.checked.get(i).map_or(Role::Other, |c| c.role)
-    }
-
-    fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        let (Some(slot), Some(message), Some(checked)) =
-            (self.sizes.get_mut(i), self.messages.get(i), self.checked.get(i))
-        else {
-            return Err(CoreError::argument(format!("message index {i} out of range")));
-        };
-        if *slot == UNSIZED {
-            *slot = self.sizer.message_tokens(i, message, checked).map_err(|e| e.at(i))?;
-        }
-        Ok(*slot)
-    }
-}
-
 /// Precomputed sizes and a user-turn mask (the numpy entry points).
 pub struct ArraySizes<'a> {
     sizes: &'a [i64],
@@ -347,9 +276,5 @@ mod tests {
         assert!(matches!(tokens(&bad), Err(CoreError::Message { field: "content", .. })));
         let bad = json!({"role": "user", "content": "x", "tool_calls": {}});
         assert!(matches!(tokens(&bad), Err(CoreError::Message { field: "tool_calls", .. })));
-        let list = [json!({"role": "user"}), json!({"content": "x"})];
-        let refs: Vec<&Value> = list.iter().collect();
-        let err = Transcript::new(&refs, CharsPerToken).err();
-        assert_eq!(err, Some(CoreError::Message { index: Some(1), field: "role", problem: Problem::Missing }));
     }
 }

@@ -3,7 +3,7 @@
 //! With no estimator the core's chars/4 rule runs natively, and so does a named encoding
 //! (`"o200k_base"`, `"cl100k_base"`), counted by the core with the GIL released for long
 //! texts. A custom estimator is a Python callable, so each message is sized by
-//! `contextfold._estimate`'s helpers (the same code the reference backend runs); an
+//! `contextfold._contract`'s helpers (the same code the reference backend runs); an
 //! exception it raises is kept and re-raised unchanged.
 
 use crate::node::PyNode;
@@ -51,7 +51,7 @@ pub fn count(py: Python<'_>, encoding: Encoding, text: Text<'_>, transcoded: &mu
 
 impl<'py> PySizer<'py> {
     /// A sizer for `estimate`: `None`, an encoding name, or the pair of helpers
-    /// `contextfold._estimate` builds.
+    /// `contextfold._contract` builds.
     ///
     /// # Errors
     /// An unknown encoding name.

@@ -1,0 +1,312 @@
+//! Handoff packing: fit a transcript into a token budget without breaking it.
+//!
+//! The transcript is cut into *segments* that are kept or dropped whole (a tool call with
+//! its results). The *core* — leading system messages, the latest directive and pinned
+//! turns, with their segments — is always kept; if it alone overflows, it is returned
+//! with `fits = false` (never a cut inside a message). Otherwise the newest segments form
+//! the verbatim tail, everything between the core and the tail is dropped, and one *note*
+//! placed after the system messages lists what was dropped. A trailing volatile tail
+//! (`<run-state>` messages) is set aside, the history packed into what is left, and the
+//! tail put back last; when the history needs the whole budget, the volatile tail goes.
+//!
+//! Performance notes: greedy packing sizes only what it keeps (plus the first segment
+//! that does not fit): the over-budget check and the tail both walk back from the newest
+//! message, and dropped messages are never sized, only summarised into note lines.
+
+mod note;
+mod segments;
+mod tail;
+
+pub use note::{elision_marker, handoff_line, note_text, summary_note};
+pub use segments::is_volatile_content;
+
+use crate::error::CoreError;
+use crate::json::JsonNode;
+use crate::tokens::{Role, Sizer, Sizes};
+use crate::transcript::Transcript;
+use segments::{detect_dialect, is_volatile, only_tool_results, seg_tokens, segments, Segment};
+use tail::{chunked_tail, greedy_tail};
+
+/// Opens a volatile tail message (SPEC wire format).
+pub const VOLATILE_TAIL_TAG: &str = "<run-state>";
+/// Closes a volatile tail message.
+pub const VOLATILE_TAIL_CLOSE: &str = "</run-state>";
+/// First line of a note that lists dropped messages.
+pub const NOTE_HEADER: &str = "Earlier conversation, folded to fit the context window (oldest first):";
+/// First line of a note whose body is the caller's summary.
+pub const SUMMARY_HEADER: &str = "Summary of the earlier conversation, folded to fit the context window:";
+/// Dropped messages a note lists at most (the newest ones); the marker counts the rest.
+pub const NOTE_MAX_LINES: usize = 40;
+/// UTF-16 units of a message's text shown in its note line.
+pub const LINE_SNIPPET_UNITS: usize = 80;
+
+/// How tool exchanges are paired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `tool_calls` on an assistant message, answered by `tool` messages.
+    OpenAi,
+    /// `tool_use` blocks answered by `tool_result` blocks in the next user message.
+    Anthropic,
+}
+
+/// Where the verbatim tail may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// The longest run of newest segments that fits.
+    Greedy,
+    /// Only at fixed cut points, every `chunk` tokens from the first non-system message.
+    Chunked { chunk: u64 },
+}
+
+/// What to pack and how.
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    /// Tokens available (target minus reserved output).
+    pub budget: u64,
+    /// Tokens of a separate system prompt (Anthropic's `system`), counted, never dropped.
+    pub system_tokens: u64,
+    /// Indices of messages to keep (user and assistant roles; others are ignored).
+    pub pinned: Vec<usize>,
+    /// The caller's summary of the history: the note's body when it fits.
+    pub summary: Option<String>,
+    /// Tool-exchange pairing; `None` detects it.
+    pub dialect: Option<Dialect>,
+    pub cut: Cut,
+}
+
+/// The note that replaces dropped history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub text: String,
+    /// `user` when the next kept message is an assistant's (or there is none), so roles
+    /// keep alternating; else `assistant`.
+    pub role: Role,
+    /// Position in the output (the number of leading system messages kept).
+    pub at: usize,
+}
+
+/// The packing decision, as indices into the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packed {
+    /// Input indices kept, in output order (the note aside).
+    pub kept: Vec<usize>,
+    pub note: Option<Note>,
+    pub fits: bool,
+    /// Tokens of the output: kept messages, the note and the separate system prompt.
+    pub tokens: u64,
+}
+
+/// Packs `t` under `options`.
+///
+/// # Errors
+/// When a message that must be sized is malformed, a pinned index is out of range, or a
+/// custom estimator fails.
+pub fn pack<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    options: &PackOptions,
+) -> Result<Packed, CoreError> {
+    let n = t.len();
+    if let Some(&bad) = options.pinned.iter().find(|&&p| p >= n) {
+        return Err(CoreError::argument(format!("pinned index {bad} is out of range for {n} messages")));
+    }
+    let mut packed = pack_transcript(t, options)?;
+    packed.tokens += options.system_tokens;
+    // The note's role is decided on the final output, the volatile tail put back.
+    if let Some(note) = packed.note.as_mut() {
+        let next = packed.kept.get(note.at).map(|&i| t.role(i));
+        note.role = if matches!(next, None | Some(Role::Assistant)) { Role::User } else { Role::Assistant };
+    }
+    Ok(packed)
+}
+
+fn pack_transcript<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    options: &PackOptions,
+) -> Result<Packed, CoreError> {
+    let n = t.len();
+    let budget = i128::from(options.budget) - i128::from(options.system_tokens);
+    if fits_within(t, 0, n, budget)? {
+        let tokens = t.sum(0..n)?;
+        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
+    }
+    let dialect = options.dialect.unwrap_or_else(|| detect_dialect((0..n).filter_map(|i| t.checked(i))));
+    let mut volatile = n;
+    while volatile > 0 && t.checked(volatile - 1).is_some_and(is_volatile) {
+        volatile -= 1;
+    }
+    if volatile < n {
+        let tail_tokens = t.sum(volatile..n)?;
+        let mut with_tail = pack_history(t, volatile, budget - i128::from(tail_tokens), dialect, options)?;
+        if with_tail.fits {
+            with_tail.kept.extend(volatile..n);
+            with_tail.tokens += tail_tokens;
+            return Ok(with_tail);
+        }
+    }
+    pack_history(t, volatile, budget, dialect, options)
+}
+
+/// Whether messages `from..to` cost at most `budget`, sizing from the newest and stopping
+/// once they do not.
+fn fits_within<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    from: usize,
+    to: usize,
+    budget: i128,
+) -> Result<bool, CoreError> {
+    let mut sum = 0i128;
+    for i in (from..to).rev() {
+        sum += i128::from(t.tokens(i)?);
+        if sum > budget {
+            return Ok(false);
+        }
+    }
+    Ok(sum <= budget)
+}
+
+fn pack_history<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    end: usize,
+    budget: i128,
+    dialect: Dialect,
+    options: &PackOptions,
+) -> Result<Packed, CoreError> {
+    if fits_within(t, 0, end, budget)? {
+        let tokens = t.sum(0..end)?;
+        return Ok(Packed { kept: (0..end).collect(), note: None, fits: true, tokens });
+    }
+    let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);
+    let mut segs = segments(t, prefix, end, dialect);
+    let directive = (prefix..end).rev().find(|&i| {
+        t.role(i) == Role::User
+            && t.checked(i).is_some_and(|m| !(is_volatile(m) || dialect == Dialect::Anthropic && only_tool_results(m)))
+    });
+    let pinned = options
+        .pinned
+        .iter()
+        .copied()
+        .filter(|&p| p >= prefix && p < end && matches!(t.role(p), Role::User | Role::Assistant));
+    for i in directive.into_iter().chain(pinned) {
+        if let Some(s) = segs.iter_mut().find(|s| s.start <= i && i < s.end) {
+            s.core = true;
+        }
+    }
+    let mut core = i128::from(t.sum(0..prefix)?);
+    for s in segs.iter().filter(|s| s.core).copied().collect::<Vec<_>>() {
+        core += seg_tokens(t, s)?;
+    }
+    let kept_core = |segs: &[Segment], before: usize| -> Vec<usize> {
+        segs.iter().take(before).filter(|s| s.core).flat_map(|s| s.start..s.end).collect()
+    };
+    if core > budget {
+        let mut kept: Vec<usize> = (0..prefix).collect();
+        kept.extend(kept_core(&segs, segs.len()));
+        return Ok(Packed { kept, note: None, fits: false, tokens: u64::try_from(core).unwrap_or(0) });
+    }
+    let room = budget - core;
+    let (tail_seg, tail_tokens, note) = match options.cut {
+        Cut::Greedy => greedy_tail(t, &segs, room, options)?,
+        Cut::Chunked { chunk } => chunked_tail(t, &segs, room, chunk, options)?,
+    };
+    let mut kept: Vec<usize> = (0..prefix).collect();
+    kept.extend(kept_core(&segs, tail_seg));
+    kept.extend(segs.get(tail_seg..).unwrap_or_default().iter().flat_map(|s| s.start..s.end));
+    let mut tokens = core + tail_tokens;
+    let note = match note {
+        None => None,
+        Some((text, cost)) => {
+            tokens += cost;
+            Some(Note { text, role: Role::User, at: prefix })
+        }
+    };
+    Ok(Packed { kept, note, fits: true, tokens: u64::try_from(tokens).unwrap_or(0) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::note::elision_marker_units;
+    use super::*;
+    use crate::text::Text;
+    use crate::tokens::CharsPerToken;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// One step: 0 user, 1 assistant, 2 tool exchange (k results of 2 calls), 3 volatile.
+    fn build(steps: &[(u8, usize, usize)]) -> Vec<Value> {
+        let mut out = vec![json!({"role": "system", "content": "s".repeat(20)})];
+        for &(kind, size, answered) in steps {
+            let text = "x".repeat(size);
+            match kind {
+                0 => out.push(json!({"role": "user", "content": text})),
+                1 => out.push(json!({"role": "assistant", "content": text})),
+                2 => {
+                    let call = json!({"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}});
+                    out.push(json!({"role": "assistant", "content": null, "tool_calls": [call.clone(), call]}));
+                    for _ in 0..answered.min(2) {
+                        out.push(json!({"role": "tool", "tool_call_id": "c", "content": text.clone()}));
+                    }
+                }
+                _ => out.push(json!({"role": "user", "content": format!("<run-state>\n{text}\n</run-state>")})),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn marker_length_is_counted_without_building_it() {
+        for n in [0, 1, 2, 9, 10, 11, 99, 100, 12_345, usize::MAX] {
+            assert_eq!(elision_marker_units(n), Text::Utf8(&elision_marker(n)).utf16_len(), "{n}");
+        }
+    }
+
+    #[test]
+    fn lines_name_the_role_the_tools_and_the_first_words() {
+        let call = json!({"id": "a", "type": "function", "function": {"name": "grep", "arguments": "{}"}});
+        let m = json!({"role": "assistant", "content": "  Looking\n\tfirst ", "tool_calls": [call.clone(), call]});
+        assert_eq!(handoff_line(&&m), "assistant [grep, grep]: Looking first");
+        let m = json!({"role": "tool", "name": "read", "content": [{"type": "text", "text": "a"}, {"content": "b"}]});
+        assert_eq!(handoff_line(&&m), "tool [read]: a b");
+        assert_eq!(handoff_line(&&json!({"role": "user", "content": " \n "})), "user");
+        assert_eq!(handoff_line(&&json!({"role": "user", "content": 3})), "user");
+    }
+
+    proptest! {
+        #[test]
+        fn packing_invariants(
+            steps in proptest::collection::vec((0u8..4, 0usize..600, 0usize..3), 0..40),
+            budget in 0u64..2_000,
+            chunked in any::<bool>(),
+        ) {
+            let values = build(&steps);
+            let refs: Vec<&Value> = values.iter().collect();
+            let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
+            let cut = if chunked { Cut::Chunked { chunk: (budget / 4).max(1) } } else { Cut::Greedy };
+            let options = PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut };
+            let p = pack(&mut t, &options).unwrap();
+            // Output order is input order; the system prompt is always kept first.
+            prop_assert!(p.kept.windows(2).all(|w| w[0] < w[1]));
+            prop_assert_eq!(p.kept.first(), Some(&0));
+            // Within budget when it fits, the note counted.
+            if p.fits {
+                prop_assert!(p.tokens <= budget);
+            }
+            // Tool exchanges are whole: a tool result is kept only with its call.
+            for &k in &p.kept {
+                if t.role(k) == Role::Tool {
+                    let call = (0..k).rev().find(|&i| t.role(i) != Role::Tool).unwrap();
+                    prop_assert!(p.kept.contains(&call));
+                }
+            }
+            // The latest directive is kept.
+            let n = values.len();
+            let mut history = n;
+            while history > 0 && is_volatile(t.checked(history - 1).unwrap()) {
+                history -= 1;
+            }
+            let directive = (0..history).rev().find(|&i| t.role(i) == Role::User && !is_volatile(t.checked(i).unwrap()));
+            if let Some(d) = directive {
+                prop_assert!(p.kept.contains(&d));
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The note that replaces dropped history: one line a dropped message, or the caller's summary.
+
+use super::segments::{block_is, blocks};
+use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMARY_HEADER};
+use crate::error::CoreError;
+use crate::json::{JsonNode, Key, View};
+use crate::text::{Snippet, Text};
+use crate::tokens::{check_message, Checked, Role, Sizer, MESSAGE_OVERHEAD};
+use crate::transcript::Transcript;
+
+/// One line for a dropped message: `role [tool, names]: first words…`.
+pub fn handoff_line<N: JsonNode>(message: &N) -> String {
+    // A malformed message still gets a line: its role and whatever else reads cleanly.
+    let checked = check_message(message).unwrap_or(Checked { role: Role::Other, content: None, tool_calls: None });
+    let mut line = String::new();
+    write_handoff_line(&mut line, message, &checked);
+    line
+}
+
+/// Appends [`handoff_line`] of `message` (whose fields are `checked`) to `out`.
+fn write_handoff_line<N: JsonNode>(out: &mut String, message: &N, checked: &Checked<N>) {
+    match checked.role.as_str() {
+        Some(role) => out.push_str(role),
+        None => {
+            if let Some(t) = message.get(Key::Role).as_ref().and_then(JsonNode::as_text) {
+                t.push_lossy(out);
+            }
+        }
+    }
+    let mut names = NameList { out, any: false };
+    if let Some(calls) = &checked.tool_calls {
+        if let Ok(View::Array { items, .. }) = calls.view() {
+            for call in items {
+                if let Some(name) = call.get(Key::Function).and_then(|f| f.get(Key::Name)) {
+                    names.add(&name);
+                }
+            }
+        }
+    }
+    if let Some(items) = blocks(checked) {
+        for block in items.filter(|b| block_is(b, "tool_use")) {
+            if let Some(name) = block.get(Key::Name) {
+                names.add(&name);
+            }
+        }
+    }
+    if let Some(name) = message.get(Key::Name) {
+        names.add(&name);
+    }
+    let out = names.close();
+    let before = out.len();
+    out.push_str(": ");
+    let mut snippet = Snippet::new(out, LINE_SNIPPET_UNITS);
+    match checked.content.as_ref().map(JsonNode::view) {
+        Some(Ok(View::Str(text))) => {
+            snippet.push(text);
+        }
+        Some(Ok(View::Array { items, .. })) => {
+            'blocks: for block in items {
+                for key in [Key::Text, Key::Content] {
+                    if let Some(part) = block.get(key) {
+                        if part.as_text().is_some_and(|text| !snippet.push(text)) {
+                            break 'blocks;
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if snippet.is_empty() {
+        out.truncate(before);
+    }
+}
+
+/// Writes ` [a, b]` for the string names added, nothing when there are none.
+struct NameList<'o> {
+    out: &'o mut String,
+    any: bool,
+}
+
+impl<'o> NameList<'o> {
+    fn add<N: JsonNode>(&mut self, name: &N) {
+        if let Some(text) = name.as_text() {
+            self.out.push_str(if self.any { ", " } else { " [" });
+            text.push_lossy(self.out);
+            self.any = true;
+        }
+    }
+
+    fn close(self) -> &'o mut String {
+        if self.any {
+            self.out.push(']');
+        }
+        self.out
+    }
+}
+
+/// The note's count of dropped messages it does not list.
+pub fn elision_marker(n: usize) -> String {
+    format!("[… {n} earlier message{} not shown]", if n == 1 { "" } else { "s" })
+}
+
+/// UTF-16 length of [`elision_marker`]`(n)`, without building it: the one-digit,
+/// singular marker's length, plus further digits, plus the plural `s`.
+pub(super) fn elision_marker_units(n: usize) -> usize {
+    const ONE_DIGIT_SINGULAR: usize = "[… 1 earlier message not shown]".len() - ("…".len() - 1);
+    let digits = n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    ONE_DIGIT_SINGULAR + (digits - 1) + usize::from(n != 1)
+}
+
+/// UTF-16 length of [`NOTE_HEADER`] (ASCII).
+const NOTE_HEADER_UNITS: usize = NOTE_HEADER.len();
+const _: () = assert!(NOTE_HEADER.is_ascii());
+
+/// A note listing `lines` (oldest first) after a marker for `unlisted` more.
+pub fn note_text<'a>(lines: impl IntoIterator<Item = &'a str>, unlisted: usize) -> String {
+    let mut text = String::from(NOTE_HEADER);
+    if unlisted > 0 {
+        text.push('\n');
+        text.push_str(&elision_marker(unlisted));
+    }
+    for line in lines {
+        text.push_str("\n- ");
+        text.push_str(line);
+    }
+    text
+}
+
+/// A note whose body is the caller's summary.
+pub fn summary_note(summary: &str) -> String {
+    format!("{SUMMARY_HEADER}\n{summary}")
+}
+
+fn note_tokens<N: JsonNode, S: Sizer<N>>(t: &mut Transcript<'_, N, S>, text: &str) -> Result<i128, CoreError> {
+    Ok(i128::from(t.sizer().text_tokens(text)? + MESSAGE_OVERHEAD))
+}
+
+/// Tokens of a listing note: `newest` lines (newest first, `lines_units` UTF-16 units
+/// with their `\n- ` prefixes) after a marker for `unlisted` more. From the length alone
+/// when the estimate allows (no text built per candidate), else from the text.
+pub(super) fn listing_tokens<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    newest: &[String],
+    lines_units: usize,
+    unlisted: usize,
+) -> Result<i128, CoreError> {
+    let marker = if unlisted > 0 { 1 + elision_marker_units(unlisted) } else { 0 };
+    match t.sizer().units_tokens(NOTE_HEADER_UNITS + marker + lines_units) {
+        Some(tokens) => Ok(i128::from(tokens + MESSAGE_OVERHEAD)),
+        None => note_tokens(t, &listing(newest, unlisted)),
+    }
+}
+
+/// The note text listing `newest` (newest first) after a marker for `unlisted` more.
+fn listing(newest: &[String], unlisted: usize) -> String {
+    note_text(newest.iter().rev().map(String::as_str), unlisted)
+}
+
+/// The note listing as many of the newest dropped messages as fit `room` tokens, with
+/// its cost; `None` when not even the marker does.
+fn listing_note<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    dropped: &[usize],
+    room: i128,
+) -> Result<Option<(String, i128)>, CoreError> {
+    let total = dropped.len();
+    let mut best_cost = listing_tokens(t, &[], 0, total)?;
+    if best_cost > room {
+        return Ok(None);
+    }
+    let mut newest: Vec<String> = Vec::new();
+    let mut lines_units = 0usize;
+    for &i in dropped.iter().rev().take(NOTE_MAX_LINES) {
+        let (Some(message), Some(checked)) = (t.messages().get(i), t.checked(i)) else { break };
+        let mut line = String::with_capacity(LINE_SNIPPET_UNITS + 32);
+        write_handoff_line(&mut line, message, checked);
+        let units = lines_units + 3 + Text::Utf8(&line).utf16_len();
+        newest.push(line);
+        let cost = listing_tokens(t, &newest, units, total - newest.len())?;
+        if cost > room {
+            newest.pop();
+            break;
+        }
+        best_cost = cost;
+        lines_units = units;
+    }
+    Ok(Some((listing(&newest, total - newest.len()), best_cost)))
+}
+
+/// How much room a note may take.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum NoteLimit {
+    /// Greedy: whatever room the core and the tail leave; the summary only when it fits.
+    Room(i128),
+    /// Chunked: a fixed allowance (a quarter of the chunk), so the note depends only on
+    /// the dropped set; the summary always (the caller checks the fit).
+    Chunk(u64),
+}
+
+/// The note for `dropped`: the caller's summary, or else a listing of as many of the
+/// newest dropped messages as fit; `None` when nothing is dropped or no note fits.
+pub(super) fn note_for<N: JsonNode, S: Sizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    dropped: &[usize],
+    limit: NoteLimit,
+    options: &PackOptions,
+) -> Result<Option<(String, i128)>, CoreError> {
+    if dropped.is_empty() {
+        return Ok(None);
+    }
+    if let Some(summary) = &options.summary {
+        let text = summary_note(summary);
+        let cost = note_tokens(t, &text)?;
+        if matches!(limit, NoteLimit::Chunk(_)) || matches!(limit, NoteLimit::Room(room) if cost <= room) {
+            return Ok(Some((text, cost)));
+        }
+    }
+    let room = match limit {
+        NoteLimit::Room(room) => room,
+        NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(listing_tokens(t, &[], 0, dropped.len())?),
+    };
+    listing_note(t, dropped, room)
+}
