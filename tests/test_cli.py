@@ -44,6 +44,20 @@ def test_pack_corpus_in_budget_and_in_order(capsys: pytest.CaptureFixture[str]) 
     assert f"tokens {before:,} ->" in err
 
 
+def test_pack_counts_with_an_embedded_encoding(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SHARED / "corpus" / "transcripts.jsonl"
+    rows = openai_corpus()
+    argv = ["pack", str(path), "--context-tokens", "1500", "--tokenizer", "o200k_base"]
+    code, out, err = run(argv, capsys)
+    assert code == 0
+    for line, original in zip(out.splitlines(), rows, strict=True):
+        pack = cf.pack_handoff(original, target_context_tokens=1500, estimate_tokens="o200k_base")
+        assert [m.get("role") for m in json.loads(line)["messages"]] == [m.get("role") for m in pack.messages]
+    before = sum(cf.tokens_of(r, estimate_tokens="o200k_base") for r in rows)
+    assert f"tokens {before:,} ->" in err
+    assert before != sum(cf.tokens_of(r) for r in rows)
+
+
 def test_bad_lines_are_reported_and_the_run_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = [{"role": "user", "content": "hello"}]
     lines = [

@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import backend, message_tokens_array, pack_handoff, pack_many, tokens_of, window_start
+from ._contract import ENCODINGS
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 
@@ -85,6 +86,11 @@ class Summary:
     errors: list[str] = field(default_factory=list)
 
 
+def _estimate(args: argparse.Namespace) -> Any:
+    """``--tokenizer``: None for chars/4, else the embedded encoding's name."""
+    return None if args.tokenizer == "chars" else args.tokenizer
+
+
 def _pack_batch(batch: list[Line], args: argparse.Namespace, summary: Summary) -> list[str]:
     """Packed output lines for the good lines of a batch; bad lines reported."""
     good = [line for line in batch if line.error is None]
@@ -93,6 +99,7 @@ def _pack_batch(batch: list[Line], args: argparse.Namespace, summary: Summary) -
         "reserve_output_tokens": args.reserve_output_tokens,
         "shape": args.shape,
         "cut": args.cut,
+        "estimate_tokens": _estimate(args),
     }
     try:
         systems = [line.system for line in good]
@@ -110,7 +117,7 @@ def _pack_batch(batch: list[Line], args: argparse.Namespace, summary: Summary) -
         pack = packs.pop(0)
         if line.error is not None:
             continue
-        summary.tokens_before += tokens_of(line.messages)
+        summary.tokens_before += tokens_of(line.messages, estimate_tokens=_estimate(args))
         summary.tokens_after += pack.tokens
         summary.dropped += pack.dropped
         summary.unfit += not pack.fits
@@ -241,6 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack.add_argument("--reserve-output-tokens", type=int, default=0, help="tokens kept free for the reply")
     pack.add_argument("--shape", choices=["auto", "openai", "anthropic"], default="auto")
     pack.add_argument("--cut", choices=["greedy", "chunked"], default="greedy")
+    pack.add_argument(
+        "--tokenizer",
+        choices=["chars", *ENCODINGS],
+        default="chars",
+        help="how tokens are counted: chars/4 (the default) or an OpenAI encoding, exactly",
+    )
     pack.add_argument("-o", "--output", help="write the packed JSONL here instead of standard output")
     pack.set_defaults(run=_pack)
 
