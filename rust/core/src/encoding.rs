@@ -92,7 +92,7 @@ const PIECE_SLOTS: usize = 4096;
 /// Pieces longer than this skip the cache (a key holds the bytes and the length).
 const MAX_CACHED_PIECE: usize = 15;
 
-/// The counts of recently seen short pieces, one table an encoding, per thread.
+/// The counts of recently seen short pieces.
 struct PieceCache {
     /// `(key, count)`: the piece's bytes zero-padded with its length in the last byte,
     /// so the all-zero key of an empty slot matches no piece.
@@ -135,8 +135,22 @@ impl PieceCache {
     }
 }
 
+/// What counting with one encoding keeps per thread: the piece counts, and the split
+/// regex's search state (which `Regex::find` would otherwise take from a pool shared by
+/// all threads on every piece).
+struct Scratch {
+    pieces: PieceCache,
+    split: Option<regex_automata::meta::Cache>,
+}
+
+impl Scratch {
+    fn new(tokenizer: &Tokenizer) -> Self {
+        Self { pieces: PieceCache::new(), split: tokenizer.split.as_ref().map(Regex::create_cache) }
+    }
+}
+
 thread_local! {
-    static PIECE_CACHES: RefCell<[Option<PieceCache>; 2]> = const { RefCell::new([None, None]) };
+    static SCRATCH: RefCell<[Option<Scratch>; 2]> = const { RefCell::new([None, None]) };
 }
 
 /// An encoding's vocabulary and split pattern, built on first use.
@@ -153,12 +167,13 @@ impl Tokenizer {
         Self { bpe, split: Regex::new_many(&sources).ok(), lookahead }
     }
 
-    fn count(&self, text: &str, cache: &mut PieceCache) -> usize {
-        let Some(split) = &self.split else { return 0 };
+    fn count(&self, text: &str, scratch: &mut Scratch) -> usize {
+        let (Some(split), Some(search)) = (&self.split, &mut scratch.split) else { return 0 };
+        let cache = &mut scratch.pieces;
         let mut count = 0;
         let mut start = 0;
         while let Some(rest) = text.get(start..) {
-            let Some(found) = split.find(Input::new(rest).anchored(Anchored::Yes)) else { break };
+            let Some(found) = split.search_with(search, &Input::new(rest).anchored(Anchored::Yes)) else { break };
             let mut end = start + found.end();
             if self.lookahead.get(found.pattern().as_usize()).copied().unwrap_or(false) {
                 // Give back the look-ahead character; `\s+\s` keeps at least one.
@@ -216,12 +231,13 @@ impl Encoding {
             Encoding::O200kBase => 0,
             Encoding::Cl100kBase => 1,
         };
-        PIECE_CACHES.with(|caches| match caches.try_borrow_mut() {
-            Ok(mut caches) => match caches.get_mut(slot) {
-                Some(cache) => self.tokenizer().count(text, cache.get_or_insert_with(PieceCache::new)),
-                None => self.tokenizer().count(text, &mut PieceCache::new()),
+        let tokenizer = self.tokenizer();
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut scratch) => match scratch.get_mut(slot) {
+                Some(mine) => tokenizer.count(text, mine.get_or_insert_with(|| Scratch::new(tokenizer))),
+                None => tokenizer.count(text, &mut Scratch::new(tokenizer)),
             },
-            Err(_) => self.tokenizer().count(text, &mut PieceCache::new()),
+            Err(_) => tokenizer.count(text, &mut Scratch::new(tokenizer)),
         })
     }
 
