@@ -121,6 +121,19 @@ pub trait JsonNode: Sized {
             _ => None,
         }
     }
+
+    /// UTF-16 length of the string this value holds, if it is one. A node that can tell
+    /// it without the text (a request scanner that has not decoded an escaped string)
+    /// overrides it.
+    fn str_units(&self) -> Option<usize> {
+        self.as_text().map(|t| t.utf16_len())
+    }
+
+    /// [`Text::json_len`] of the string this value holds, when the node knows it without
+    /// the text; `None` (the default) sends [`json_len`] to the text.
+    fn str_json_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 enum Frame<N: JsonNode> {
@@ -134,6 +147,9 @@ type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
 trait Sink {
     /// ASCII punctuation and literals (`[`, `,`, `null`, …).
     fn ascii(&mut self, s: &'static str);
+    /// Takes a string by its JSON length alone, when the sink needs no more (`false`:
+    /// it needs the text).
+    fn string_len(&mut self, json_len: usize) -> bool;
     fn string(&mut self, text: Text<'_>);
     fn number(&mut self, x: f64);
     fn int(&mut self, i: i64);
@@ -145,6 +161,10 @@ struct Length(usize);
 impl Sink for Length {
     fn ascii(&mut self, s: &'static str) {
         self.0 += s.len();
+    }
+    fn string_len(&mut self, json_len: usize) -> bool {
+        self.0 += json_len;
+        true
     }
     fn string(&mut self, text: Text<'_>) {
         self.0 += text.json_len();
@@ -160,6 +180,9 @@ impl Sink for Length {
 impl Sink for String {
     fn ascii(&mut self, s: &'static str) {
         self.push_str(s);
+    }
+    fn string_len(&mut self, _json_len: usize) -> bool {
+        false
     }
     fn string(&mut self, text: Text<'_>) {
         text.write_json(self);
@@ -215,9 +238,11 @@ fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
                     if !std::mem::replace(first, false) {
                         sink.ascii(",");
                     }
-                    match key.view()? {
-                        View::Str(k) => sink.string(k),
-                        _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                    if !key.str_json_len().is_some_and(|len| sink.string_len(len)) {
+                        match key.view()? {
+                            View::Str(k) => sink.string(k),
+                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                        }
                     }
                     sink.ascii(":");
                     Some(child)
@@ -246,6 +271,9 @@ fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
 /// Writes a scalar, or a container's opening bracket (its children are pushed for the
 /// caller to walk).
 fn open<N: JsonNode, S: Sink>(value: &N, stack: &mut Stack<N>, sink: &mut S) -> Result<(), Problem> {
+    if value.str_json_len().is_some_and(|len| sink.string_len(len)) {
+        return Ok(());
+    }
     match value.view()? {
         View::Null => sink.ascii("null"),
         View::Bool(b) => sink.ascii(if b { "true" } else { "false" }),
