@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import contextfold as cf
+from contextfold._contract import add_note  # exc.add_note, also on Python 3.10
 
 from ._common import missing_extra
 
@@ -75,7 +76,7 @@ def pack_lines(
     out: list[str] = []
     for index, bare, result in zip(indices, wrapped, results, strict=True):
         if isinstance(result, Exception):
-            result.add_note(f"in line {index} of the batch")
+            add_note(result, f"in line {index} of the batch")
             raise result
         body = result.body[len(_WRAP) : -1] if bare else result.body  # bytes outside messages come back as sent
         out.append(body.decode())
