@@ -67,7 +67,7 @@ fn to_py(err: RequestError) -> PyErr {
         RequestError::MessagesNotAList { root: Root::Request, .. } => errors::message_type(text, ""),
         RequestError::Scan(
             ScanError::NotUtf8 { offset } | ScanError::Syntax { offset, .. } | ScanError::TooDeep { offset },
-        ) => errors::request(text, offset),
+        ) => errors::request(text, Some(offset)),
         _ => errors::request(text, None),
     }
 }
