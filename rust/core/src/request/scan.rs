@@ -21,6 +21,21 @@
 //! block mask (a mispredicted branch an escape: 5 ns each, an escape every 26 bytes).
 //! A string without an escape is never copied. Containers are walked with an explicit
 //! stack: no recursion.
+//!
+//! Blocks are aligned to the input and their masks kept for the next string in the same
+//! block (keys and roles are short: the corpus holds a string every 92 bytes), built with
+//! AVX2 when the CPU has it (detected once a parse; `multiversion` was not used because
+//! its dispatch is per call of the annotated function, and the scan calls the mask
+//! builder once a block). A block with escapes checks the escape codes with the nine
+//! valid codes ORed before one movemask a lane, not nine movemasks. Measured with
+//! callgrind on the 53 corpus bodies at 8,000 tokens: `pack_body` 19.1M instructions a
+//! pass before (thin-LTO-off build), 17.0M after (full-LTO build: not the same build, so
+//! an estimate), `Scanner::string` with its masks 9.5M to 8.1M.
+//! Left as they are, by the same profile: the up-front UTF-8 validation (5%; `simdutf8`
+//! would cut it, but is a new dependency), the UTF-16 length of each string counted after
+//! the scan (8%; could be counted from the block masks), decoding the escaped strings of
+//! dropped messages for the note (6%; a prefix decoder would stop after the snippet's
+//! units).
 
 use crate::json::MAX_DEPTH;
 
