@@ -55,7 +55,7 @@ def add_note(exc: BaseException, note: str) -> None:
         exc.add_note(note)
     else:
         notes = getattr(exc, "__notes__", None)
-        exc.__notes__ = [*notes, note] if isinstance(notes, list) else [note]
+        setattr(exc, "__notes__", [*notes, note] if isinstance(notes, list) else [note])  # noqa: B010
 
 
 # A message's fields -------------------------------------------------------------------
