@@ -68,8 +68,12 @@ fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
 #[pyfunction]
 #[pyo3(signature = (message, estimate=None))]
 fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    let one = PyList::new(message.py(), [message])?;
-    with_transcript(one.as_any(), estimate, |t| t.tokens(0)).map_err(errors::without_index)
+    if estimate.is_some() {
+        sizer::check_stack()?;
+    }
+    let message = PyNode(message);
+    let checked = contextfold_core::tokens::check_message(&message).map_err(errors::to_py)?;
+    PySizer::new(estimate).lone_message_tokens(&message, &checked)
 }
 
 /// Sum of the messages' tokens.
