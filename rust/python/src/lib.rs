@@ -435,7 +435,9 @@ fn handoff_line(message: Bound<'_, PyAny>) -> String {
 }
 
 /// Reads each message's role and string content length: the least any windowing must
-/// do. Benchmarks use it as the floor the real functions are compared with.
+/// do. Benchmarks use it as the floor the real functions are compared with (built only
+/// with the `bench-floor` feature).
+#[cfg(feature = "bench-floor")]
 #[pyfunction]
 fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     let mut total = 0usize;
@@ -449,11 +451,16 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(total)
 }
 
-#[pymodule]
+/// Declared as needing the GIL: nothing has been tested on a free-threaded interpreter,
+/// and the batch path shares borrowed objects across threads.
+#[pymodule(gil_used = true)]
 mod _native {
+    #[cfg(feature = "bench-floor")]
+    #[pymodule_export]
+    use super::_scan_floor;
     #[pymodule_export]
     use super::{
-        _scan_floor, canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
+        canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
         message_tokens_array, pack_handoff, pack_many, pinned_directive_index, rank_by_count, repo_path, tokens_of,
         verbatim_start, window_start, window_start_array,
     };
