@@ -51,6 +51,7 @@ from .errors import (
     MessageError,
     MessageTypeError,
     MessageValueError,
+    RequestError,
 )
 from .markers import (
     consolidation_marker_of,
@@ -72,6 +73,7 @@ from .pack import (
     pack_many,
     volatile_tail,
 )
+from .request import PackedRequest, pack_request, pack_requests
 from .store import DEFAULT_TTL, CodeMapStore, RedisCodeMapStore, SQLiteCodeMapStore
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
 from .window import (
@@ -122,7 +124,9 @@ __all__ = [
     "MessageError",
     "MessageTypeError",
     "MessageValueError",
+    "PackedRequest",
     "RedisCodeMapStore",
+    "RequestError",
     "SQLiteCodeMapStore",
     "TranscriptFold",
     "WorkingMemory",
@@ -157,6 +161,8 @@ __all__ = [
     "message_tokens_array",
     "pack_handoff",
     "pack_many",
+    "pack_request",
+    "pack_requests",
     "pinned_directive_index",
     "rank_by_count",
     "render_for_summary",

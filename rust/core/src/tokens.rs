@@ -133,8 +133,8 @@ pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
 pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreError> {
     let content = match &message.content {
         None => 2,
-        Some(content) => match content.as_text() {
-            Some(text) => text.utf16_len(),
+        Some(content) => match content.str_units() {
+            Some(units) => units,
             None => json_len(content).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };

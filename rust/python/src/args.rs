@@ -146,7 +146,7 @@ fn exact_u64(value: &Bound<'_, PyAny>) -> Option<u64> {
 
 /// The text with surrogate pairs joined and unpaired surrogates as U+FFFD, as the core
 /// reads UTF-16.
-fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
+pub fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
     crate::node::text_of(s).map(|t| t.to_string_lossy())
 }
 

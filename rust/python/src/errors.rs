@@ -19,6 +19,7 @@ enum Class {
     MessageValue,
     Argument,
     ArgumentType,
+    Request,
 }
 
 impl Class {
@@ -29,6 +30,7 @@ impl Class {
             Class::MessageValue => "MessageValueError",
             Class::Argument => "ArgumentError",
             Class::ArgumentType => "ArgumentTypeError",
+            Class::Request => "RequestError",
         }
     }
 
@@ -38,12 +40,14 @@ impl Class {
         static MESSAGE_VALUE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static ARGUMENT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static ARGUMENT_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        static REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         match self {
             Class::Contextfold => &CONTEXTFOLD,
             Class::MessageType => &MESSAGE_TYPE,
             Class::MessageValue => &MESSAGE_VALUE,
             Class::Argument => &ARGUMENT,
             Class::ArgumentType => &ARGUMENT_TYPE,
+            Class::Request => &REQUEST,
         }
     }
 
@@ -60,7 +64,14 @@ impl Class {
 /// Looks every class up now (when the extension is imported, as the reference imports
 /// them), so a later patch of `contextfold.errors` reaches neither backend.
 pub fn load(py: Python<'_>) {
-    for class in [Class::Contextfold, Class::MessageType, Class::MessageValue, Class::Argument, Class::ArgumentType] {
+    for class in [
+        Class::Contextfold,
+        Class::MessageType,
+        Class::MessageValue,
+        Class::Argument,
+        Class::ArgumentType,
+        Class::Request,
+    ] {
         let _ = class.cell().import(py, "contextfold.errors", class.name());
     }
 }
@@ -105,4 +116,10 @@ pub fn internal(what: &str) -> PyErr {
 pub fn not_a_list(value: &Bound<'_, PyAny>) -> PyErr {
     let got = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
     message_type(format!("messages: expected a list, got {got}"), "")
+}
+
+/// A body that is not a JSON request (`RequestError(text, byte offset or None)`).
+#[cold]
+pub fn request(text: String, offset: Option<usize>) -> PyErr {
+    Class::Request.err((text, offset))
 }

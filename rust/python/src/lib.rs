@@ -9,6 +9,8 @@ mod args;
 mod batch;
 mod errors;
 mod node;
+mod request;
+mod result;
 mod sizer;
 mod strings;
 
@@ -23,6 +25,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
+use request::{pack_lines, pack_request, pack_requests};
 use sizer::PySizer;
 
 /// The messages of a list, as accessor nodes.
@@ -485,8 +488,8 @@ mod _native {
     #[pymodule_export]
     use super::{
         canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pack_many, pinned_directive_index, rank_by_count, repo_path, tokens_of,
-        verbatim_start, window_start, window_start_array,
+        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
+        rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]
