@@ -25,7 +25,8 @@ use contextfold_core::tree::{Arena, Leaf, Node};
 use contextfold_core::{CoreError, Shape, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::PyTypeInfo;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TrySendError};
 use std::sync::Mutex;
 
@@ -121,6 +122,8 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
                 Shape::Bool => {
                     chunk.arena.push(Leaf::Bool(value.is_truthy().ok()?));
                 }
+                // Numbers by `__index__` (numpy ints) are left to the attached path.
+                Shape::Number if !PyFloat::is_type_of(&value) && !PyInt::is_type_of(&value) => return None,
                 Shape::Number => {
                     let leaf = match value.cast::<PyFloat>() {
                         Ok(f) => Leaf::Float(f.value()),
