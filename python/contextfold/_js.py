@@ -14,6 +14,7 @@ exhaust Python's recursion limit.
 
 from __future__ import annotations
 
+import operator
 import re
 from json.encoder import encode_basestring
 from typing import Any
@@ -102,6 +103,20 @@ def _string_json(text: str) -> str:
     return escaped if escaped.isascii() else _LONE_SURROGATE.sub(_escape_lone, escaped)
 
 
+def _json_number(value: Any) -> int | float | None:
+    """The number a value stands for in JSON, by value: an ``int`` or ``float`` (subclasses
+    such as ``numpy.float64`` included), or an object with ``__index__`` (``numpy.int64``)
+    as the int it returns; None for anything else (``__index__`` raising included)."""
+    if isinstance(value, (int, float)):
+        return value
+    if hasattr(type(value), "__index__"):
+        try:
+            return operator.index(value)
+        except Exception:
+            return None
+    return None
+
+
 def js_number(value: int | float) -> str:
     """``Number.prototype.toString`` of ``value`` as JSON writes it (``null`` when not finite)."""
     if isinstance(value, int):
@@ -116,7 +131,7 @@ def js_number(value: int | float) -> str:
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
-    mantissa, _, exp = repr(abs(value)).partition("e")
+    mantissa, _, exp = repr(float(abs(value))).partition("e")  # a float subclass may repr itself
     whole, _, frac = mantissa.partition(".")
     digits = (whole + frac).lstrip("0")
     point = len(whole) + int(exp or 0) - (len(whole + frac) - len((whole + frac).lstrip("0")))
@@ -142,8 +157,9 @@ def _scalar_length(value: Any, field: str, index: int | None) -> int:
         return 4
     if value is False:
         return 5
-    if isinstance(value, (int, float)):
-        return len(js_number(value))
+    number = _json_number(value)
+    if number is not None:
+        return len(js_number(number))
     raise _wrong_type(value, field, index)
 
 
@@ -232,8 +248,8 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
             out.append("null")
         elif item is True or item is False:
             out.append("true" if item else "false")
-        elif isinstance(item, (int, float)):
-            out.append(js_number(item))
+        elif (number := _json_number(item)) is not None:
+            out.append(js_number(number))
         else:
             raise _wrong_type(item, field, index)
         while frames:

@@ -23,7 +23,6 @@ that fits.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -139,10 +138,14 @@ def pack_many(
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
-    On the native backend, with ``threads`` above one (default: one a CPU; never more
-    than the CPUs, and fewer when the OS refuses to start more), the calling thread reads
-    the transcripts (reading Python objects needs the GIL) and worker threads pack them
-    with the GIL released; with one thread it packs them in place. Either way the call
+    On the native backend, with ``threads`` above one (never more than the CPUs, and
+    fewer when the OS refuses to start more), the calling thread reads the transcripts
+    (reading Python objects needs the GIL) and worker threads pack them with the GIL
+    released; with one thread it packs them in place. By default (``threads=None``) it
+    packs the first transcripts in place, times them, and starts workers (one a CPU)
+    only when reading a transcript costs clearly less than packing it, as with long
+    string content; when reading is most of the work it keeps packing in place, where
+    the workers would idle. Either way the call
     passes through the interpreter every quarter switch interval, so other Python threads
     get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
     safe to call from many threads at once. The results equal packing one by one.
@@ -157,7 +160,7 @@ def pack_many(
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
-    count = os.cpu_count() or 1 if threads is None else whole("threads", threads, 1)
+    count = 0 if threads is None else whole("threads", threads, 1)  # 0: the backend picks
     if not isinstance(transcripts, list):
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):

@@ -80,8 +80,12 @@ fn count_tokens(text: &Bound<'_, PyString>, name: &str) -> PyResult<usize> {
 #[pyfunction]
 #[pyo3(signature = (message, estimate=None))]
 fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    let one = PyList::new(message.py(), [message])?;
-    with_transcript(one.as_any(), estimate, |t| t.tokens(0)).map_err(errors::without_index)
+    if estimate.is_some() {
+        sizer::check_stack()?;
+    }
+    let message = PyNode(message);
+    let checked = contextfold_core::tokens::check_message(&message).map_err(errors::to_py)?;
+    PySizer::new(estimate)?.lone_message_tokens(&message, &checked)
 }
 
 /// Sum of the messages' tokens.
@@ -215,7 +219,8 @@ fn pack_handoff<'py>(
 }
 
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
-/// to `threads` threads with the GIL released; a list of what `pack_handoff` returns.
+/// to `threads` threads with the GIL released (`0`: as many as pay, up to one a CPU); a
+/// list of what `pack_handoff` returns.
 #[pyfunction]
 #[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads, encoding=None))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python wrapper's arguments
@@ -247,27 +252,48 @@ fn pack_many<'py>(
         })
         .collect();
     let mut fairness = batch::Fairness::new(py);
-    let threads = batch::thread_count(threads.extract().unwrap_or(usize::MAX));
-    let detached = if threads > 1 {
-        batch::pack_detached(transcripts, &options, exact, threads, &mut fairness)?
+    let requested = threads.extract().unwrap_or(usize::MAX);
+    let threads = batch::thread_count(requested);
+    let n = options.len();
+    let in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
+        let snapshot = nodes(transcript).map_err(|e| in_transcript(py, e, i))?;
+        let packed = with_nodes(&snapshot, encoding.clone().map(Bound::into_any), |t| pack::pack(t, opts))
+            .map_err(|e| in_transcript(py, e, i))?;
+        PyResult::Ok((packed, snapshot))
+    };
+    let mut out = Vec::with_capacity(n);
+    // With the default thread count, the first transcripts are packed in place and timed:
+    // the workers are used only when reading a transcript costs clearly less than packing
+    // it (else they would idle while this thread reads).
+    let auto = requested == 0;
+    let probe = if auto && threads > 1 && n >= batch::PROBE + 2 * batch::CHUNK { batch::PROBE } else { 0 };
+    let mut packing = Vec::with_capacity(probe);
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options).take(probe) {
+        let started = std::time::Instant::now();
+        let (packed, snapshot) = in_place(i, &transcript, opts)?;
+        packing.push(started.elapsed());
+        out.push(handoff_pack(&snapshot, packed, &budget_int)?);
+        fairness.tick()?;
+    }
+    let threaded = threads > 1 && (!auto || probe > 0);
+    let detached = if threaded {
+        // The median: a time slice lost to another process must not make packing in
+        // place look dear (a low estimate keeps the threads out when in doubt).
+        packing.sort_unstable();
+        let cost = if auto { packing.get(packing.len() / 2).copied() } else { None };
+        batch::pack_detached(transcripts, probe, &options, exact, threads, &mut fairness, cost)?
     } else {
         Vec::new()
     };
-    let mut out = Vec::with_capacity(options.len());
-    let mut detached = detached.into_iter();
-    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options) {
+    let mut detached = detached.into_iter().skip(probe);
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options).skip(probe) {
         let (packed, snapshot) = match detached.next().flatten() {
             Some(batch::Detached { outcome: Ok(packed), messages }) => {
                 (packed, messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect())
             }
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
-            _ => {
-                let snapshot = nodes(&transcript).map_err(|e| in_transcript(py, e, i))?;
-                let packed = with_nodes(&snapshot, encoding.clone().map(Bound::into_any), |t| pack::pack(t, opts))
-                    .map_err(|e| in_transcript(py, e, i))?;
-                (packed, snapshot)
-            }
+            _ => in_place(i, &transcript, opts)?,
         };
         out.push(handoff_pack(&snapshot, packed, &budget_int)?);
         fairness.tick()?;
@@ -449,7 +475,9 @@ fn handoff_line(message: Bound<'_, PyAny>) -> String {
 }
 
 /// Reads each message's role and string content length: the least any windowing must
-/// do. Benchmarks use it as the floor the real functions are compared with.
+/// do. Benchmarks use it as the floor the real functions are compared with (built only
+/// with the `bench-floor` feature).
+#[cfg(feature = "bench-floor")]
 #[pyfunction]
 fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     let mut total = 0usize;
@@ -463,13 +491,18 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(total)
 }
 
-#[pymodule]
+/// Declared as needing the GIL: nothing has been tested on a free-threaded interpreter,
+/// and the batch path shares borrowed objects across threads.
+#[pymodule(gil_used = true)]
 mod _native {
+    #[cfg(feature = "bench-floor")]
+    #[pymodule_export]
+    use super::_scan_floor;
     #[pymodule_export]
     use super::{
-        _scan_floor, canonical_path, compact_tail_start_for_budget, count_tokens, estimate_tokens, handoff_line,
-        message_tokens, message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests,
-        pinned_directive_index, rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
+        canonical_path, compact_tail_start_for_budget, count_tokens, estimate_tokens, handoff_line, message_tokens,
+        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
+        rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]

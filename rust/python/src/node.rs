@@ -112,11 +112,28 @@ pub fn shape_of(v: &Bound<'_, PyAny>) -> Shape {
         Shape::Null
     } else if PyBool::is_type_of(v) {
         Shape::Bool
-    } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) {
+    } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) || has_index(v) {
         Shape::Number
     } else {
         Shape::Other
     }
+}
+
+/// Whether the value's type defines `__index__` (a `numpy.int64`): a number by the int
+/// it returns, as the reference reads it.
+fn has_index(v: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: a live object's type; we only read its number slots.
+    unsafe {
+        let numbers = (*pyo3::ffi::Py_TYPE(v.as_ptr())).tp_as_number;
+        !numbers.is_null() && (*numbers).nb_index.is_some()
+    }
+}
+
+/// The int a non-`int` number stands for (its `__index__`); `None` when that raises.
+fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: PyNumber_Index returns a new reference or NULL with an exception set,
+    // which `from_owned_ptr_or_err` takes over (and we drop: the value is then no number).
+    unsafe { Bound::from_owned_ptr_or_err(v.py(), pyo3::ffi::PyNumber_Index(v.as_ptr())) }.ok()
 }
 
 impl<'py> JsonNode for PyNode<'py> {
@@ -141,11 +158,15 @@ impl<'py> JsonNode for PyNode<'py> {
             Shape::Null => View::Null,
             Shape::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
             Shape::Number if PyFloat::is_type_of(v) => View::Float(unsafe { v.cast_unchecked::<PyFloat>() }.value()),
-            Shape::Number => match v.extract::<i64>() {
-                Ok(i) => View::Int(i),
-                // JavaScript holds the number as a double: too large for one is Infinity.
-                Err(_) => View::Float(v.extract::<f64>().unwrap_or(f64::INFINITY)),
-            },
+            Shape::Number => {
+                let int =
+                    if PyInt::is_type_of(v) { v.clone() } else { index_of(v).ok_or_else(|| self.wrong_type())? };
+                match int.extract::<i64>() {
+                    Ok(i) => View::Int(i),
+                    // JavaScript holds the number as a double: too large for one is Infinity.
+                    Err(_) => View::Float(int.extract::<f64>().unwrap_or(f64::INFINITY)),
+                }
+            }
             Shape::Other => return Err(self.wrong_type()),
         })
     }

@@ -79,6 +79,23 @@ impl<'py> PySizer<'py> {
         }
     }
 
+    /// Tokens of a message passed alone: its errors name no index.
+    ///
+    /// # Errors
+    /// What sizing a message in a transcript raises, without the index; the estimator's
+    /// own exception unchanged.
+    pub fn lone_message_tokens(&mut self, message: &PyNode<'py>, checked: &Checked<PyNode<'py>>) -> PyResult<u64> {
+        let sized = match &self.estimate {
+            Estimate::Custom(per_message, _) => {
+                let result = per_message.call1((None::<usize>, message.0.clone()));
+                self.call(result)
+            }
+            // chars/4 and exact counts do not depend on where the message stands.
+            Estimate::CharsPerToken | Estimate::Exact(_) => self.message_tokens(0, message, checked),
+        };
+        sized.map_err(|err| self.take_error(err))
+    }
+
     fn call(&mut self, result: PyResult<Bound<'py, PyAny>>) -> Result<u64, CoreError> {
         match result.and_then(|r| r.extract::<u64>()) {
             Ok(n) => Ok(n),
