@@ -27,7 +27,7 @@ VOLATILE_TAIL_CLOSE = "</run-state>"
 
 Estimator = Callable[[str], int]
 """A custom token estimator: ``estimate(text) -> int``."""
-PerMessage = Callable[[int | None, Any], int]
+PerMessage = Callable[[int | None, Any, bool], int]
 PerText = Callable[[str], int]
 Sizers = tuple[PerMessage, PerText]
 """What the backends take for a custom estimator: per-message and per-text sizing."""
@@ -121,9 +121,12 @@ def checked(estimate: Estimator, text: str) -> int:
     return int(tokens)
 
 
-def estimator_text(message: Any, index: int | None = None) -> str:
+def estimator_text(message: Any, index: int | None = None, whole: bool = False) -> str:
     """The text a custom estimator sizes for ``message``: its content (a str as is,
-    anything else as compact JSON) followed by the compact JSON of its tool_calls."""
+    anything else as compact JSON) followed by the compact JSON of its tool_calls; for
+    an item sized ``whole`` (a Responses item other than a message), its compact JSON."""
+    if whole:
+        return compact_json(message, "", index)
     content, calls = content_and_calls(message, index)
     text = content if type(content) is str else compact_json("" if content is None else content)
     return text if calls is None else text + compact_json(calls)
@@ -141,8 +144,8 @@ def sizers(estimate: Estimator | None) -> Sizers | None:
     if not callable(estimate):
         raise EstimatorError(f"estimate_tokens must be callable, got {type(estimate).__name__}")
 
-    def per_message(index: int | None, message: Any) -> int:
-        return checked(estimate, estimator_text(message, index)) + MESSAGE_OVERHEAD
+    def per_message(index: int | None, message: Any, whole: bool) -> int:
+        return checked(estimate, estimator_text(message, index, whole)) + MESSAGE_OVERHEAD
 
     def per_text(text: str) -> int:
         return checked(estimate, text)
@@ -228,8 +231,9 @@ def pack_arguments(
     return PackArguments(budget, estimate, pins, summary, system, shape, chunk)
 
 
-SHAPES = ("auto", "openai", "anthropic")
-"""The message shapes packing understands (``auto`` detects Anthropic blocks)."""
+SHAPES = ("auto", "openai", "anthropic", "responses")
+"""The message shapes packing understands (``auto`` detects Responses items and
+Anthropic blocks)."""
 CUTS = ("greedy", "chunked")
 """Where the kept tail may start."""
 
@@ -237,7 +241,7 @@ CUTS = ("greedy", "chunked")
 def chunk_size(budget: int, shape: str, cut: str, chunk_tokens: int | None) -> int | None:
     """The chunk size for ``cut`` (None for greedy), after checking the options."""
     if shape not in SHAPES:
-        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
+        raise ArgumentError(f"shape must be 'auto', 'openai', 'anthropic' or 'responses', not {shape!r}")
     if cut not in CUTS:
         raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
     if cut == "greedy":

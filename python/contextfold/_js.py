@@ -147,15 +147,19 @@ def _scalar_length(value: Any, field: str, index: int | None) -> int:
     raise _wrong_type(value, field, index)
 
 
-def _wrong_type(value: Any, field: str, index: int | None) -> MessageTypeError:
+def _where(field: str, index: int | None) -> str:
+    """``message 3, field 'content'``; without the field for a whole item (``field=""``)."""
     where = "message" if index is None else f"message {index}"
-    return MessageTypeError(f"{where}, field '{field}': expected {_SHAPE}, got {type(value).__name__}", index, field)
+    return f"{where}, field '{field}'" if field else where
+
+
+def _wrong_type(value: Any, field: str, index: int | None) -> MessageTypeError:
+    return MessageTypeError(f"{_where(field, index)}: expected {_SHAPE}, got {type(value).__name__}", index, field)
 
 
 def _too_deep(field: str, index: int | None) -> MessageValueError:
-    where = "message" if index is None else f"message {index}"
     return MessageValueError(
-        f"{where}, field '{field}': nested deeper than {MAX_DEPTH} levels (or circular)", index, field
+        f"{_where(field, index)}: nested deeper than {MAX_DEPTH} levels (or circular)", index, field
     )
 
 
@@ -187,9 +191,8 @@ def json_length(value: Any, field: str = "content", index: int | None = None) ->
             if is_dict:
                 key, item = item
                 if not isinstance(key, str):
-                    where = "message" if index is None else f"message {index}"
                     raise MessageTypeError(
-                        f"{where}, field '{field}': expected str object keys, got {type(key).__name__}", index, field
+                        f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
                     )
                 total += _string_json_len(key)
             if len(frames) >= MAX_DEPTH:
@@ -222,7 +225,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
             for key in item:
                 if not isinstance(key, str):
                     raise MessageTypeError(
-                        f"message, field '{field}': expected str object keys, got {type(key).__name__}", index, field
+                        f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
                     )
             frames.append((True, iter(_ordered_items(item)), "}"))
         elif isinstance(item, list):

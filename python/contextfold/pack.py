@@ -91,7 +91,7 @@ def pack_handoff(
     pinned: Iterable[int] = (),
     summary: str | None = None,
     system: str | list[Any] | None = None,
-    shape: Literal["auto", "openai", "anthropic"] = "auto",
+    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
 ) -> HandoffPack:
@@ -102,8 +102,37 @@ def pack_handoff(
     newest whole segments fill the rest (``cut="greedy"``), or the tail starts at fixed
     cut points every ``chunk_tokens`` (default ``budget // 4``) so the packed prefix stays
     stable as the transcript grows (``cut="chunked"``); the dropped middle becomes one
-    note. ``system`` is Anthropic's separate system prompt: counted, never dropped.
-    ``shape="auto"`` pairs Anthropic ``tool_use``/``tool_result`` blocks when any appear.
+    note. ``system`` is Anthropic's separate system prompt (or the Responses API's
+    ``instructions``): counted as a system message's content, never dropped.
+
+    Shapes. ``"openai"``: an assistant message with a non-empty ``tool_calls`` list and
+    the ``tool`` messages right after it form one segment. ``"anthropic"``: an assistant
+    message with ``tool_use`` blocks and the next message when it is a user message with
+    ``tool_result`` blocks. ``"responses"`` (OpenAI Responses API input items):
+
+    - an item whose ``type`` is absent or ``"message"`` is a message, read and sized
+      like a chat message (``role`` required; ``developer`` counts as ``system``, so
+      leading developer/system items are the kept system part); every other item costs
+      ⌈UTF-16 length of its compact JSON / 4⌉ + 4 (a custom estimator sees that JSON);
+    - a ``*_call`` item (``function_call``, ``custom_tool_call``, ``computer_call``, …)
+      and its output (the first ``*_call_output`` item after it with the same
+      ``call_id``) form one segment with everything between them, so parallel calls and
+      their outputs stay together; a run of ``reasoning`` items belongs to the segment
+      of the item right after it; an unanswered call or an orphan output is a segment of
+      its own (with the reasoning before it); an item of any other type is its own
+      segment, kept or dropped whole, never rejected;
+    - calls and reasoning items play the assistant's role, outputs the tool's (for
+      ``pinned``, and for the note's role: ``user`` when the next kept item plays the
+      assistant's role or there is none, else ``assistant``);
+    - the directive is the last ``user`` message item that is not a volatile tail (a
+      ``<run-state>`` message, its content a str or a list whose first part's ``text``
+      opens with the tag);
+    - the note is a message item: ``{"type": "message", "role": ..., "content": text}``;
+    - a ``call_id`` on a call or output must be a str, ``type`` a str, every item a dict.
+
+    ``shape="auto"`` reads Responses items when any item has a ``type`` and no ``role``
+    or is a ``function_call``/``function_call_output`` item; otherwise it pairs
+    Anthropic ``tool_use``/``tool_result`` blocks when any appear, else OpenAI tool calls.
     """
     return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
         messages,
@@ -126,7 +155,7 @@ def pack_many(
     reserve_output_tokens: int = 0,
     estimate_tokens: Estimator | None = None,
     systems: Sequence[str | list[Any] | None] | None = None,
-    shape: Literal["auto", "openai", "anthropic"] = "auto",
+    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
     threads: int | None = None,

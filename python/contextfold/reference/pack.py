@@ -6,6 +6,7 @@ packing sizes only what it keeps (and the first segment that does not fit).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +22,7 @@ from .._contract import (
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
+from .items import CALL, OUTPUT, REASONING
 from .tokens import Transcript, message_tokens
 
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
@@ -99,8 +101,10 @@ def snippet(parts: list[str], max_units: int) -> str:
 
 
 def handoff_line(message: dict[str, Any]) -> str:
-    role = message.get("role")
-    line = _lossy(role) if isinstance(role, str) else ""
+    label = message.get("role")
+    if not isinstance(label, str):
+        label = message.get("type")
+    line = _lossy(label) if isinstance(label, str) else ""
     names: list[str] = []
     calls = message.get("tool_calls")
     if isinstance(calls, list):
@@ -116,11 +120,13 @@ def handoff_line(message: dict[str, Any]) -> str:
     if isinstance(message.get("name"), str):
         names.append(_lossy(message["name"]))
     content = message.get("content")
+    if not isinstance(content, (str, list)):  # an item without content shows its output
+        content = message.get("output")
     parts: list[str] = []
     if isinstance(content, str):
         parts.append(content)
-    elif blocks is not None:
-        for block in blocks:
+    elif isinstance(content, list):
+        for block in content:
             if isinstance(block, dict):
                 for key in ("text", "content"):
                     if isinstance(block.get(key), str):
@@ -167,7 +173,38 @@ class _Packer:
     def seg_tokens(self, seg: list[Any]) -> int:
         return self.t.sum(seg[0], seg[1])
 
+    def item_segments(self, start: int, stop: int) -> list[list[Any]]:
+        """Responses items: a run of reasoning items goes with the item after it; a call
+        also takes its output (the first output after it with the same ``call_id``) and
+        all that lies between."""
+        kinds, messages = self.t.kinds or [], self.t.messages
+        outputs: dict[str, list[int]] = {}
+        for i in range(start, stop):
+            if kinds[i] == OUTPUT and isinstance(messages[i].get("call_id"), str):
+                outputs.setdefault(messages[i]["call_id"], []).append(i)
+        out: list[list[Any]] = []
+        i = start
+        while i < stop:
+            end = i
+            while end < stop and kinds[end] == REASONING:
+                end += 1
+            end = min(end + 1, stop)
+            k = i
+            while k < end:
+                if kinds[k] == CALL:
+                    answers = outputs.get(messages[k].get("call_id"))
+                    if answers:
+                        at = bisect_right(answers, k)
+                        if at < len(answers):
+                            end = max(end, answers[at] + 1)
+                k += 1
+            out.append([i, end, False])
+            i = end
+        return out
+
     def segments(self, start: int, stop: int, dialect: str) -> list[list[Any]]:
+        if dialect == "responses":
+            return self.item_segments(start, stop)
         roles, messages = self.t.roles, self.t.messages
         out: list[list[Any]] = []
         i = start
@@ -356,7 +393,7 @@ def _pack(
     dialect: str,
     chunk_tokens: int | None,
 ) -> HandoffPack:
-    t = Transcript(messages, estimate)
+    t = Transcript(messages, estimate, dialect)
     n = len(t)
     for p in pinned:
         if p >= n:
@@ -365,7 +402,9 @@ def _pack(
     available = budget - system_tokens
     if packer.fits_within(0, n, available):
         return HandoffPack(list(messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
-    if dialect == "auto":
+    if t.kinds is not None:
+        dialect = "responses"
+    elif dialect == "auto":
         dialect = detect_dialect(t.messages)
     volatile = n
     while volatile > 0 and _is_volatile(t.roles[volatile - 1], t.messages[volatile - 1]):
@@ -387,7 +426,12 @@ def _pack(
     role = "user" if following in (None, "assistant") else "assistant"
     out = [messages[i] for i in kept]
     if text is not None:
-        out.insert(at, {"role": role, "content": text})
+        out.insert(
+            at,
+            {"type": "message", "role": role, "content": text}
+            if t.kinds is not None
+            else {"role": role, "content": text},
+        )
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 
 

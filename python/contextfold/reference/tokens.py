@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .._contract import MESSAGE_OVERHEAD, PerMessage, Sizers, content_and_calls, role_of
 from .._js import json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
+from .items import MESSAGE, check_item, marks_responses
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
@@ -33,20 +34,32 @@ def message_units(message: dict[str, Any], index: int | None = None) -> int:
     return units
 
 
-def _default_tokens(index: int | None, message: dict[str, Any]) -> int:
-    return -(-message_units(message, index) // 4) + MESSAGE_OVERHEAD
+def _default_tokens(index: int | None, message: dict[str, Any], whole: bool) -> int:
+    units = json_length(message, "", index) if whole else message_units(message, index)
+    return -(-units // 4) + MESSAGE_OVERHEAD
 
 
 class Transcript:
-    """Roles read (and checked) up front; each message sized once, on first use."""
+    """Roles read (and checked) up front; each message sized once, on first use.
 
-    __slots__ = ("_size", "messages", "roles", "sizes")
+    ``shape`` ``"auto"`` reads Responses items when any entry marks them so
+    (:func:`~.items.marks_responses`), else chat messages; ``"responses"`` reads items;
+    any other shape reads chat messages. ``kinds`` is None for chat messages.
+    """
 
-    def __init__(self, messages: Any, sizers: Sizers | None = None) -> None:
+    __slots__ = ("_size", "kinds", "messages", "roles", "sizes")
+
+    def __init__(self, messages: Any, sizers: Sizers | None = None, shape: str = "auto") -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = messages
-        self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
+        self.kinds: list[str] | None = None
+        if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in messages)):
+            checked = [check_item(m, i) for i, m in enumerate(messages)]
+            self.roles = [role for role, _ in checked]
+            self.kinds = [kind for _, kind in checked]
+        else:
+            self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
         self.sizes: list[int | None] = [None] * len(messages)
         self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
 
@@ -56,7 +69,8 @@ class Transcript:
     def tokens(self, i: int) -> int:
         size = self.sizes[i]
         if size is None:
-            size = self.sizes[i] = self._size(i, self.messages[i])
+            kinds = self.kinds
+            size = self.sizes[i] = self._size(i, self.messages[i], kinds is not None and kinds[i] != MESSAGE)
         return size
 
     def sum(self, start: int, stop: int) -> int:
@@ -69,8 +83,12 @@ def estimate_tokens(text: str) -> int:
 
 
 def message_tokens(message: Any, estimate: Sizers | None = None) -> int:
-    role_of(message)
-    return (_default_tokens if estimate is None else estimate[0])(None, message)
+    if marks_responses(message):
+        whole = check_item(message)[1] != MESSAGE
+    else:
+        role_of(message)
+        whole = False
+    return (_default_tokens if estimate is None else estimate[0])(None, message, whole)
 
 
 def tokens_of(messages: Any, estimate: Sizers | None = None) -> int:

@@ -22,6 +22,8 @@ pub enum Key {
     Text,
     Name,
     Function,
+    CallId,
+    Output,
 }
 
 impl Key {
@@ -35,6 +37,8 @@ impl Key {
             Key::Text => "text",
             Key::Name => "name",
             Key::Function => "function",
+            Key::CallId => "call_id",
+            Key::Output => "output",
         }
     }
 }
@@ -64,11 +68,12 @@ pub enum Shape {
     Other,
 }
 
-/// The three fields every message is read for.
+/// The fields every message is read for (`type` tells a Responses item).
 pub struct MessageFields<N> {
     pub role: Option<N>,
     pub content: Option<N>,
     pub tool_calls: Option<N>,
+    pub kind: Option<N>,
 }
 
 /// Read access to a JSON-like value: a message, its content, a content part.
@@ -87,13 +92,14 @@ pub trait JsonNode: Sized {
     /// The value under `key` when this is an object holding it, else `None`.
     fn get(&self, key: Key) -> Option<Self>;
 
-    /// `role`, `content` and `tool_calls` of an object; a binding may read all three in
-    /// one pass over the object instead of three lookups.
+    /// `role`, `content`, `tool_calls` and `type` of an object; a binding may read them
+    /// in one pass over the object instead of four lookups.
     fn message_fields(&self) -> MessageFields<Self> {
         MessageFields {
             role: self.get(Key::Role),
             content: self.get(Key::Content),
             tool_calls: self.get(Key::ToolCalls),
+            kind: self.get(Key::Type),
         }
     }
 

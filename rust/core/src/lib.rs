@@ -10,6 +10,7 @@
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod error;
+pub mod items;
 pub mod json;
 pub mod pack;
 pub mod paths;

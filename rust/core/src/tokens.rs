@@ -6,7 +6,8 @@
 //! [`crate::transcript::Transcript`] sizes messages lazily and remembers each size.
 
 use crate::error::{CoreError, Problem};
-use crate::json::{json_len, JsonNode, Key, Shape};
+use crate::items::Item;
+use crate::json::{json_len, JsonNode, Key, MessageFields, Shape};
 use crate::text::Text;
 
 /// Per-message overhead in tokens (role and framing).
@@ -52,7 +53,7 @@ pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
     parse_role(message.get(Key::Role))
 }
 
-fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
+pub(crate) fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
     let Some(role) = role else {
         return Err(CoreError::field(None, "role", Problem::Missing));
     };
@@ -73,11 +74,13 @@ fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
 }
 
 /// A message whose shape has been checked: its role, and its content and tool_calls
-/// (`None` when absent or null).
+/// (`None` when absent or null); for a Responses item, what it is and its `call_id`.
 pub struct Checked<N> {
     pub role: Role,
     pub content: Option<N>,
     pub tool_calls: Option<N>,
+    pub item: Item,
+    pub call_id: Option<N>,
 }
 
 /// Checks a message's shape without sizing it: an object with a string role, content a
@@ -89,7 +92,14 @@ pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> 
     if message.shape() != Shape::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
     }
-    let fields = message.message_fields();
+    check_fields(message.message_fields())
+}
+
+/// [`check_message`] on fields already read from an object.
+///
+/// # Errors
+/// The first field at fault.
+pub fn check_fields<N: JsonNode>(fields: MessageFields<N>) -> Result<Checked<N>, CoreError> {
     let role = parse_role(fields.role)?;
     let content = match fields.content {
         Some(content) => match content.shape() {
@@ -107,7 +117,7 @@ pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> 
         },
         None => None,
     };
-    Ok(Checked { role, content, tool_calls })
+    Ok(Checked { role, content, tool_calls, item: Item::Message, call_id: None })
 }
 
 /// A message's content: `None` when absent or null.
@@ -172,8 +182,13 @@ pub trait Sizer<N> {
 pub struct CharsPerToken;
 
 impl<N: JsonNode> Sizer<N> for CharsPerToken {
-    fn message_tokens(&mut self, _index: usize, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
-        Ok(estimate_units(message_units(checked)?) + MESSAGE_OVERHEAD)
+    fn message_tokens(&mut self, _index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        let units = if checked.item.sized_whole() {
+            json_len(message).map_err(|p| CoreError::field(None, "", p))?
+        } else {
+            message_units(checked)?
+        };
+        Ok(estimate_units(units) + MESSAGE_OVERHEAD)
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {

@@ -157,6 +157,7 @@ pub fn dialect(shape: &str) -> Option<Option<Dialect>> {
         "auto" => Some(None),
         "openai" => Some(Some(Dialect::OpenAi)),
         "anthropic" => Some(Some(Dialect::Anthropic)),
+        "responses" => Some(Some(Dialect::Responses)),
         _ => None,
     }
 }

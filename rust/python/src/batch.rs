@@ -166,7 +166,11 @@ fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions]) {
     for (i, roots) in transcripts.iter() {
         let Some(opts) = options.get(*i) else { continue };
         let messages: Vec<Node<'_, 'static>> = roots.iter().map(|&at| arena.node(at)).collect();
-        outcomes.push((*i, Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts))));
+        outcomes.push((
+            *i,
+            Transcript::read(&messages, CharsPerToken, pack::format_for(opts.dialect))
+                .and_then(|mut t| pack::pack(&mut t, opts)),
+        ));
     }
 }
 

@@ -12,6 +12,7 @@ mod node;
 mod sizer;
 mod strings;
 
+use contextfold_core::items::Format;
 use contextfold_core::pack::{self, Cut, PackOptions};
 use contextfold_core::tokens::{ArraySizes, Role, Sizes};
 use contextfold_core::transcript::Transcript;
@@ -31,15 +32,26 @@ fn nodes<'py>(messages: &Bound<'py, PyAny>) -> PyResult<Vec<PyNode<'py>>> {
     Ok(list.iter().map(PyNode).collect())
 }
 
-/// Runs `f` on a transcript of `messages` sized by `estimate` (chars/4 when `None`).
+/// Runs `f` on a transcript of `messages` sized by `estimate` (chars/4 when `None`),
+/// its entries read as chat messages or Responses items (detected).
 fn with_transcript<'py, T>(
     messages: &Bound<'py, PyAny>,
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
+    read_transcript(messages, estimate, Format::Auto, f)
+}
+
+/// [`with_transcript`], the entries read as `format` says.
+fn read_transcript<'py, T>(
+    messages: &Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+    format: Format,
+    f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
+) -> PyResult<T> {
     let nodes = nodes(messages)?;
     let sizer = PySizer::new(estimate);
-    let mut transcript = Transcript::new(&nodes, sizer).map_err(errors::to_py)?;
+    let mut transcript = Transcript::read(&nodes, sizer, format).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
         Err(err) => Err(transcript.sizer().take_error(err)),
@@ -185,7 +197,8 @@ fn pack_handoff<'py>(
         dialect: args.dialect,
         cut: args.cut,
     };
-    let packed = with_transcript(messages, args.sizers, |t| pack::pack(t, &options))?;
+    let format = pack::format_for(args.dialect);
+    let packed = read_transcript(messages, args.sizers, format, |t| pack::pack(t, &options))?;
     handoff_pack(messages, packed, &args.budget_int)
 }
 
@@ -206,7 +219,9 @@ fn pack_many<'py>(
     // Beyond u64 is beyond any transcript: the core sees "unlimited".
     let budget = budget_int.extract::<u64>().unwrap_or(u64::MAX);
     let dialect = args::dialect(dialect).ok_or_else(|| {
-        errors::ArgumentError::new_err(format!("shape must be 'auto', 'openai' or 'anthropic', not {dialect:?}"))
+        errors::ArgumentError::new_err(format!(
+            "shape must be 'auto', 'openai', 'anthropic' or 'responses', not {dialect:?}"
+        ))
     })?;
     let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: chunk.extract().unwrap_or(u64::MAX) });
     let options: Vec<PackOptions> = (0..transcripts.len())
@@ -230,7 +245,8 @@ fn pack_many<'py>(
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
             Some(Err(_)) | None => {
-                with_transcript(&transcript, None, |t| pack::pack(t, opts)).map_err(|e| in_transcript(py, e, i))?
+                read_transcript(&transcript, None, pack::format_for(dialect), |t| pack::pack(t, opts))
+                    .map_err(|e| in_transcript(py, e, i))?
             }
         };
         out.push(handoff_pack(&transcript, packed, &budget_int)?);
@@ -270,6 +286,9 @@ fn handoff_pack<'py>(
         }
         if let Some(note) = &packed.note {
             let dict = PyDict::new(py);
+            if note.message_item {
+                dict.set_item(intern!(py, "type"), intern!(py, "message"))?;
+            }
             dict.set_item(intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
             dict.set_item(intern!(py, "content"), &note.text)?;
             out.insert(note.at.min(out.len()), dict.into_any());

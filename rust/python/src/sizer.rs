@@ -11,7 +11,7 @@ use contextfold_core::CoreError;
 use pyo3::prelude::*;
 
 pub struct PySizer<'py> {
-    /// `(per_message(index, message), per_text(text))` for a custom estimator.
+    /// `(per_message(index, message, whole), per_text(text))` for a custom estimator.
     custom: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     error: Option<PyErr>,
 }
@@ -52,7 +52,7 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
         match self.custom.clone() {
             None => CharsPerToken.message_tokens(index, message, checked),
             Some((per_message, _)) => {
-                let result = per_message.call1((index, message.0.clone()));
+                let result = per_message.call1((index, message.0.clone(), checked.item.sized_whole()));
                 self.call(result)
             }
         }
