@@ -4,12 +4,14 @@ transcripts, for both backends; plus the seed's volatile-tail cases and bad inpu
 from __future__ import annotations
 
 import enum
+import json
 import re
 from typing import Any
 
 import contextfold as cf
 import pytest
 from contextfold import reference
+from contextfold.synthetic import responses_items
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -408,8 +410,9 @@ def test_contract_on_generated_responses_items(items: list[dict[str, Any]], budg
     for cut in ("greedy", "chunked"):
         pack = same_on_both(items, target_context_tokens=budget, pinned=pinned, shape="responses", cut=cut)
         check_item_contract(items, budget, pack, pinned)
-        # Detected: any item with a type and no role marks the transcript.
-        if any("role" not in m for m in items):
+        # Detected: an item with a type and no role, or a message or function call item.
+        marked = ("message", "function_call", "function_call_output")
+        if any("type" in m and ("role" not in m or m["type"] in marked) for m in items):
             assert same_on_both(items, target_context_tokens=budget, pinned=pinned, cut=cut) == pack
 
 
@@ -485,3 +488,59 @@ def test_bad_responses_items_name_the_index_and_field(
         cf.pack_handoff(items, target_context_tokens=0, shape=shape)  # type: ignore[arg-type]
     with pytest.raises(error, match=re.escape(text)):
         cf.pack_many([items], target_context_tokens=0, shape=shape)  # type: ignore[arg-type]
+
+
+# Tool definitions (tools=) ----------------------------------------------------------
+
+TOOLS = [{"type": "function", "function": {"name": "grep", "description": "search " * 30, "parameters": {}}}]
+
+
+def test_tools_count_against_the_budget_and_are_never_dropped(backend: str) -> None:
+    messages = [msg("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(9)]
+    cost = cf.message_tokens({"role": "system", "content": TOOLS})
+    assert cf.tokens_of(messages, tools=TOOLS) == cf.tokens_of(messages) + cost
+    plain = cf.pack_handoff(messages, target_context_tokens=126)
+    assert plain.kept == list(range(9)) and plain.tokens == 126
+    packed = cf.pack_handoff(messages, target_context_tokens=126, tools=TOOLS)
+    assert packed.fits and packed.dropped > 0 and packed.tokens <= 126
+    assert packed.tokens == cf.tokens_of([messages[i] for i in packed.kept], tools=TOOLS) + (
+        cf.message_tokens({"role": "user", "content": packed.note}) if packed.note else 0
+    )
+    # Tools alone over budget: the core comes back unfitted.
+    assert not cf.pack_handoff(messages, target_context_tokens=cost - 1, tools=TOOLS).fits
+    many = cf.pack_many([messages, messages[:3]], target_context_tokens=126, tools=TOOLS)
+    assert many[0] == packed
+    assert many[1] == cf.pack_handoff(messages[:3], target_context_tokens=126, tools=TOOLS)
+    counted: list[str] = []
+    cf.pack_handoff(
+        messages[:1], target_context_tokens=10**6, tools=TOOLS, estimate_tokens=lambda t: counted.append(t) or 0
+    )
+    # A custom estimator sees the tools' compact JSON.
+    assert json.dumps(TOOLS, separators=(",", ":")) in counted
+
+
+@pytest.mark.parametrize(
+    ("tools", "text"),
+    [
+        ({"name": "grep"}, "tools: expected a list or None, got dict"),
+        ([{"name": "grep"}, "read"], "tools[1]: expected a dict, got str"),
+    ],
+)
+def test_bad_tools_are_named(backend: str, tools: Any, text: str) -> None:
+    messages = [msg("user", "a")]
+    for call in (
+        lambda: cf.pack_handoff(messages, target_context_tokens=10, tools=tools),
+        lambda: cf.pack_many([messages], target_context_tokens=10, tools=tools),
+        lambda: cf.tokens_of(messages, tools=tools),
+    ):
+        with pytest.raises(cf.MessageTypeError, match=re.escape(text)):
+            call()
+
+
+@pytest.mark.parametrize("budget", [0, 2_000, 8_000, 32_000])
+def test_contract_on_the_corpus_as_responses_items(budget: int) -> None:
+    """Real transcripts, converted to Responses items by ``synthetic.responses_items``."""
+    for messages in openai_corpus():
+        items = responses_items(messages)
+        for cut in ("greedy", "chunked"):
+            check_item_contract(items, budget, same_on_both(items, target_context_tokens=budget, cut=cut), [])

@@ -108,6 +108,47 @@ def check_system(system: Any) -> None:
         raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
 
 
+def check_tools(tools: Any) -> None:
+    """Tool definitions are None or a list of dicts."""
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise MessageTypeError(f"tools: expected a list or None, got {type(tools).__name__}", None, "tools")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise MessageTypeError(f"tools[{i}]: expected a dict, got {type(tool).__name__}", i, "tools")
+
+
+def prompt_message(content: Any) -> dict[str, Any]:
+    """What a separate system prompt or the tool definitions cost as: a system message
+    with that content (a list, such as the tools, is sized as its compact JSON)."""
+    return {"role": "system", "content": content}
+
+
+# Sizing ------------------------------------------------------------------------------
+
+SIZINGS = ("seed", "provider")
+"""How messages are sized: by length as the seeds do, or opaque payloads not by length."""
+DEFAULT_IMAGE_TOKENS = 1_600
+"""What an image or document block costs with ``sizing="provider"``: what a provider bills
+for a large image (Anthropic about width × height / 750, near 1,600 for the largest image
+it keeps; OpenAI 1,105 for a 1024 × 1024 image at high detail), so a screenshot's
+estimate stays on the safe side."""
+
+
+def image_tokens_for(sizing: str, image_tokens: int, estimate: Estimator | None) -> int | None:
+    """What the backends take for ``sizing``: the image cost for provider sizing, None for
+    the seeds' sizing; after checking the options."""
+    if sizing not in SIZINGS:
+        raise ArgumentError(f"sizing must be 'seed' or 'provider', not {sizing!r}")
+    images = whole("image_tokens", image_tokens)
+    if sizing == "seed":
+        return None
+    if estimate is not None:
+        raise ArgumentError("sizing='provider' sizes with the default estimate: estimate_tokens must be None")
+    return images
+
+
 # Custom estimators --------------------------------------------------------------------
 
 
@@ -201,6 +242,8 @@ class PackArguments(NamedTuple):
     shape: str
     chunk_tokens: int | None
     """None for the greedy cut."""
+    tools: list[Any] | None
+    """Tool definitions, still to be sized like ``system``."""
 
 
 def pack_arguments(
@@ -213,6 +256,7 @@ def pack_arguments(
     shape: str,
     cut: str,
     chunk_tokens: int | None,
+    tools: list[Any] | None = None,
 ) -> PackArguments:
     """Checks ``pack_handoff``'s arguments in order; the first at fault raises.
 
@@ -228,7 +272,8 @@ def pack_arguments(
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
     estimate = sizers(estimate_tokens)
     check_system(system)
-    return PackArguments(budget, estimate, pins, summary, system, shape, chunk)
+    check_tools(tools)
+    return PackArguments(budget, estimate, pins, summary, system, shape, chunk, tools)
 
 
 SHAPES = ("auto", "openai", "anthropic", "responses")

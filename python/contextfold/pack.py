@@ -29,21 +29,25 @@ from typing import Any, Literal
 
 from . import _backend
 from ._contract import (
+    DEFAULT_IMAGE_TOKENS,
     VOLATILE_TAIL_CLOSE,
     VOLATILE_TAIL_TAG,
     Estimator,
     HandoffPack,
     add_note,
     check_system,
+    check_tools,
     chunk_size,
     elision_marker,
     handoff_budget,
+    image_tokens_for,
     is_volatile_content,
+    prompt_message,
     whole,
 )
 from ._js import js_trim
 from .errors import ArgumentError, MessageTypeError
-from .tokens import Message, message_tokens
+from .tokens import Message, Sizing, message_tokens
 
 __all__ = [
     "VOLATILE_TAIL_TAG",
@@ -94,6 +98,9 @@ def pack_handoff(
     shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    sizing: Sizing = "seed",
+    image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> HandoffPack:
     """Pack ``messages`` into ``target_context_tokens - reserve_output_tokens`` tokens.
 
@@ -103,7 +110,13 @@ def pack_handoff(
     cut points every ``chunk_tokens`` (default ``budget // 4``) so the packed prefix stays
     stable as the transcript grows (``cut="chunked"``); the dropped middle becomes one
     note. ``system`` is Anthropic's separate system prompt (or the Responses API's
-    ``instructions``): counted as a system message's content, never dropped.
+    ``instructions``): counted as a system message's content, never dropped. ``tools``
+    (the request's tool definitions, a list of dicts) count the same way, as a system
+    message whose content is the list (⌈UTF-16 length of its compact JSON / 4⌉ + 4, or
+    a custom estimator's count of that JSON + 4), and are never dropped. ``sizing`` and
+    ``image_tokens`` size every message, ``system`` and ``tools`` as
+    :func:`~contextfold.message_tokens` says (``"provider"``: images a flat count,
+    signatures and encrypted reasoning free).
 
     Shapes. ``"openai"``: an assistant message with a non-empty ``tool_calls`` list and
     the ``tool`` messages right after it form one segment. ``"anthropic"``: an assistant
@@ -131,9 +144,10 @@ def pack_handoff(
     - a ``call_id`` on a call or output must be a str, ``type`` a str, every item a dict.
 
     ``shape="auto"`` reads Responses items when any item has a ``type`` and no ``role``
-    or is a ``function_call``/``function_call_output`` item; otherwise it pairs
+    or is a ``message``, ``function_call`` or ``function_call_output`` item; otherwise it pairs
     Anthropic ``tool_use``/``tool_result`` blocks when any appear, else OpenAI tool calls.
     """
+    images = image_tokens_for(sizing, image_tokens, estimate_tokens)
     return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
         messages,
         target_context_tokens,
@@ -145,6 +159,8 @@ def pack_handoff(
         shape,
         cut,
         chunk_tokens,
+        tools,
+        images,
     )
 
 
@@ -159,6 +175,9 @@ def pack_many(
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
     threads: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    sizing: Sizing = "seed",
+    image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
@@ -168,8 +187,10 @@ def pack_many(
     the call passes through the interpreter every quarter switch interval, so other Python
     threads get their turns and Ctrl-C stops it, and it is safe to call from many threads
     at once. The results equal packing one by one. ``systems`` gives each transcript's
-    separate system prompt (Anthropic shape). A custom ``estimate_tokens`` is Python code,
-    so those batches are packed one by one.
+    separate system prompt (Anthropic shape); ``tools`` the tool definitions every
+    transcript is sent with (counted once per transcript). A custom ``estimate_tokens`` is Python code,
+    so those batches are packed one by one, as are batches sized with
+    ``sizing="provider"`` (each still packed natively).
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
@@ -178,7 +199,8 @@ def pack_many(
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):
         raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
-    if estimate_tokens is not None:  # Python code sizes every message: one by one
+    images = image_tokens_for(sizing, image_tokens, estimate_tokens)
+    if estimate_tokens is not None or images is not None:  # one by one
         packs = []
         for i, (messages, system) in enumerate(zip(transcripts, systems or [None] * len(transcripts), strict=True)):
             try:
@@ -192,16 +214,21 @@ def pack_many(
                         shape=shape,
                         cut=cut,
                         chunk_tokens=chunk_tokens,
+                        tools=tools,
+                        sizing=sizing,
+                        image_tokens=image_tokens,
                     )
                 )
             except Exception as exc:
                 add_note(exc, f"in transcript {i}")
                 raise
         return packs
-    system_tokens = [_system_tokens(s) for s in systems] if systems is not None else [0] * len(transcripts)
+    check_tools(tools)
+    tools_tokens = 0 if tools is None else message_tokens(prompt_message(tools))
+    system_tokens = [tools_tokens + _system_tokens(s) for s in systems or [None] * len(transcripts)]
     return _backend.impl.pack_many(transcripts, budget, system_tokens, shape, chunk, count)  # type: ignore[no-any-return]
 
 
 def _system_tokens(system: Any) -> int:
     check_system(system)
-    return 0 if system is None else message_tokens({"role": "system", "content": system})
+    return 0 if system is None else message_tokens(prompt_message(system))

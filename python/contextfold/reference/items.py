@@ -26,11 +26,13 @@ _ROLES = {CALL: "assistant", REASONING: "assistant", OUTPUT: "tool", OTHER: ""}
 
 def marks_responses(message: Any) -> bool:
     """True for an entry that marks its transcript as Responses items: a ``type`` and no
-    ``role``, or a ``function_call`` / ``function_call_output`` item."""
+    ``role``, or a ``message``, ``function_call`` or ``function_call_output`` item."""
     if not isinstance(message, dict) or "type" not in message:
         return False
     kind = message["type"]
-    return "role" not in message or (isinstance(kind, str) and kind in ("function_call", "function_call_output"))
+    return "role" not in message or (
+        isinstance(kind, str) and kind in ("message", "function_call", "function_call_output")
+    )
 
 
 def _kind(type_: str) -> str:

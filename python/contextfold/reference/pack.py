@@ -19,6 +19,7 @@ from .._contract import (
     elision_marker,
     is_volatile_content,
     pack_arguments,
+    prompt_message,
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
@@ -374,13 +375,28 @@ def pack_handoff(
     shape: str,
     cut: str,
     chunk_tokens: int | None,
+    tools: list[Any] | None = None,
+    image_tokens: int | None = None,
 ) -> HandoffPack:
     args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, system, shape, cut, chunk_tokens
+        target_context_tokens,
+        reserve_output_tokens,
+        estimate_tokens,
+        pinned,
+        summary,
+        system,
+        shape,
+        cut,
+        chunk_tokens,
+        tools,
     )
-    system_tokens = 0 if system is None else message_tokens({"role": "system", "content": system}, args.sizers)
+    system_tokens = sum(
+        message_tokens(prompt_message(p), args.sizers, image_tokens) for p in (system, tools) if p is not None
+    )
     summary = None if args.summary is None else _lossy(args.summary)
-    return _pack(messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens)
+    return _pack(
+        messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens, image_tokens
+    )
 
 
 def _pack(
@@ -392,8 +408,9 @@ def _pack(
     system_tokens: int,
     dialect: str,
     chunk_tokens: int | None,
+    image_tokens: int | None = None,
 ) -> HandoffPack:
-    t = Transcript(messages, estimate, dialect)
+    t = Transcript(messages, estimate, dialect, image_tokens)
     n = len(t)
     for p in pinned:
         if p >= n:

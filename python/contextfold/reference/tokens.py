@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._contract import MESSAGE_OVERHEAD, PerMessage, Sizers, content_and_calls, role_of
-from .._js import json_length, utf16_len
+from .._js import Visit, json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .items import MESSAGE, check_item, marks_responses
 
@@ -20,17 +20,18 @@ def checked_role(message: Any, index: int | None = None) -> str:
     return role
 
 
-def message_units(message: dict[str, Any], index: int | None = None) -> int:
-    """UTF-16 length of a message's text: content (or its JSON), then tool_calls JSON."""
+def message_units(message: dict[str, Any], index: int | None = None, visit: Visit | None = None) -> int:
+    """UTF-16 length of a message's text: content (or its JSON), then tool_calls JSON
+    (objects measured as ``visit`` says, see :func:`~contextfold._js.json_length`)."""
     content, calls = content_and_calls(message, index)
     if isinstance(content, str):
         units = utf16_len(content)
     elif content is None:
         units = 2
     else:
-        units = json_length(content, "content", index)
+        units = json_length(content, "content", index, visit)
     if calls is not None:
-        units += json_length(calls, "tool_calls", index)
+        units += json_length(calls, "tool_calls", index, visit)
     return units
 
 
@@ -49,7 +50,9 @@ class Transcript:
 
     __slots__ = ("_size", "kinds", "messages", "roles", "sizes")
 
-    def __init__(self, messages: Any, sizers: Sizers | None = None, shape: str = "auto") -> None:
+    def __init__(
+        self, messages: Any, sizers: Sizers | None = None, shape: str = "auto", image_tokens: int | None = None
+    ) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = messages
@@ -61,7 +64,7 @@ class Transcript:
         else:
             self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
         self.sizes: list[int | None] = [None] * len(messages)
-        self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
+        self._size: PerMessage = _sizer(sizers, image_tokens)
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -78,26 +81,38 @@ class Transcript:
         return sum(tokens(i) for i in range(start, stop))
 
 
+def _sizer(estimate: Sizers | None, image_tokens: int | None) -> PerMessage:
+    """How each message is sized: a custom estimator, provider sizing (``image_tokens``
+    given), or the default estimate."""
+    if estimate is not None:
+        return estimate[0]
+    if image_tokens is not None:
+        from .provider import provider_sizer
+
+        return provider_sizer(image_tokens)
+    return _default_tokens
+
+
 def estimate_tokens(text: str) -> int:
     return -(-utf16_len(text) // 4)
 
 
-def message_tokens(message: Any, estimate: Sizers | None = None) -> int:
+def message_tokens(message: Any, estimate: Sizers | None = None, image_tokens: int | None = None) -> int:
     if marks_responses(message):
         whole = check_item(message)[1] != MESSAGE
     else:
         role_of(message)
         whole = False
-    return (_default_tokens if estimate is None else estimate[0])(None, message, whole)
+    return _sizer(estimate, image_tokens)(None, message, whole)
 
 
-def tokens_of(messages: Any, estimate: Sizers | None = None) -> int:
-    t = Transcript(messages, estimate)
+def tokens_of(messages: Any, estimate: Sizers | None = None, image_tokens: int | None = None) -> int:
+    t = Transcript(messages, estimate, image_tokens=image_tokens)
     return t.sum(0, len(t))
 
 
-def message_tokens_array(messages: Any, estimate: Sizers | None = None) -> np.ndarray:
-    t = Transcript(messages, estimate)
+def message_tokens_array(messages: Any, estimate: Sizers | None = None, image_tokens: int | None = None) -> np.ndarray:
+    t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 
     return np.fromiter((t.tokens(i) for i in range(len(t))), dtype=np.int64, count=len(t))

@@ -46,13 +46,16 @@ impl Item {
 }
 
 /// Whether an entry marks its transcript as Responses items: a `type` and no `role`, or
-/// a `function_call` / `function_call_output` item.
+/// a `message`, `function_call` or `function_call_output` item (no chat message has a
+/// `type`; a `message` item marks too, so `developer` items at the front lead).
 pub fn marks_responses<N: JsonNode>(fields: &MessageFields<N>) -> bool {
     match &fields.kind {
         None => false,
         Some(kind) => {
             fields.role.is_none()
-                || kind.as_text().is_some_and(|t| t.eq_ascii("function_call") || t.eq_ascii("function_call_output"))
+                || kind.as_text().is_some_and(|t| {
+                    t.eq_ascii("message") || t.eq_ascii("function_call") || t.eq_ascii("function_call_output")
+                })
         }
     }
 }

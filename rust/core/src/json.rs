@@ -130,10 +130,37 @@ pub trait JsonNode: Sized {
 
 enum Frame<N: JsonNode> {
     Items(N::Items),
-    Entries(N::Entries),
+    /// An object's entries, and the key whose entry counts nothing.
+    Entries(N::Entries, Option<&'static str>),
 }
 
 type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
+
+/// How a walk measures an object (the seam for provider sizing).
+pub enum Visit {
+    /// As JSON text.
+    Text,
+    /// As JSON text, the entry under this key counting nothing (its comma and colon do).
+    Without(&'static str),
+    /// Not at all: an opaque block (an image), counted by the caller.
+    Opaque,
+}
+
+/// Decides, object by object, how [`json_len_with`] measures them.
+pub trait Visitor<N> {
+    /// How to measure `object`.
+    fn visit(&mut self, object: &N) -> Visit;
+}
+
+/// Measures every object as text: [`json_len`].
+pub struct AsText;
+
+impl<N> Visitor<N> for AsText {
+    #[inline(always)]
+    fn visit(&mut self, _object: &N) -> Visit {
+        Visit::Text
+    }
+}
 
 /// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact).
 ///
@@ -141,18 +168,30 @@ type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
 /// [`Problem::WrongType`] for a value with no JSON form or a non-string object key;
 /// [`Problem::TooDeep`] past [`MAX_DEPTH`] levels.
 pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
+    json_len_with(value, &mut AsText)
+}
+
+/// [`json_len`], each object measured as `visitor` says.
+///
+/// # Errors
+/// As [`json_len`].
+pub fn json_len_with<N: JsonNode, V: Visitor<N>>(value: &N, visitor: &mut V) -> Result<usize, Problem> {
     // Messages nest a few levels deep: their frames stay on the native stack.
     let mut stack: Stack<N> = Stack::new();
-    let mut len = open(value, &mut stack)?;
+    let mut len = open(value, &mut stack, visitor)?;
     while let Some(top) = stack.last_mut() {
         let child = match top {
             Frame::Items(items) => items.next(),
-            Frame::Entries(entries) => match entries.next() {
+            Frame::Entries(entries, skip) => match entries.next() {
                 Some((key, child)) => {
-                    len += match key.view()? {
-                        View::Str(k) => k.json_len(),
+                    let key = match key.view()? {
+                        View::Str(k) => k,
                         _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
                     };
+                    if skip.is_some_and(|s| key.eq_ascii(s)) {
+                        continue;
+                    }
+                    len += key.json_len();
                     Some(child)
                 }
                 None => None,
@@ -163,7 +202,7 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(Problem::TooDeep);
                 }
-                len += open(&child, &mut stack)?;
+                len += open(&child, &mut stack, visitor)?;
             }
             None => {
                 stack.pop();
@@ -175,7 +214,7 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
 
 /// Length of a scalar, or of a container's brackets and separators (its children are
 /// pushed for the caller to walk).
-fn open<N: JsonNode>(value: &N, stack: &mut Stack<N>) -> Result<usize, Problem> {
+fn open<N: JsonNode, V: Visitor<N>>(value: &N, stack: &mut Stack<N>, visitor: &mut V) -> Result<usize, Problem> {
     Ok(match value.view()? {
         View::Null => 4,
         View::Bool(b) => {
@@ -193,7 +232,12 @@ fn open<N: JsonNode>(value: &N, stack: &mut Stack<N>) -> Result<usize, Problem> 
             2 + len.saturating_sub(1)
         }
         View::Object { entries, len } => {
-            stack.push(Frame::Entries(entries));
+            let skip = match visitor.visit(value) {
+                Visit::Opaque => return Ok(0),
+                Visit::Text => None,
+                Visit::Without(key) => Some(key),
+            };
+            stack.push(Frame::Entries(entries, skip));
             2 + len.saturating_sub(1) + len
         }
     })

@@ -14,6 +14,7 @@ pub mod items;
 pub mod json;
 pub mod pack;
 pub mod paths;
+pub mod provider;
 pub mod rank;
 pub mod text;
 pub mod tokens;

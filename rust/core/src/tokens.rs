@@ -3,11 +3,13 @@
 //! The default estimate is ⌈UTF-16 length / 4⌉, and a message costs its text's estimate
 //! plus 4. A message's text is its `content` (a string as is, anything else as compact
 //! JSON, `None` as `""`) followed by the compact JSON of `tool_calls` when that is a list.
+//! A Responses item other than a message ([`crate::items`]) is sized by its whole
+//! compact JSON; [`crate::provider`] sizes opaque payloads otherwise.
 //! [`crate::transcript::Transcript`] sizes messages lazily and remembers each size.
 
 use crate::error::{CoreError, Problem};
 use crate::items::Item;
-use crate::json::{json_len, JsonNode, Key, MessageFields, Shape};
+use crate::json::{json_len, json_len_with, AsText, JsonNode, Key, MessageFields, Shape, Visitor};
 use crate::text::Text;
 
 /// Per-message overhead in tokens (role and framing).
@@ -141,16 +143,27 @@ pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
 /// # Errors
 /// When nested content has no JSON form or nests too deep.
 pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreError> {
+    message_units_with(message, &mut AsText)
+}
+
+/// [`message_units`], each object measured as `visitor` says.
+///
+/// # Errors
+/// As [`message_units`].
+pub fn message_units_with<N: JsonNode, V: Visitor<N>>(
+    message: &Checked<N>,
+    visitor: &mut V,
+) -> Result<usize, CoreError> {
     let content = match &message.content {
         None => 2,
         Some(content) => match content.as_text() {
             Some(text) => text.utf16_len(),
-            None => json_len(content).map_err(|p| CoreError::field(None, "content", p))?,
+            None => json_len_with(content, visitor).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };
     let calls = match &message.tool_calls {
         None => 0,
-        Some(calls) => json_len(calls).map_err(|p| CoreError::field(None, "tool_calls", p))?,
+        Some(calls) => json_len_with(calls, visitor).map_err(|p| CoreError::field(None, "tool_calls", p))?,
     };
     Ok(content + calls)
 }

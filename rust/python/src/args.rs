@@ -21,6 +21,7 @@ pub struct RawArgs<'py> {
     pub shape: Bound<'py, PyAny>,
     pub cut: Bound<'py, PyAny>,
     pub chunk_tokens: Bound<'py, PyAny>,
+    pub tools: Bound<'py, PyAny>,
 }
 
 /// What `pack_arguments` returns (a `PackArguments` tuple).
@@ -32,6 +33,7 @@ type Normalised<'py> = (
     Option<Bound<'py, PyAny>>,
     String,
     Option<Bound<'py, PyInt>>,
+    Option<Bound<'py, PyAny>>,
 );
 
 /// The checked arguments.
@@ -46,6 +48,8 @@ pub struct PackArgs<'py> {
     pub summary: Option<String>,
     /// The separate system prompt, still to be sized.
     pub system: Option<Bound<'py, PyAny>>,
+    /// The tool definitions (checked by `pack_arguments`), still to be sized.
+    pub tools: Option<Bound<'py, PyAny>>,
     pub dialect: Option<Dialect>,
     pub cut: Cut,
 }
@@ -81,7 +85,7 @@ impl<'py> RawArgs<'py> {
         let system_ok = self.system.is_none()
             || self.system.is_exact_instance_of::<PyString>()
             || self.system.is_exact_instance_of::<PyList>();
-        if !system_ok {
+        if !system_ok || !self.tools.is_none() {
             return None;
         }
         let dialect = dialect(self.shape.cast_exact::<PyString>().ok()?.to_str().ok()?)?;
@@ -98,6 +102,7 @@ impl<'py> RawArgs<'py> {
             pinned,
             summary,
             system: (!self.system.is_none()).then(|| self.system.clone()),
+            tools: None,
             dialect,
             cut,
         })
@@ -116,8 +121,9 @@ impl<'py> RawArgs<'py> {
             &self.shape,
             &self.cut,
             &self.chunk_tokens,
+            &self.tools,
         ))?;
-        let (budget_int, sizers, pinned, summary, system, shape, chunk): Normalised<'py> = checked.extract()?;
+        let (budget_int, sizers, pinned, summary, system, shape, chunk, tools): Normalised<'py> = checked.extract()?;
         let pinned = pinned
             .iter()
             .map(|p| {
@@ -134,6 +140,7 @@ impl<'py> RawArgs<'py> {
             pinned,
             summary: summary.map(|s| lossy(&s).unwrap_or_default()),
             system,
+            tools,
             dialect: dialect(&shape).unwrap_or(None),
             cut: chunk.map_or(Cut::Greedy, |c| Cut::Chunked { chunk: c.extract::<u64>().unwrap_or(u64::MAX) }),
         })

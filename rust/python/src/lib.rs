@@ -14,6 +14,7 @@ mod strings;
 
 use contextfold_core::items::Format;
 use contextfold_core::pack::{self, Cut, PackOptions};
+use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{ArraySizes, Role, Sizes};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
@@ -39,7 +40,7 @@ fn with_transcript<'py, T>(
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    read_transcript(messages, estimate, Format::Auto, f)
+    read_transcript(messages, estimate, Format::Auto, Sizing::Seed, f)
 }
 
 /// [`with_transcript`], the entries read as `format` says.
@@ -47,10 +48,11 @@ fn read_transcript<'py, T>(
     messages: &Bound<'py, PyAny>,
     estimate: Option<Bound<'py, PyAny>>,
     format: Format,
+    sizing: Sizing,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
     let nodes = nodes(messages)?;
-    let sizer = PySizer::new(estimate);
+    let sizer = PySizer::new(estimate, sizing);
     let mut transcript = Transcript::read(&nodes, sizer, format).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
@@ -65,30 +67,45 @@ fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
     Ok(contextfold_core::tokens::estimate_units(units))
 }
 
+/// Seed sizing, or provider sizing with this image cost.
+fn sizing(image_tokens: Option<u64>) -> Sizing {
+    image_tokens.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens })
+}
+
 /// Tokens of one message.
 #[pyfunction]
-#[pyo3(signature = (message, estimate=None))]
-fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
+#[pyo3(signature = (message, estimate=None, image_tokens=None))]
+fn message_tokens<'py>(
+    message: Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
+) -> PyResult<u64> {
     let one = PyList::new(message.py(), [message])?;
-    with_transcript(one.as_any(), estimate, |t| t.tokens(0)).map_err(errors::without_index)
+    read_transcript(one.as_any(), estimate, Format::Auto, sizing(image_tokens), |t| t.tokens(0))
+        .map_err(errors::without_index)
 }
 
 /// Sum of the messages' tokens.
 #[pyfunction]
-#[pyo3(signature = (messages, estimate=None))]
-fn tokens_of<'py>(messages: &Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    with_transcript(messages, estimate, |t| t.sum(0..t.len()))
+#[pyo3(signature = (messages, estimate=None, image_tokens=None))]
+fn tokens_of<'py>(
+    messages: &Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
+) -> PyResult<u64> {
+    read_transcript(messages, estimate, Format::Auto, sizing(image_tokens), |t| t.sum(0..t.len()))
 }
 
 /// Each message's tokens, as an int64 array.
 #[pyfunction]
-#[pyo3(signature = (messages, estimate=None))]
+#[pyo3(signature = (messages, estimate=None, image_tokens=None))]
 fn message_tokens_array<'py>(
     messages: &Bound<'py, PyAny>,
     estimate: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let py = messages.py();
-    let sizes = with_transcript(messages, estimate, |t| {
+    let sizes = read_transcript(messages, estimate, Format::Auto, sizing(image_tokens), |t| {
         (0..t.len()).map(|i| t.tokens(i).map(|s| i64::try_from(s).unwrap_or(i64::MAX))).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(PyArray1::from_vec(py, sizes))
@@ -152,7 +169,7 @@ fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyRes
 #[pyfunction]
 #[pyo3(signature = (
     messages, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, system, shape, cut,
-    chunk_tokens
+    chunk_tokens, tools=None, image_tokens=None
 ))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 fn pack_handoff<'py>(
@@ -166,7 +183,10 @@ fn pack_handoff<'py>(
     shape: Bound<'py, PyAny>,
     cut: Bound<'py, PyAny>,
     chunk_tokens: Bound<'py, PyAny>,
+    tools: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let py = messages.py();
     let raw = args::RawArgs {
         target: target_context_tokens,
         reserve: reserve_output_tokens,
@@ -177,18 +197,20 @@ fn pack_handoff<'py>(
         shape,
         cut,
         chunk_tokens,
+        tools: tools.unwrap_or_else(|| py.None().into_bound(py)),
     };
     let n = messages.len().unwrap_or(0);
     let args = raw.check(n)?;
-    let system_tokens = match &args.system {
-        None => 0,
-        Some(system) => {
-            let message = pyo3::types::PyDict::new(messages.py());
-            message.set_item(pyo3::intern!(messages.py(), "role"), pyo3::intern!(messages.py(), "system"))?;
-            message.set_item(pyo3::intern!(messages.py(), "content"), system)?;
-            message_tokens(message.into_any(), args.sizers.clone())?
-        }
-    };
+    // The separate system prompt and the tool definitions cost what a system message
+    // with that content costs.
+    let mut system_tokens = 0u64;
+    for content in [&args.system, &args.tools].into_iter().flatten() {
+        let message = PyDict::new(py);
+        message.set_item(intern!(py, "role"), intern!(py, "system"))?;
+        message.set_item(intern!(py, "content"), content)?;
+        let tokens = message_tokens(message.into_any(), args.sizers.clone(), image_tokens)?;
+        system_tokens = system_tokens.saturating_add(tokens);
+    }
     let options = PackOptions {
         budget: args.budget,
         system_tokens,
@@ -198,7 +220,7 @@ fn pack_handoff<'py>(
         cut: args.cut,
     };
     let format = pack::format_for(args.dialect);
-    let packed = read_transcript(messages, args.sizers, format, |t| pack::pack(t, &options))?;
+    let packed = read_transcript(messages, args.sizers, format, sizing(image_tokens), |t| pack::pack(t, &options))?;
     handoff_pack(messages, packed, &args.budget_int)
 }
 
@@ -245,7 +267,7 @@ fn pack_many<'py>(
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
             Some(Err(_)) | None => {
-                read_transcript(&transcript, None, pack::format_for(dialect), |t| pack::pack(t, opts))
+                read_transcript(&transcript, None, pack::format_for(dialect), Sizing::Seed, |t| pack::pack(t, opts))
                     .map_err(|e| in_transcript(py, e, i))?
             }
         };

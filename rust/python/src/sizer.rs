@@ -1,11 +1,12 @@
 //! The caller's estimator, as the core's [`Sizer`].
 //!
-//! With no estimator the core's chars/4 rule runs natively. A custom estimator is a
+//! With no estimator the core's chars/4 rule (seed or provider sizing) runs natively. A custom estimator is a
 //! Python callable, so each message is sized by `contextfold._contract`'s helpers (the
 //! same code the reference backend runs); an exception it raises is kept and re-raised
 //! unchanged.
 
 use crate::node::PyNode;
+use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{CharsPerToken, Checked, Sizer};
 use contextfold_core::CoreError;
 use pyo3::prelude::*;
@@ -13,14 +14,17 @@ use pyo3::prelude::*;
 pub struct PySizer<'py> {
     /// `(per_message(index, message, whole), per_text(text))` for a custom estimator.
     custom: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    /// How messages are sized without a custom estimator.
+    sizing: Sizing,
     error: Option<PyErr>,
 }
 
 impl<'py> PySizer<'py> {
-    /// A sizer for `estimate`: `None`, or the pair of helpers `contextfold._contract` builds.
-    pub fn new(estimate: Option<Bound<'py, PyAny>>) -> Self {
+    /// A sizer for `estimate`: `None` (sized as `sizing` says), or the pair of helpers
+    /// `contextfold._contract` builds.
+    pub fn new(estimate: Option<Bound<'py, PyAny>>, sizing: Sizing) -> Self {
         let custom = estimate.and_then(|pair| pair.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>().ok());
-        Self { custom, error: None }
+        Self { custom, sizing, error: None }
     }
 
     /// The Python exception for `err`: the one a callback raised, else the mapped core error.
@@ -50,7 +54,7 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
         checked: &Checked<PyNode<'py>>,
     ) -> Result<u64, CoreError> {
         match self.custom.clone() {
-            None => CharsPerToken.message_tokens(index, message, checked),
+            None => self.sizing.message_tokens(index, message, checked),
             Some((per_message, _)) => {
                 let result = per_message.call1((index, message.0.clone(), checked.item.sized_whole()));
                 self.call(result)
