@@ -146,6 +146,10 @@ def pack_handoff(
     ``shape="auto"`` reads Responses items when any item has a ``type`` and no ``role``
     or is a ``message``, ``function_call`` or ``function_call_output`` item; otherwise it pairs
     Anthropic ``tool_use``/``tool_result`` blocks when any appear, else OpenAI tool calls.
+
+    The list is read once, when the call begins: every field of the result (``messages``,
+    ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another
+    thread) changes the list during the call.
     """
     images = image_tokens_for(sizing, image_tokens, estimate_tokens)
     return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
@@ -181,16 +185,21 @@ def pack_many(
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
-    On the native backend, with ``threads`` above one (default: one a CPU), the calling
-    thread reads the transcripts (reading Python objects needs the GIL) and worker threads
-    pack them with the GIL released; with one thread it packs them in place. Either way
-    the call passes through the interpreter every quarter switch interval, so other Python
-    threads get their turns and Ctrl-C stops it, and it is safe to call from many threads
-    at once. The results equal packing one by one. ``systems`` gives each transcript's
-    separate system prompt (Anthropic shape); ``tools`` the tool definitions every
-    transcript is sent with (counted once per transcript). A custom ``estimate_tokens`` is Python code,
-    so those batches are packed one by one, as are batches sized with
-    ``sizing="provider"`` (each still packed natively).
+    On the native backend, with ``threads`` above one (default: one a CPU; never more
+    than the CPUs, and fewer when the OS refuses to start more), the calling thread reads
+    the transcripts (reading Python objects needs the GIL) and worker threads pack them
+    with the GIL released; with one thread it packs them in place. Either way the call
+    passes through the interpreter every quarter switch interval, so other Python threads
+    get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
+    safe to call from many threads at once. The results equal packing one by one.
+    ``systems`` gives each transcript's separate system prompt (Anthropic shape); ``tools``
+    the tool definitions every transcript is sent with (counted once per transcript). A
+    custom ``estimate_tokens`` is Python code, so those batches are packed one by one, as
+    are batches sized with ``sizing="provider"`` (each still packed natively).
+
+    Each transcript list is read once, when packing it begins, and its result comes from
+    that reading: a thread changing a transcript during the batch changes no field of its
+    result.
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)

@@ -43,6 +43,9 @@ def _default_tokens(index: int | None, message: dict[str, Any], whole: bool) -> 
 class Transcript:
     """Roles read (and checked) up front; each message sized once, on first use.
 
+    The list is read once, here: what an estimator later does to the caller's list does
+    not reach the result (the native backend reads it the same way).
+
     ``shape`` ``"auto"`` reads Responses items when any entry marks them so
     (:func:`~.items.marks_responses`), else chat messages; ``"responses"`` reads items;
     any other shape reads chat messages. ``kinds`` is None for chat messages.
@@ -55,15 +58,15 @@ class Transcript:
     ) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = messages
+        self.messages: list[Any] = list(messages)
         self.kinds: list[str] | None = None
-        if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in messages)):
-            checked = [check_item(m, i) for i, m in enumerate(messages)]
+        if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in self.messages)):
+            checked = [check_item(m, i) for i, m in enumerate(self.messages)]
             self.roles = [role for role, _ in checked]
             self.kinds = [kind for _, kind in checked]
         else:
-            self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
-        self.sizes: list[int | None] = [None] * len(messages)
+            self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
+        self.sizes: list[int | None] = [None] * len(self.messages)
         self._size: PerMessage = _sizer(sizers, image_tokens)
 
     def __len__(self) -> int:

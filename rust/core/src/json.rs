@@ -126,6 +126,19 @@ pub trait JsonNode: Sized {
             _ => None,
         }
     }
+
+    /// UTF-16 length of the string this value holds, if it is one. A node that can tell
+    /// it without the text (a request scanner that has not decoded an escaped string)
+    /// overrides it.
+    fn str_units(&self) -> Option<usize> {
+        self.as_text().map(|t| t.utf16_len())
+    }
+
+    /// [`Text::json_len`] of the string this value holds, when the node knows it without
+    /// the text; `None` (the default) sends [`json_len`] to the text.
+    fn str_json_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 enum Frame<N: JsonNode> {
@@ -184,14 +197,18 @@ pub fn json_len_with<N: JsonNode, V: Visitor<N>>(value: &N, visitor: &mut V) -> 
             Frame::Items(items) => items.next(),
             Frame::Entries(entries, skip) => match entries.next() {
                 Some((key, child)) => {
-                    let key = match key.view()? {
-                        View::Str(k) => k,
-                        _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
-                    };
-                    if skip.is_some_and(|s| key.eq_ascii(s)) {
-                        continue;
+                    if let Some(skip) = skip {
+                        if key.as_text().is_some_and(|k| k.eq_ascii(skip)) {
+                            continue;
+                        }
                     }
-                    len += key.json_len();
+                    len += match key.str_json_len() {
+                        Some(key_len) => key_len,
+                        None => match key.view()? {
+                            View::Str(k) => k.json_len(),
+                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                        },
+                    };
                     Some(child)
                 }
                 None => None,
@@ -215,6 +232,9 @@ pub fn json_len_with<N: JsonNode, V: Visitor<N>>(value: &N, visitor: &mut V) -> 
 /// Length of a scalar, or of a container's brackets and separators (its children are
 /// pushed for the caller to walk).
 fn open<N: JsonNode, V: Visitor<N>>(value: &N, stack: &mut Stack<N>, visitor: &mut V) -> Result<usize, Problem> {
+    if let Some(len) = value.str_json_len() {
+        return Ok(len);
+    }
     Ok(match value.view()? {
         View::Null => 4,
         View::Bool(b) => {

@@ -16,6 +16,7 @@ pub mod pack;
 pub mod paths;
 pub mod provider;
 pub mod rank;
+pub mod request;
 pub mod text;
 pub mod tokens;
 pub mod transcript;

@@ -156,8 +156,8 @@ pub fn message_units_with<N: JsonNode, V: Visitor<N>>(
 ) -> Result<usize, CoreError> {
     let content = match &message.content {
         None => 2,
-        Some(content) => match content.as_text() {
-            Some(text) => text.utf16_len(),
+        Some(content) => match content.str_units() {
+            Some(units) => units,
             None => json_len_with(content, visitor).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };

@@ -127,9 +127,8 @@ impl<'py> RawArgs<'py> {
         let pinned = pinned
             .iter()
             .map(|p| {
-                p.extract::<usize>().map_err(|_| {
-                    crate::errors::ArgumentError::new_err(format!("pinned index {p} is out of range for {n} messages"))
-                })
+                p.extract::<usize>()
+                    .map_err(|_| crate::errors::argument(format!("pinned index {p} is out of range for {n} messages")))
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PackArgs {
@@ -154,7 +153,7 @@ fn exact_u64(value: &Bound<'_, PyAny>) -> Option<u64> {
 
 /// The text with surrogate pairs joined and unpaired surrogates as U+FFFD, as the core
 /// reads UTF-16.
-fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
+pub fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
     crate::node::text_of(s).map(|t| t.to_string_lossy())
 }
 
