@@ -32,6 +32,7 @@ from ._contract import (
     DEFAULT_IMAGE_TOKENS,
     VOLATILE_TAIL_CLOSE,
     VOLATILE_TAIL_TAG,
+    EncodingName,
     Estimator,
     HandoffPack,
     add_note,
@@ -43,6 +44,7 @@ from ._contract import (
     image_tokens_for,
     is_volatile_content,
     prompt_message,
+    sizers,
     whole,
 )
 from ._js import js_trim
@@ -91,7 +93,7 @@ def pack_handoff(
     *,
     target_context_tokens: int,
     reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
     pinned: Iterable[int] = (),
     summary: str | None = None,
     system: str | list[Any] | None = None,
@@ -173,7 +175,7 @@ def pack_many(
     *,
     target_context_tokens: int,
     reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
     systems: Sequence[str | list[Any] | None] | None = None,
     shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
@@ -193,9 +195,11 @@ def pack_many(
     get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
     safe to call from many threads at once. The results equal packing one by one.
     ``systems`` gives each transcript's separate system prompt (Anthropic shape); ``tools``
-    the tool definitions every transcript is sent with (counted once per transcript). A
-    custom ``estimate_tokens`` is Python code, so those batches are packed one by one, as
-    are batches sized with ``sizing="provider"`` (each still packed natively).
+    the tool definitions every transcript is sent with (counted once per transcript). An
+    embedded encoding (``estimate_tokens="o200k_base"``) is counted natively, so those
+    batches stay native and GIL-free too; a custom ``estimate_tokens`` is Python code, so
+    those batches are packed one by one, as are batches sized with ``sizing="provider"``
+    (each still packed natively).
 
     Each transcript list is read once, when packing it begins, and its result comes from
     that reading: a thread changing a transcript during the batch changes no field of its
@@ -209,7 +213,8 @@ def pack_many(
     if systems is not None and len(systems) != len(transcripts):
         raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
     images = image_tokens_for(sizing, image_tokens, estimate_tokens)
-    if estimate_tokens is not None or images is not None:  # one by one
+    estimate = sizers(estimate_tokens)
+    if images is not None or (estimate is not None and not isinstance(estimate, str)):  # one by one
         packs = []
         for i, (messages, system) in enumerate(zip(transcripts, systems or [None] * len(transcripts), strict=True)):
             try:
@@ -232,12 +237,15 @@ def pack_many(
                 add_note(exc, f"in transcript {i}")
                 raise
         return packs
+    encoding: EncodingName | None = estimate
     check_tools(tools)
-    tools_tokens = 0 if tools is None else message_tokens(prompt_message(tools))
-    system_tokens = [tools_tokens + _system_tokens(s) for s in systems or [None] * len(transcripts)]
-    return _backend.impl.pack_many(transcripts, budget, system_tokens, shape, chunk, count)  # type: ignore[no-any-return]
+    tools_tokens = 0 if tools is None else message_tokens(prompt_message(tools), estimate_tokens=encoding)
+    system_tokens = [tools_tokens + _system_tokens(s, encoding) for s in systems or [None] * len(transcripts)]
+    return _backend.impl.pack_many(  # type: ignore[no-any-return]
+        transcripts, budget, system_tokens, shape, chunk, count, encoding
+    )
 
 
-def _system_tokens(system: Any) -> int:
+def _system_tokens(system: Any, encoding: EncodingName | None) -> int:
     check_system(system)
-    return 0 if system is None else message_tokens(prompt_message(system))
+    return 0 if system is None else message_tokens(prompt_message(system), estimate_tokens=encoding)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._contract import MESSAGE_OVERHEAD, PerMessage, Sizers, content_and_calls, role_of
+from .._contract import (
+    MESSAGE_OVERHEAD,
+    PerMessage,
+    Sizing,
+    content_and_calls,
+    encoding_name,
+    resolved,
+    role_of,
+    tiktoken_count,
+)
 from .._js import Visit, json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .items import MESSAGE, check_item, marks_responses
@@ -54,7 +63,7 @@ class Transcript:
     __slots__ = ("_size", "kinds", "messages", "roles", "sizes")
 
     def __init__(
-        self, messages: Any, sizers: Sizers | None = None, shape: str = "auto", image_tokens: int | None = None
+        self, messages: Any, sizing: Sizing = None, shape: str = "auto", image_tokens: int | None = None
     ) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
@@ -67,7 +76,7 @@ class Transcript:
         else:
             self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
         self.sizes: list[int | None] = [None] * len(self.messages)
-        self._size: PerMessage = _sizer(sizers, image_tokens)
+        self._size: PerMessage = _sizer(sizing, image_tokens)
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -84,9 +93,10 @@ class Transcript:
         return sum(tokens(i) for i in range(start, stop))
 
 
-def _sizer(estimate: Sizers | None, image_tokens: int | None) -> PerMessage:
-    """How each message is sized: a custom estimator, provider sizing (``image_tokens``
-    given), or the default estimate."""
+def _sizer(sizing: Sizing, image_tokens: int | None) -> PerMessage:
+    """How each message is sized: a custom estimator or an embedded encoding, provider
+    sizing (``image_tokens`` given), or the default estimate."""
+    estimate = resolved(sizing)
     if estimate is not None:
         return estimate[0]
     if image_tokens is not None:
@@ -100,7 +110,11 @@ def estimate_tokens(text: str) -> int:
     return -(-utf16_len(text) // 4)
 
 
-def message_tokens(message: Any, estimate: Sizers | None = None, image_tokens: int | None = None) -> int:
+def count_tokens(text: str, name: str) -> int:
+    return tiktoken_count(encoding_name(name))(text)
+
+
+def message_tokens(message: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
     if marks_responses(message):
         whole = check_item(message)[1] != MESSAGE
     else:
@@ -109,12 +123,12 @@ def message_tokens(message: Any, estimate: Sizers | None = None, image_tokens: i
     return _sizer(estimate, image_tokens)(None, message, whole)
 
 
-def tokens_of(messages: Any, estimate: Sizers | None = None, image_tokens: int | None = None) -> int:
+def tokens_of(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
     t = Transcript(messages, estimate, image_tokens=image_tokens)
     return t.sum(0, len(t))
 
 
-def message_tokens_array(messages: Any, estimate: Sizers | None = None, image_tokens: int | None = None) -> np.ndarray:
+def message_tokens_array(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> np.ndarray:
     t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 

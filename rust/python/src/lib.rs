@@ -58,7 +58,7 @@ fn with_nodes<'py, T>(
     if estimate.is_some() {
         sizer::check_stack()?;
     }
-    let sizer = PySizer::new(estimate, sizing);
+    let sizer = PySizer::new(estimate, sizing)?;
     let mut transcript = Transcript::read(nodes, sizer, format).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
@@ -71,6 +71,15 @@ fn with_nodes<'py, T>(
 fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
     let units = node::with_text(text, |t: Text<'_>| t.utf16_len())?;
     Ok(contextfold_core::tokens::estimate_units(units))
+}
+
+/// Exact tokens of `text` in the embedded encoding `name` (the GIL released for long
+/// texts).
+#[pyfunction]
+fn count_tokens(text: &Bound<'_, PyString>, name: &str) -> PyResult<usize> {
+    let encoding = sizer::encoding(name)?;
+    let mut transcoded = String::new();
+    node::with_text(text, |t: Text<'_>| sizer::count(text.py(), encoding, t, &mut transcoded))
 }
 
 /// Seed sizing, or provider sizing with this image cost.
@@ -235,7 +244,8 @@ fn pack_handoff<'py>(
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
 /// to `threads` threads with the GIL released; a list of what `pack_handoff` returns.
 #[pyfunction]
-#[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads))]
+#[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads, encoding=None))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python wrapper's arguments
 fn pack_many<'py>(
     transcripts: &Bound<'py, PyList>,
     budget: Bound<'py, PyInt>,
@@ -243,8 +253,10 @@ fn pack_many<'py>(
     dialect: &str,
     chunk_tokens: Option<Bound<'py, PyInt>>,
     threads: Bound<'py, PyInt>,
+    encoding: Option<Bound<'py, PyString>>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
+    let exact = encoding.as_ref().map(|name| sizer::encoding(&name.to_cow()?)).transpose()?;
     let budget_int = budget.into_any();
     // Beyond u64 is beyond any transcript: the core sees "unlimited".
     let budget = budget_int.extract::<u64>().unwrap_or(u64::MAX);
@@ -264,8 +276,11 @@ fn pack_many<'py>(
         .collect();
     let mut fairness = batch::Fairness::new(py);
     let threads = batch::thread_count(threads.extract().unwrap_or(usize::MAX));
-    let detached =
-        if threads > 1 { batch::pack_detached(transcripts, &options, threads, &mut fairness)? } else { Vec::new() };
+    let detached = if threads > 1 {
+        batch::pack_detached(transcripts, &options, exact, threads, &mut fairness)?
+    } else {
+        Vec::new()
+    };
     let mut out = Vec::with_capacity(options.len());
     let mut detached = detached.into_iter();
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options) {
@@ -277,9 +292,14 @@ fn pack_many<'py>(
             // error exactly as one-by-one packing does.
             _ => {
                 let snapshot = nodes(&transcript).map_err(|e| in_transcript(py, e, i))?;
-                let packed =
-                    with_nodes(&snapshot, None, pack::format_for(dialect), Sizing::Seed, |t| pack::pack(t, opts))
-                        .map_err(|e| in_transcript(py, e, i))?;
+                let packed = with_nodes(
+                    &snapshot,
+                    encoding.clone().map(Bound::into_any),
+                    pack::format_for(dialect),
+                    Sizing::Seed,
+                    |t| pack::pack(t, opts),
+                )
+                .map_err(|e| in_transcript(py, e, i))?;
                 (packed, snapshot)
             }
         };
@@ -484,9 +504,9 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
 mod _native {
     #[pymodule_export]
     use super::{
-        _scan_floor, canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
-        rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
+        _scan_floor, canonical_path, compact_tail_start_for_budget, count_tokens, estimate_tokens, handoff_line,
+        message_tokens, message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests,
+        pinned_directive_index, rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]
