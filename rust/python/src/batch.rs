@@ -215,11 +215,11 @@ fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions], exact: Option<Encoding
     for t in transcripts.iter_mut() {
         let Some(opts) = options.get(t.index) else { continue };
         let messages: Vec<Node<'_, 'static>> = t.roots.iter().map(|&at| arena.node(at)).collect();
+        let format = pack::format_for(opts.dialect);
         t.outcome = Some(match exact {
-            None => Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts)),
-            Some(encoding) => {
-                Transcript::new(&messages, ExactTokens::new(encoding)).and_then(|mut t| pack::pack(&mut t, opts))
-            }
+            None => Transcript::read(&messages, CharsPerToken, format).and_then(|mut t| pack::pack(&mut t, opts)),
+            Some(encoding) => Transcript::read(&messages, ExactTokens::new(encoding), format)
+                .and_then(|mut t| pack::pack(&mut t, opts)),
         });
     }
 }

@@ -52,6 +52,8 @@ fn key<'py>(py: Python<'py>, key: Key) -> &'py Bound<'py, PyString> {
         Key::Text => intern!(py, "text"),
         Key::Name => intern!(py, "name"),
         Key::Function => intern!(py, "function"),
+        Key::CallId => intern!(py, "call_id"),
+        Key::Output => intern!(py, "output"),
     }
 }
 
@@ -185,7 +187,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 
     fn message_fields(&self) -> MessageFields<Self> {
-        let mut out = MessageFields { role: None, content: None, tool_calls: None };
+        let mut out = MessageFields { role: None, content: None, tool_calls: None, kind: None };
         if !PyDict::is_type_of(&self.0) {
             return out;
         }
@@ -194,6 +196,7 @@ impl<'py> JsonNode for PyNode<'py> {
             (key(py, Key::Role).as_ptr(), Key::Role),
             (key(py, Key::Content).as_ptr(), Key::Content),
             (key(py, Key::ToolCalls).as_ptr(), Key::ToolCalls),
+            (key(py, Key::Type).as_ptr(), Key::Type),
         ];
         let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
@@ -204,6 +207,7 @@ impl<'py> JsonNode for PyNode<'py> {
                 Some(Key::Role) => &mut out.role,
                 Some(Key::Content) => &mut out.content,
                 Some(Key::ToolCalls) => &mut out.tool_calls,
+                Some(Key::Type) => &mut out.kind,
                 _ => continue,
             };
             // SAFETY: `v` is a valid borrowed reference (see above); we take a new one.
@@ -217,7 +221,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 }
 
-/// Which of the three message keys `k` spells, compared by content (a dict built by
+/// Which of the four message keys `k` spells, compared by content (a dict built by
 /// `json.loads` holds its own key objects, not the interned ones).
 ///
 /// # Safety
@@ -237,6 +241,7 @@ unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
             b"role" => Some(Key::Role),
             b"content" => Some(Key::Content),
             b"tool_calls" => Some(Key::ToolCalls),
+            b"type" => Some(Key::Type),
             _ => None,
         }
     }
