@@ -87,6 +87,50 @@ def bench_pack_many(benchmark: Any, threads: int, distinct_batch: list[list[dict
     )
 
 
+@pytest.fixture(scope="module")
+def long_batch() -> list[list[dict[str, Any]]]:
+    """720 long transcripts: each corpus run, its messages repeated to 120 or more, a
+    distinct copy each."""
+    import gc
+    import json
+
+    def lengthened(convo: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        head = [m for m in convo if m["role"] == "system"]
+        body = [m for m in convo if m["role"] != "system"] or convo
+        out = list(head)
+        while len(out) < 120:
+            out.extend(body)
+        return out
+
+    pool = corpus()
+    batch = [json.loads(json.dumps(lengthened(pool[i % len(pool)]))) for i in range(720)]
+    gc.freeze()
+    return batch
+
+
+@pytest.mark.parametrize("fixture", ["short", "long"])
+@pytest.mark.parametrize("threads", ["default", "1"])
+def bench_pack_many_default_threads(
+    benchmark: Any,
+    threads: str,
+    fixture: str,
+    distinct_batch: list[list[dict[str, Any]]],
+    long_batch: list[list[dict[str, Any]]],
+) -> None:
+    """The default thread count must never lose to one thread: it packs in place where
+    workers would idle (compare the two rows of each group)."""
+    from contextfold import pack_many
+
+    native()
+    batch = distinct_batch[:2_000] if fixture == "short" else long_batch
+    count = None if threads == "default" else 1
+    assert pack_many(batch, target_context_tokens=BUDGET, threads=count) == [
+        pack_handoff(c, target_context_tokens=BUDGET) for c in batch
+    ]
+    benchmark.group = f"pack_many {len(batch)} {fixture} transcripts @ {BUDGET}: default vs 1 thread"
+    benchmark.pedantic(lambda: pack_many(batch, target_context_tokens=BUDGET, threads=count), rounds=11, iterations=1)
+
+
 def bench_pack_handoff_loop(benchmark: Any, distinct_batch: list[list[dict[str, Any]]]) -> None:
     """The baseline pack_many must beat: native pack_handoff called in a Python loop."""
     native()

@@ -74,3 +74,72 @@ def transcripts(draw: st.DrawFn, max_turns: int = 30) -> list[dict[str, Any]]:
     for turn in draw(st.lists(turns(), max_size=max_turns)):
         out.extend(turn)
     return out
+
+
+# OpenAI Responses API items -----------------------------------------------------------
+
+item_call_ids = st.sampled_from(["call_a", "call_b", "call_c", "call_\ud800", "call_😀"])
+input_text = st.builds(lambda t: [{"type": "input_text", "text": t}], text)
+output_text = st.builds(lambda t: [{"type": "output_text", "text": t, "annotations": []}], text)
+reasoning_item = st.builds(
+    lambda s, e: {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": s}],
+        "encrypted_content": e,
+    },
+    text,
+    text,
+)
+unknown_item = st.one_of(
+    st.builds(lambda i: {"type": "item_reference", "id": i}, text),
+    st.builds(lambda d: {**d, "type": "web_search_call", "id": "ws_1"}, st.dictionaries(text, json_values, max_size=2)),
+    st.builds(lambda d: {**d, "type": "mcp_list_tools"}, st.dictionaries(text, json_values, max_size=2)),
+)
+
+
+@st.composite
+def item_turns(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """One step of a Responses run: a user or assistant message item, a tool step
+    (reasoning, parallel calls, their outputs in any order, some unanswered), an orphan
+    output, an unknown item, or a volatile tail."""
+    kind = draw(st.sampled_from(["user", "user", "assistant", "step", "step", "step", "orphan", "unknown", "volatile"]))
+    if kind == "user":
+        plain = draw(st.booleans())
+        body = draw(st.one_of(text, input_text))
+        return [{"role": "user", "content": body} if plain else {"type": "message", "role": "user", "content": body}]
+    if kind == "assistant":
+        return [{"type": "message", "role": "assistant", "content": draw(output_text)}]
+    if kind == "orphan":
+        return [{"type": "function_call_output", "call_id": draw(item_call_ids), "output": draw(text)}]
+    if kind == "unknown":
+        return [draw(unknown_item)]
+    if kind == "volatile":
+        return [{"role": "user", "content": [{"type": "input_text", "text": "<run-state>\n" + draw(text)}]}]
+    out: list[dict[str, Any]] = draw(st.lists(reasoning_item, max_size=2))
+    call_types = st.sampled_from(["function_call", "function_call", "custom_tool_call", "computer_call"])
+    calls = [
+        {"type": t, "call_id": c, "name": n, "arguments": draw(text)}
+        for t, c, n in draw(
+            st.lists(st.tuples(call_types, item_call_ids, st.sampled_from(["grep", "read"])), min_size=1, max_size=3)
+        )
+    ]
+    out += calls
+    answered = draw(st.permutations(calls))[: draw(st.integers(0, len(calls)))]
+    for call in answered:
+        out.append(
+            {"type": call["type"] + "_output", "call_id": call["call_id"], "output": draw(st.one_of(text, input_text))}
+        )
+    return out
+
+
+@st.composite
+def item_transcripts(draw: st.DrawFn, max_turns: int = 30) -> list[dict[str, Any]]:
+    """A Responses transcript: optional leading developer/system message items, then steps."""
+    out: list[dict[str, Any]] = [
+        {"type": "message", "role": draw(st.sampled_from(["developer", "system"])), "content": draw(text)}
+        for _ in range(draw(st.integers(0, 2)))
+    ]
+    for turn in draw(st.lists(item_turns(), max_size=max_turns)):
+        out.extend(turn)
+    return out

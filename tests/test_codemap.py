@@ -163,7 +163,7 @@ def test_paths(backend: str) -> None:
     assert cf.repo_path("a/b\ud800.ts") == "a/b\ud800.ts"  # a lone surrogate survives
     with pytest.raises(TypeError):
         cf.repo_path(3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"items\[1\]: expected str"):
+    with pytest.raises(cf.ArgumentTypeError, match=r"items\[1\]: expected str"):
         cf.rank_by_count(["a", 1])  # type: ignore[list-item]
 
 

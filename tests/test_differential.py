@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .conftest import anthropic_corpus, native_required, openai_corpus
-from .strategies import content, json_values, transcripts
+from .strategies import content, item_transcripts, json_values, text, transcripts
 
 EXAMPLES = settings(max_examples=10_000)
 
@@ -91,3 +91,39 @@ def test_corpus(window: int, budget: int) -> None:
         # growing transcripts: every prefix
         for n in range(0, len(convo), max(1, len(convo) // 25)):
             same("window_start", convo[:n], window, budget, None)
+
+
+# Responses items and provider sizing -----------------------------------------------------
+
+opaque_parts = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "text", "text": t}, text),
+        st.builds(lambda u: {"type": "image_url", "image_url": {"url": u}}, text),
+        st.builds(lambda d: {"type": "image", "source": {"type": "base64", "data": d}}, text),
+        st.builds(lambda d: {"type": "document", "source": {"data": d}}, text),
+        st.builds(lambda u: {"type": "input_image", "image_url": u}, text),
+        st.builds(lambda t, s: {"type": "thinking", "thinking": t, "signature": s}, text, text),
+        st.builds(lambda d: {"type": "redacted_thinking", "data": d}, text),
+        st.dictionaries(text, json_values, max_size=3),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=2_000)
+@given(item_transcripts(max_turns=8), st.sampled_from([None, 0, 1_600]))
+def test_responses_items_and_provider_sizing(items: list[dict[str, Any]], image_tokens: int | None) -> None:
+    same("tokens_of", items, None, image_tokens)
+    same("message_tokens_array", items, None, image_tokens)
+
+
+@settings(max_examples=3_000)
+@given(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": opaque_parts}))
+def test_provider_sizing_of_opaque_blocks(message: dict[str, Any]) -> None:
+    seed = same("message_tokens", message, None, None)
+    provider = same("message_tokens", message, None, 1_600)
+    if not any(
+        isinstance(p, dict) and p.get("type") in ("image_url", "image", "document", "input_image")
+        for p in message["content"]
+    ):
+        assert provider <= seed

@@ -216,3 +216,63 @@ def test_an_estimator_reentering_pack_handoff_on_a_small_stack(backend_name: str
     )
     assert done.returncode == 0 and done.stdout == "RecursionError\n", done.stderr
 
+
+def test_an_estimator_error_passes_through_message_tokens_unchanged(backend: str) -> None:
+    class Mine(cf.MessageTypeError):
+        pass
+
+    raised = Mine("message 0 of my own", 0, "x")
+
+    def estimate(text: str) -> int:
+        raise raised
+
+    with pytest.raises(Mine) as info:
+        cf.message_tokens({"role": "user", "content": "hi"}, estimate_tokens=estimate)
+    assert info.value is raised
+    assert (str(info.value), info.value.index) == ("message 0 of my own", 0)
+
+
+@pytest.mark.parametrize(
+    ("message", "text", "field"),
+    [
+        ({"role": 5}, "message, field 'role': expected str, got int", "role"),
+        ({"role": "user", "content": [{1, 2}]}, "message, field 'content': expected ", "content"),
+        ([], "message: expected a dict, got list", ""),
+    ],
+)
+def test_a_lone_message_error_names_no_index(backend: str, message: Any, text: str, field: str) -> None:
+    for estimate in (None, len):
+        with pytest.raises(cf.MessageTypeError) as info:
+            cf.message_tokens(message, estimate_tokens=estimate)
+        assert str(info.value).startswith(text)
+        assert (info.value.index, info.value.field) == (None, field)
+
+
+def test_every_binding_error_is_a_contextfold_error(backend: str) -> None:
+    with pytest.raises(cf.ArgumentTypeError, match=r"items\[1\]: expected str, got int"):
+        cf.rank_by_count(["a", 1])  # type: ignore[list-item]
+    assert issubclass(cf.ArgumentTypeError, TypeError) and issubclass(cf.ArgumentTypeError, cf.ContextfoldError)
+
+
+def test_numpy_scalars_count_by_value(backend: str) -> None:
+    np = pytest.importorskip("numpy")
+    cases = [(np.float64(1.5), 1.5), (np.float64(1e21), 1e21), (np.float64(2.0), 2.0), (np.int64(-7), -7)]
+    cases += [(np.int64(2**62), 2**62), (np.float64("nan"), float("nan"))]
+    for value, plain in cases:
+        odd = {"role": "user", "content": [{"type": "x", "v": value}], "tool_calls": [value]}
+        same = {"role": "user", "content": [{"type": "x", "v": plain}], "tool_calls": [plain]}
+        assert cf.message_tokens(odd) == cf.message_tokens(same), value
+        assert cf.message_tokens(odd, estimate_tokens=len) == cf.message_tokens(same, estimate_tokens=len), value
+        batch = [[odd, {"role": "assistant", "content": "z" * 400}]] * 100
+        assert cf.pack_many(batch, target_context_tokens=60, threads=2) == [
+            cf.pack_handoff(m, target_context_tokens=60) for m in batch
+        ]
+
+
+def test_an_index_that_raises_is_not_a_json_value(backend: str) -> None:
+    class Broken:
+        def __index__(self) -> int:
+            raise ValueError("no")
+
+    with pytest.raises(cf.MessageTypeError, match=r"field 'content': expected a JSON value .*, got Broken"):
+        cf.message_tokens({"role": "user", "content": [Broken()]})

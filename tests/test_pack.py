@@ -4,16 +4,19 @@ transcripts, for both backends; plus the seed's volatile-tail cases and bad inpu
 from __future__ import annotations
 
 import enum
+import json
+import re
 from typing import Any
 
 import contextfold as cf
 import pytest
 from contextfold import reference
+from contextfold.synthetic import responses_items
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .conftest import anthropic_corpus, native_required, openai_corpus
-from .strategies import transcripts
+from .strategies import item_transcripts, transcripts
 
 
 def msg(role: str, tag: str) -> dict[str, Any]:
@@ -114,7 +117,7 @@ def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
         b.dropped,
         b.budget,
     )
-    assert [m.get("role") for m in a.messages] == [m.get("role") for m in b.messages]
+    assert a.messages == b.messages
     return a
 
 
@@ -326,3 +329,224 @@ def test_argument_forms_agree(kwargs: dict[str, Any], monkeypatch: pytest.Monkey
         }
         outcomes.append(_outcome(messages, fresh))
     assert outcomes[0] == outcomes[1]
+
+
+# OpenAI Responses API items (shape="responses") ---------------------------------------
+
+
+def item_role(item: dict[str, Any]) -> str:
+    """The role an item plays: a message item's role (developer as system), calls and
+    reasoning as the assistant, outputs as tool results, anything else none."""
+    kind = item.get("type", "message")
+    if kind == "message":
+        return "system" if item["role"] == "developer" else str(item["role"])
+    if kind == "reasoning" or kind.endswith("_call"):
+        return "assistant"
+    return "tool" if kind.endswith("_call_output") else ""
+
+
+def check_item_contract(items: list[dict[str, Any]], budget: int, pack: cf.HandoffPack, pinned: list[int]) -> None:
+    """SPEC §5, points 1-8, on a Responses-shape result."""
+    n = len(items)
+    kept = pack.kept
+    if cf.tokens_of(items) <= budget:
+        assert all(a is b for a, b in zip(pack.messages, items, strict=True)) and len(pack.messages) == n
+        assert pack.dropped == 0 and pack.note is None and pack.fits
+        return
+    assert kept == sorted(kept) and len(set(kept)) == len(kept) and pack.dropped == n - len(kept)
+    roles = [item_role(m) for m in items]
+    prefix = next((i for i, r in enumerate(roles) if r != "system"), n)
+    assert kept[:prefix] == list(range(prefix))
+    body = [m for k, m in enumerate(pack.messages) if not (pack.note is not None and k == prefix)]
+    assert all(a is items[i] for a, i in zip(body, kept, strict=True))
+    volatile = n
+    while volatile > 0 and cf.is_volatile_tail(items[volatile - 1]):
+        volatile -= 1
+    directive = next(
+        (i for i in range(volatile - 1, prefix - 1, -1) if roles[i] == "user" and not cf.is_volatile_tail(items[i])),
+        None,
+    )
+    if directive is not None:
+        assert directive in kept
+    for p in pinned:
+        if prefix <= p < volatile and roles[p] in ("user", "assistant"):
+            assert p in kept
+    # 4. atomic: a call and its output (the first after it with its call_id) and all
+    # between are kept or dropped together; reasoning goes with the item after it.
+    together: list[range] = []
+    for k in range(prefix, volatile):
+        if roles[k] == "assistant" and items[k].get("type", "message").endswith("_call"):
+            answer = next(
+                (
+                    o
+                    for o in range(k + 1, volatile)
+                    if items[o].get("type", "").endswith("_call_output")
+                    and "call_id" in items[k]
+                    and items[o].get("call_id") == items[k]["call_id"]
+                ),
+                None,
+            )
+            if answer is not None:
+                together.append(range(k, answer + 1))
+        if items[k].get("type") == "reasoning" and k + 1 < volatile:
+            together.append(range(k, k + 2))
+    for run in together:
+        assert all(i in kept for i in run) or not any(i in kept for i in run), run
+    assert all(i in kept for i in range(volatile, n)) or not any(i in kept for i in range(volatile, n))
+    if pack.note is not None:
+        note = pack.messages[prefix]
+        assert note == {"type": "message", "role": note["role"], "content": pack.note}
+        following = body[prefix] if len(body) > prefix else None
+        assert note["role"] == ("user" if following is None or item_role(following) == "assistant" else "assistant")
+    if pack.fits:
+        assert pack.tokens <= budget
+        expected = cf.tokens_of([items[i] for i in kept])
+        if pack.note is not None:
+            expected += cf.message_tokens(pack.messages[prefix])
+        assert pack.tokens == expected
+    else:
+        assert pack.note is None
+
+
+@pytest.mark.slow
+@settings(max_examples=2_000)
+@given(item_transcripts(), st.integers(0, 2500), st.data())
+def test_contract_on_generated_responses_items(items: list[dict[str, Any]], budget: int, data: st.DataObject) -> None:
+    pinned = data.draw(st.lists(st.integers(0, max(0, len(items) - 1)), max_size=3)) if items else []
+    for cut in ("greedy", "chunked"):
+        pack = same_on_both(items, target_context_tokens=budget, pinned=pinned, shape="responses", cut=cut)
+        check_item_contract(items, budget, pack, pinned)
+        # Detected: an item with a type and no role, or a message or function call item.
+        marked = ("message", "function_call", "function_call_output")
+        if any("type" in m and ("role" not in m or m["type"] in marked) for m in items):
+            assert same_on_both(items, target_context_tokens=budget, pinned=pinned, cut=cut) == pack
+
+
+def test_responses_calls_pair_by_call_id_with_their_reasoning(backend: str) -> None:
+    big = "x" * 400
+    items: list[dict[str, Any]] = [
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": "old request " + big},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e" * 40},
+        {"type": "function_call", "call_id": "a", "name": "grep", "arguments": "{}"},
+        {"type": "function_call", "call_id": "b", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "b", "output": "b out"},
+        {"type": "function_call_output", "call_id": "a", "output": "a out"},
+        {"type": "function_call_output", "call_id": "zzz", "output": "orphan"},
+        {"type": "item_reference", "id": "msg_1"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "now fix it"}]},
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+        {"type": "custom_tool_call", "call_id": "c", "name": "patch", "input": "diff"},
+        {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"},
+        {"role": "user", "content": [{"type": "input_text", "text": "<run-state>\nstate\n</run-state>"}]},
+    ]
+    pack = cf.pack_handoff(items, target_context_tokens=160)
+    assert pack.fits and pack.kept == [0, 8, 9, 10, 11, 12, 13]
+    assert pack.messages[1] == {"type": "message", "role": "assistant", "content": pack.note}
+    assert pack.note is not None and "- function_call_output: orphan" in pack.note
+    # With more room the parallel exchange comes back whole, its reasoning first.
+    wider = cf.pack_handoff(items, target_context_tokens=280)
+    assert wider.kept == [0, *range(2, 14)] and wider.dropped == 1
+
+
+def test_responses_sizes_items_by_their_json(backend: str) -> None:
+    call = {"type": "function_call", "call_id": "a", "name": "grep", "arguments": "{}"}
+    # {"type":"function_call","call_id":"a","name":"grep","arguments":"{}"}: 69 units.
+    assert cf.message_tokens(call) == 18 + 4
+    assert cf.tokens_of([{"role": "user", "content": "abcd"}, call]) == 5 + 22
+    assert cf.message_tokens({"type": "message", "role": "user", "content": "abcd"}) == 5
+    # A custom estimator sees the item's compact JSON.
+    seen: list[str] = []
+    cf.tokens_of([call], estimate_tokens=lambda t: seen.append(t) or 1)
+    assert seen == ['{"type":"function_call","call_id":"a","name":"grep","arguments":"{}"}']
+
+
+BAD_ITEMS: list[tuple[list[Any], str, type[Exception], str]] = [
+    ([{"role": "user", "content": "a"}, 7], "responses", cf.MessageTypeError, "message 1: expected a dict, got int"),
+    (
+        [{"type": "function_call", "call_id": 3, "name": "f"}],
+        "auto",
+        cf.MessageTypeError,
+        "message 0, field 'call_id': expected str, got int",
+    ),
+    (
+        [{"role": "user", "content": "a"}, {"type": "function_call_output", "call_id": None}],
+        "responses",
+        cf.MessageTypeError,
+        "message 1, field 'call_id': expected str, got NoneType",
+    ),
+    (
+        [{"type": ["message"], "role": "user"}],
+        "responses",
+        cf.MessageTypeError,
+        "message 0, field 'type': expected str",
+    ),
+    ([{"type": "message", "content": "a"}], "responses", cf.MessageTypeError, "message 0, field 'role': missing"),
+    ([3, {"type": "reasoning"}], "auto", cf.MessageTypeError, "message 0: expected a dict, got int"),
+]
+
+
+@pytest.mark.parametrize(("items", "shape", "error", "text"), BAD_ITEMS)
+def test_bad_responses_items_name_the_index_and_field(
+    backend: str, items: list[Any], shape: str, error: type[Exception], text: str
+) -> None:
+    with pytest.raises(error, match=re.escape(text)):
+        cf.pack_handoff(items, target_context_tokens=0, shape=shape)  # type: ignore[arg-type]
+    with pytest.raises(error, match=re.escape(text)):
+        cf.pack_many([items], target_context_tokens=0, shape=shape)  # type: ignore[arg-type]
+
+
+# Tool definitions (tools=) ----------------------------------------------------------
+
+TOOLS = [{"type": "function", "function": {"name": "grep", "description": "search " * 30, "parameters": {}}}]
+
+
+def test_tools_count_against_the_budget_and_are_never_dropped(backend: str) -> None:
+    messages = [msg("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(9)]
+    cost = cf.message_tokens({"role": "system", "content": TOOLS})
+    assert cf.tokens_of(messages, tools=TOOLS) == cf.tokens_of(messages) + cost
+    plain = cf.pack_handoff(messages, target_context_tokens=126)
+    assert plain.kept == list(range(9)) and plain.tokens == 126
+    packed = cf.pack_handoff(messages, target_context_tokens=126, tools=TOOLS)
+    assert packed.fits and packed.dropped > 0 and packed.tokens <= 126
+    assert packed.tokens == cf.tokens_of([messages[i] for i in packed.kept], tools=TOOLS) + (
+        cf.message_tokens({"role": "user", "content": packed.note}) if packed.note else 0
+    )
+    # Tools alone over budget: the core comes back unfitted.
+    assert not cf.pack_handoff(messages, target_context_tokens=cost - 1, tools=TOOLS).fits
+    many = cf.pack_many([messages, messages[:3]], target_context_tokens=126, tools=TOOLS)
+    assert many[0] == packed
+    assert many[1] == cf.pack_handoff(messages[:3], target_context_tokens=126, tools=TOOLS)
+    counted: list[str] = []
+    cf.pack_handoff(
+        messages[:1], target_context_tokens=10**6, tools=TOOLS, estimate_tokens=lambda t: counted.append(t) or 0
+    )
+    # A custom estimator sees the tools' compact JSON.
+    assert json.dumps(TOOLS, separators=(",", ":")) in counted
+
+
+@pytest.mark.parametrize(
+    ("tools", "text"),
+    [
+        ({"name": "grep"}, "tools: expected a list or None, got dict"),
+        ([{"name": "grep"}, "read"], "tools[1]: expected a dict, got str"),
+    ],
+)
+def test_bad_tools_are_named(backend: str, tools: Any, text: str) -> None:
+    messages = [msg("user", "a")]
+    for call in (
+        lambda: cf.pack_handoff(messages, target_context_tokens=10, tools=tools),
+        lambda: cf.pack_many([messages], target_context_tokens=10, tools=tools),
+        lambda: cf.tokens_of(messages, tools=tools),
+    ):
+        with pytest.raises(cf.MessageTypeError, match=re.escape(text)):
+            call()
+
+
+@pytest.mark.parametrize("budget", [0, 2_000, 8_000, 32_000])
+def test_contract_on_the_corpus_as_responses_items(budget: int) -> None:
+    """Real transcripts, converted to Responses items by ``synthetic.responses_items``."""
+    for messages in openai_corpus():
+        items = responses_items(messages)
+        for cut in ("greedy", "chunked"):
+            check_item_contract(items, budget, same_on_both(items, target_context_tokens=budget, cut=cut), [])

@@ -131,3 +131,10 @@ def test_a_signal_stops_a_long_batch() -> None:
     if not corpus.exists():
         missing("corpus", corpus)
     subprocess.run([sys.executable, "-c", _INTERRUPTED_BATCH, str(corpus)], check=True)
+
+
+def test_the_default_thread_count_equals_one_by_one(backend: str) -> None:
+    # Large enough for the native side to time packing in place and try workers.
+    batch = [json.loads(json.dumps(m)) for m in openai_corpus()] * 8
+    for budget in (500, 8_000, 1_000_000):
+        assert cf.pack_many(batch, target_context_tokens=budget) == one_by_one(batch, target_context_tokens=budget)

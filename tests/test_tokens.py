@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import contextfold as cf
@@ -171,3 +172,74 @@ def test_million_message_transcripts(backend: str) -> None:
     assert len(cf.windowed(convo)) <= 80
     pack = cf.pack_handoff(convo, target_context_tokens=8_000)
     assert pack.fits and pack.tokens <= 8_000 and pack.dropped > 999_000
+
+
+# sizing="provider" ---------------------------------------------------------------------
+
+PIXELS = "iVBORw0KGgo" * 36_000  # about 400 KB of base64
+IMAGES = [
+    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXELS}"}},  # OpenAI chat
+    {"type": "file", "file": {"file_data": PIXELS, "filename": "a.pdf"}},
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXELS}},  # Anthropic
+    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PIXELS}},
+    {"type": "input_image", "image_url": f"data:image/png;base64,{PIXELS}"},  # Responses
+    {"type": "input_file", "file_data": PIXELS},
+]
+
+
+@pytest.mark.parametrize("block", IMAGES, ids=lambda b: b["type"])
+def test_provider_sizing_counts_an_image_flat(backend: str, block: dict[str, Any]) -> None:
+    message = {"role": "user", "content": [{"type": "text", "text": "what is this?"}, block]}
+    # [{"type":"text","text":"what is this?"},] is 41 units: 11 tokens, + 4.
+    assert cf.message_tokens(message, sizing="provider") == 11 + 4 + 1_600
+    assert cf.message_tokens(message, sizing="provider", image_tokens=85) == 11 + 4 + 85
+    assert cf.message_tokens(message) == math.ceil(len(compact_json(message["content"])) / 4) + 4 > 90_000
+
+
+def test_provider_sizing_leaves_signatures_and_encrypted_reasoning_out(backend: str) -> None:
+    signature = "S" * 4_000
+    thinking = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": signature}]}
+    # [{"type":"thinking","thinking":"hm",}] (the signature's entry left out): 38 units.
+    assert cf.message_tokens(thinking, sizing="provider") == 10 + 4
+    assert cf.message_tokens(thinking) == 1_017
+    redacted = {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "D" * 8_000}]}
+    assert cf.message_tokens(redacted, sizing="provider") == 8 + 4  # [{"type":"redacted_thinking",}]
+    item = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "E" * 8_000}
+    # {"type":"reasoning","id":"rs_1","summary":[],}: 46 units.
+    assert cf.message_tokens(item, sizing="provider") == 12 + 4
+    assert cf.tokens_of([thinking, redacted], sizing="provider") == 14 + 12
+
+
+def test_provider_sizing_packs_what_seed_sizing_folds(backend: str) -> None:
+    shots = [
+        msg
+        for i in range(4)
+        for msg in (
+            {"role": "user", "content": [{"type": "text", "text": f"step {i}"}, IMAGES[2]]},
+            {"role": "assistant", "content": f"done {i}"},
+        )
+    ]
+    seed = cf.pack_handoff(shots, target_context_tokens=20_000)
+    provider = cf.pack_handoff(shots, target_context_tokens=20_000, sizing="provider")
+    assert seed.dropped > 0 and provider.dropped == 0 and provider.tokens == cf.tokens_of(shots, sizing="provider")
+    assert cf.pack_many([shots], target_context_tokens=20_000, sizing="provider") == [provider]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "text"),
+    [
+        ({"sizing": "exact"}, "sizing must be 'seed' or 'provider', not 'exact'"),
+        ({"sizing": "provider", "image_tokens": -1}, "image_tokens must be at least 0, got -1"),
+        ({"sizing": "provider", "estimate_tokens": len}, "estimate_tokens must be None"),
+    ],
+)
+def test_bad_sizing_options_are_named(backend: str, kwargs: dict[str, Any], text: str) -> None:
+    message = {"role": "user", "content": "x"}
+    for call in (
+        lambda: cf.message_tokens(message, **kwargs),
+        lambda: cf.tokens_of([message], **kwargs),
+        lambda: cf.pack_handoff([message], target_context_tokens=10, **kwargs),
+        lambda: cf.pack_many([[message]], target_context_tokens=10, **kwargs),
+    ):
+        with pytest.raises(cf.ArgumentError, match=re.escape(text)):
+            call()

@@ -28,7 +28,7 @@ VOLATILE_TAIL_CLOSE = "</run-state>"
 
 Estimator = Callable[[str], int]
 """A custom token estimator: ``estimate(text) -> int``."""
-PerMessage = Callable[[int | None, Any], int]
+PerMessage = Callable[[int | None, Any, bool], int]
 PerText = Callable[[str], int]
 Sizers = tuple[PerMessage, PerText]
 """What the backends take for a custom estimator: per-message and per-text sizing."""
@@ -55,7 +55,7 @@ def add_note(exc: BaseException, note: str) -> None:
         exc.add_note(note)
     else:
         notes = getattr(exc, "__notes__", None)
-        exc.__notes__ = [*notes, note] if isinstance(notes, list) else [note]
+        setattr(exc, "__notes__", [*notes, note] if isinstance(notes, list) else [note])  # noqa: B010
 
 
 # A message's fields -------------------------------------------------------------------
@@ -115,6 +115,47 @@ def check_system(system: Any) -> None:
         raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
 
 
+def check_tools(tools: Any) -> None:
+    """Tool definitions are None or a list of dicts."""
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise MessageTypeError(f"tools: expected a list or None, got {type(tools).__name__}", None, "tools")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise MessageTypeError(f"tools[{i}]: expected a dict, got {type(tool).__name__}", i, "tools")
+
+
+def prompt_message(content: Any) -> dict[str, Any]:
+    """What a separate system prompt or the tool definitions cost as: a system message
+    with that content (a list, such as the tools, is sized as its compact JSON)."""
+    return {"role": "system", "content": content}
+
+
+# Sizing ------------------------------------------------------------------------------
+
+SIZINGS = ("seed", "provider")
+"""How messages are sized: by length as the seeds do, or opaque payloads not by length."""
+DEFAULT_IMAGE_TOKENS = 1_600
+"""What an image or document block costs with ``sizing="provider"``: what a provider bills
+for a large image (Anthropic about width × height / 750, near 1,600 for the largest image
+it keeps; OpenAI 1,105 for a 1024 × 1024 image at high detail), so a screenshot's
+estimate stays on the safe side."""
+
+
+def image_tokens_for(sizing: str, image_tokens: int, estimate: Estimator | str | None) -> int | None:
+    """What the backends take for ``sizing``: the image cost for provider sizing, None for
+    the seeds' sizing; after checking the options."""
+    if sizing not in SIZINGS:
+        raise ArgumentError(f"sizing must be 'seed' or 'provider', not {sizing!r}")
+    images = whole("image_tokens", image_tokens)
+    if sizing == "seed":
+        return None
+    if estimate is not None:
+        raise ArgumentError("sizing='provider' sizes with the default estimate: estimate_tokens must be None")
+    return images
+
+
 # Custom estimators --------------------------------------------------------------------
 
 
@@ -128,9 +169,12 @@ def checked(estimate: Estimator, text: str) -> int:
     return int(tokens)
 
 
-def estimator_text(message: Any, index: int | None = None) -> str:
+def estimator_text(message: Any, index: int | None = None, whole: bool = False) -> str:
     """The text a custom estimator sizes for ``message``: its content (a str as is,
-    anything else as compact JSON) followed by the compact JSON of its tool_calls."""
+    anything else as compact JSON) followed by the compact JSON of its tool_calls; for
+    an item sized ``whole`` (a Responses item other than a message), its compact JSON."""
+    if whole:
+        return compact_json(message, "", index)
     content, calls = content_and_calls(message, index)
     text = content if type(content) is str else compact_json("" if content is None else content)
     return text if calls is None else text + compact_json(calls)
@@ -154,8 +198,8 @@ def sizers(estimate: Estimator | str | None) -> Sizing:
 
 
 def _pair(estimate: Estimator) -> Sizers:
-    def per_message(index: int | None, message: Any) -> int:
-        return checked(estimate, estimator_text(message, index)) + MESSAGE_OVERHEAD
+    def per_message(index: int | None, message: Any, whole: bool) -> int:
+        return checked(estimate, estimator_text(message, index, whole)) + MESSAGE_OVERHEAD
 
     def per_text(text: str) -> int:
         return checked(estimate, text)
@@ -287,6 +331,8 @@ class PackArguments(NamedTuple):
     shape: str
     chunk_tokens: int | None
     """None for the greedy cut."""
+    tools: list[Any] | None
+    """Tool definitions, still to be sized like ``system``."""
 
 
 def pack_arguments(
@@ -299,6 +345,7 @@ def pack_arguments(
     shape: str,
     cut: str,
     chunk_tokens: int | None,
+    tools: list[Any] | None = None,
 ) -> PackArguments:
     """Checks ``pack_handoff``'s arguments in order; the first at fault raises.
 
@@ -314,11 +361,13 @@ def pack_arguments(
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
     estimate = sizers(estimate_tokens)
     check_system(system)
-    return PackArguments(budget, estimate, pins, summary, system, shape, chunk)
+    check_tools(tools)
+    return PackArguments(budget, estimate, pins, summary, system, shape, chunk, tools)
 
 
-SHAPES = ("auto", "openai", "anthropic")
-"""The message shapes packing understands (``auto`` detects Anthropic blocks)."""
+SHAPES = ("auto", "openai", "anthropic", "responses")
+"""The message shapes packing understands (``auto`` detects Responses items and
+Anthropic blocks)."""
 CUTS = ("greedy", "chunked")
 """Where the kept tail may start."""
 
@@ -326,7 +375,7 @@ CUTS = ("greedy", "chunked")
 def chunk_size(budget: int, shape: str, cut: str, chunk_tokens: int | None) -> int | None:
     """The chunk size for ``cut`` (None for greedy), after checking the options."""
     if shape not in SHAPES:
-        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
+        raise ArgumentError(f"shape must be 'auto', 'openai', 'anthropic' or 'responses', not {shape!r}")
     if cut not in CUTS:
         raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
     if cut == "greedy":

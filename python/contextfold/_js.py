@@ -14,7 +14,9 @@ exhaust Python's recursion limit.
 
 from __future__ import annotations
 
+import operator
 import re
+from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -102,6 +104,20 @@ def _string_json(text: str) -> str:
     return escaped if escaped.isascii() else _LONE_SURROGATE.sub(_escape_lone, escaped)
 
 
+def _json_number(value: Any) -> int | float | None:
+    """The number a value stands for in JSON, by value: an ``int`` or ``float`` (subclasses
+    such as ``numpy.float64`` included), or an object with ``__index__`` (``numpy.int64``)
+    as the int it returns; None for anything else (``__index__`` raising included)."""
+    if isinstance(value, (int, float)):
+        return value
+    if hasattr(type(value), "__index__"):
+        try:
+            return operator.index(value)
+        except Exception:
+            return None
+    return None
+
+
 def js_number(value: int | float) -> str:
     """``Number.prototype.toString`` of ``value`` as JSON writes it (``null`` when not finite)."""
     if isinstance(value, int):
@@ -116,7 +132,7 @@ def js_number(value: int | float) -> str:
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
-    mantissa, _, exp = repr(abs(value)).partition("e")
+    mantissa, _, exp = repr(float(abs(value))).partition("e")  # a float subclass may repr itself
     whole, _, frac = mantissa.partition(".")
     digits = (whole + frac).lstrip("0")
     point = len(whole) + int(exp or 0) - (len(whole + frac) - len((whole + frac).lstrip("0")))
@@ -142,55 +158,75 @@ def _scalar_length(value: Any, field: str, index: int | None) -> int:
         return 4
     if value is False:
         return 5
-    if isinstance(value, (int, float)):
-        return len(js_number(value))
+    number = _json_number(value)
+    if number is not None:
+        return len(js_number(number))
     raise _wrong_type(value, field, index)
 
 
-def _wrong_type(value: Any, field: str, index: int | None) -> MessageTypeError:
+def _where(field: str, index: int | None) -> str:
+    """``message 3, field 'content'``; without the field for a whole item (``field=""``)."""
     where = "message" if index is None else f"message {index}"
-    return MessageTypeError(f"{where}, field '{field}': expected {_SHAPE}, got {type(value).__name__}", index, field)
+    return f"{where}, field '{field}'" if field else where
+
+
+def _wrong_type(value: Any, field: str, index: int | None) -> MessageTypeError:
+    return MessageTypeError(f"{_where(field, index)}: expected {_SHAPE}, got {type(value).__name__}", index, field)
 
 
 def _too_deep(field: str, index: int | None) -> MessageValueError:
-    where = "message" if index is None else f"message {index}"
     return MessageValueError(
-        f"{where}, field '{field}': nested deeper than {MAX_DEPTH} levels (or circular)", index, field
+        f"{_where(field, index)}: nested deeper than {MAX_DEPTH} levels (or circular)", index, field
     )
 
 
 _END = object()
 
+Visit = Callable[[dict[str, Any]], Any]
+"""How :func:`json_length` measures an object: see its ``visit``."""
 
-def json_length(value: Any, field: str = "content", index: int | None = None) -> int:
-    """UTF-16 length of ``JSON.stringify(value)``, without building the text."""
+OPAQUE: Any = object()
+"""What a ``visit`` callback of :func:`json_length` returns for an object it leaves
+unmeasured (an image block)."""
+
+
+def json_length(value: Any, field: str = "content", index: int | None = None, visit: Visit | None = None) -> int:
+    """UTF-16 length of ``JSON.stringify(value)``, without building the text.
+
+    ``visit(obj)``, when given, decides how each object is measured: None as text, a key
+    to measure it without that entry (its comma and colon still count), or
+    :data:`OPAQUE` not at all.
+    """
     total = 0
-    frames: list[tuple[bool, Any]] = []  # (is_dict, iterator)
+    frames: list[tuple[Any, Any]] = []  # (False for a list, else the key left out, iterator)
     item: Any = value
     while True:
         if isinstance(item, str):
             total += _string_json_len(item)
         elif isinstance(item, dict):
-            total += 2 + 2 * len(item) - (1 if item else 0)
-            frames.append((True, iter(item.items())))
+            skip = None if visit is None else visit(item)
+            if skip is not OPAQUE:
+                total += 2 + 2 * len(item) - (1 if item else 0)
+                frames.append((skip, iter(item.items())))
         elif isinstance(item, list):
             total += 2 + (len(item) - 1 if item else 0)
             frames.append((False, iter(item)))
         else:
             total += _scalar_length(item, field, index)
         while frames:
-            is_dict, iterator = frames[-1]
+            skip, iterator = frames[-1]
             item = next(iterator, _END)
             if item is _END:
                 frames.pop()
                 continue
-            if is_dict:
+            if skip is not False:
                 key, item = item
                 if not isinstance(key, str):
-                    where = "message" if index is None else f"message {index}"
                     raise MessageTypeError(
-                        f"{where}, field '{field}': expected str object keys, got {type(key).__name__}", index, field
+                        f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
                     )
+                if skip is not None and key == skip:
+                    continue
                 total += _string_json_len(key)
             if len(frames) >= MAX_DEPTH:
                 raise _too_deep(field, index)
@@ -222,7 +258,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
             for key in item:
                 if not isinstance(key, str):
                     raise MessageTypeError(
-                        f"message, field '{field}': expected str object keys, got {type(key).__name__}", index, field
+                        f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
                     )
             frames.append((True, iter(_ordered_items(item)), "}"))
         elif isinstance(item, list):
@@ -232,8 +268,8 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
             out.append("null")
         elif item is True or item is False:
             out.append("true" if item else "false")
-        elif isinstance(item, (int, float)):
-            out.append(js_number(item))
+        elif (number := _json_number(item)) is not None:
+            out.append(js_number(number))
         else:
             raise _wrong_type(item, field, index)
         while frames:

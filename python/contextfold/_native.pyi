@@ -5,8 +5,6 @@ Every function here has exactly the signature of its pure-Python twin in
 repeating them, and ``mypy.stubtest`` holds the extension to them.
 """
 
-from typing import Any
-
 from contextfold.reference import canonical_path as canonical_path
 from contextfold.reference import compact_tail_start_for_budget as compact_tail_start_for_budget
 from contextfold.reference import count_tokens as count_tokens
@@ -29,6 +27,3 @@ from contextfold.reference import window_start_array as window_start_array
 
 build_profile: str
 """``"release"`` or ``"debug"``: benchmarks refuse to time a debug build."""
-
-def _scan_floor(messages: Any) -> int:
-    """Reads each message's role and content length: the benchmarks' floor."""

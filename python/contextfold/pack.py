@@ -23,12 +23,12 @@ that fits.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from . import _backend
 from ._contract import (
+    DEFAULT_IMAGE_TOKENS,
     VOLATILE_TAIL_CLOSE,
     VOLATILE_TAIL_TAG,
     EncodingName,
@@ -36,16 +36,19 @@ from ._contract import (
     HandoffPack,
     add_note,
     check_system,
+    check_tools,
     chunk_size,
     elision_marker,
     handoff_budget,
+    image_tokens_for,
     is_volatile_content,
+    prompt_message,
     sizers,
     whole,
 )
 from ._js import js_trim
 from .errors import ArgumentError, MessageTypeError
-from .tokens import Message, message_tokens
+from .tokens import Message, Sizing, message_tokens
 
 __all__ = [
     "VOLATILE_TAIL_TAG",
@@ -93,9 +96,12 @@ def pack_handoff(
     pinned: Iterable[int] = (),
     summary: str | None = None,
     system: str | list[Any] | None = None,
-    shape: Literal["auto", "openai", "anthropic"] = "auto",
+    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    sizing: Sizing = "seed",
+    image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> HandoffPack:
     """Pack ``messages`` into ``target_context_tokens - reserve_output_tokens`` tokens.
 
@@ -104,13 +110,49 @@ def pack_handoff(
     newest whole segments fill the rest (``cut="greedy"``), or the tail starts at fixed
     cut points every ``chunk_tokens`` (default ``budget // 4``) so the packed prefix stays
     stable as the transcript grows (``cut="chunked"``); the dropped middle becomes one
-    note. ``system`` is Anthropic's separate system prompt: counted, never dropped.
-    ``shape="auto"`` pairs Anthropic ``tool_use``/``tool_result`` blocks when any appear.
+    note. ``system`` is Anthropic's separate system prompt (or the Responses API's
+    ``instructions``): counted as a system message's content, never dropped. ``tools``
+    (the request's tool definitions, a list of dicts) count the same way, as a system
+    message whose content is the list (⌈UTF-16 length of its compact JSON / 4⌉ + 4, or
+    a custom estimator's count of that JSON + 4), and are never dropped. ``sizing`` and
+    ``image_tokens`` size every message, ``system`` and ``tools`` as
+    :func:`~contextfold.message_tokens` says (``"provider"``: images a flat count,
+    signatures and encrypted reasoning free).
+
+    Shapes. ``"openai"``: an assistant message with a non-empty ``tool_calls`` list and
+    the ``tool`` messages right after it form one segment. ``"anthropic"``: an assistant
+    message with ``tool_use`` blocks and the next message when it is a user message with
+    ``tool_result`` blocks. ``"responses"`` (OpenAI Responses API input items):
+
+    - an item whose ``type`` is absent or ``"message"`` is a message, read and sized
+      like a chat message (``role`` required; ``developer`` counts as ``system``, so
+      leading developer/system items are the kept system part); every other item costs
+      ⌈UTF-16 length of its compact JSON / 4⌉ + 4 (a custom estimator sees that JSON);
+    - a ``*_call`` item (``function_call``, ``custom_tool_call``, ``computer_call``, …)
+      and its output (the first ``*_call_output`` item after it with the same
+      ``call_id``) form one segment with everything between them, so parallel calls and
+      their outputs stay together; a run of ``reasoning`` items belongs to the segment
+      of the item right after it; an unanswered call or an orphan output is a segment of
+      its own (with the reasoning before it); an item of any other type is its own
+      segment, kept or dropped whole, never rejected;
+    - calls and reasoning items play the assistant's role, outputs the tool's (for
+      ``pinned``, and for the note's role: ``user`` when the next kept item plays the
+      assistant's role or there is none, else ``assistant``);
+    - the directive is the last ``user`` message item that is not a volatile tail (a
+      ``<run-state>`` message, its content a str or a list whose first part's ``text``
+      opens with the tag);
+    - the note is a message item: ``{"type": "message", "role": ..., "content": text}``;
+    - a ``call_id`` on a call or output must be a str, ``type`` a str, every item a dict.
+
+    ``shape="auto"`` reads Responses items when any item has a ``type`` and no ``role``
+    or is a ``message``, ``function_call`` or ``function_call_output`` item; otherwise it pairs
+    Anthropic ``tool_use``/``tool_result`` blocks when any appear, else OpenAI tool calls.
 
     The list is read once, when the call begins: every field of the result (``messages``,
     ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another
     thread) changes the list during the call.
     """
+    images = image_tokens_for(sizing, image_tokens, estimate_tokens)
     return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
         messages,
         target_context_tokens,
@@ -122,6 +164,8 @@ def pack_handoff(
         shape,
         cut,
         chunk_tokens,
+        tools,
+        images,
     )
 
 
@@ -132,24 +176,33 @@ def pack_many(
     reserve_output_tokens: int = 0,
     estimate_tokens: Estimator | EncodingName | None = None,
     systems: Sequence[str | list[Any] | None] | None = None,
-    shape: Literal["auto", "openai", "anthropic"] = "auto",
+    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
     threads: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    sizing: Sizing = "seed",
+    image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
-    On the native backend, with ``threads`` above one (default: one a CPU; never more
-    than the CPUs, and fewer when the OS refuses to start more), the calling thread reads
-    the transcripts (reading Python objects needs the GIL) and worker threads pack them
-    with the GIL released; with one thread it packs them in place. Either way the call
+    On the native backend, with ``threads`` above one (never more than the CPUs, and
+    fewer when the OS refuses to start more), the calling thread reads the transcripts
+    (reading Python objects needs the GIL) and worker threads pack them with the GIL
+    released; with one thread it packs them in place. By default (``threads=None``) it
+    packs the first transcripts in place, times them, and starts workers (one a CPU)
+    only when reading a transcript costs clearly less than packing it, as with long
+    string content; when reading is most of the work it keeps packing in place, where
+    the workers would idle. Either way the call
     passes through the interpreter every quarter switch interval, so other Python threads
     get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
     safe to call from many threads at once. The results equal packing one by one.
-    ``systems`` gives each transcript's separate system prompt (Anthropic shape). An
+    ``systems`` gives each transcript's separate system prompt (Anthropic shape); ``tools``
+    the tool definitions every transcript is sent with (counted once per transcript). An
     embedded encoding (``estimate_tokens="o200k_base"``) is counted natively, so those
     batches stay native and GIL-free too; a custom ``estimate_tokens`` is Python code, so
-    those batches are packed one by one.
+    those batches are packed one by one, as are batches sized with ``sizing="provider"``
+    (each still packed natively).
 
     Each transcript list is read once, when packing it begins, and its result comes from
     that reading: a thread changing a transcript during the batch changes no field of its
@@ -157,13 +210,14 @@ def pack_many(
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
-    count = os.cpu_count() or 1 if threads is None else whole("threads", threads, 1)
+    count = 0 if threads is None else whole("threads", threads, 1)  # 0: the backend picks
     if not isinstance(transcripts, list):
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):
         raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
-    sizing = sizers(estimate_tokens)
-    if sizing is not None and not isinstance(sizing, str):  # Python code sizes every message: one by one
+    images = image_tokens_for(sizing, image_tokens, estimate_tokens)
+    estimate = sizers(estimate_tokens)
+    if images is not None or (estimate is not None and not isinstance(estimate, str)):  # one by one
         packs = []
         for i, (messages, system) in enumerate(zip(transcripts, systems or [None] * len(transcripts), strict=True)):
             try:
@@ -177,17 +231,19 @@ def pack_many(
                         shape=shape,
                         cut=cut,
                         chunk_tokens=chunk_tokens,
+                        tools=tools,
+                        sizing=sizing,
+                        image_tokens=image_tokens,
                     )
                 )
             except Exception as exc:
                 add_note(exc, f"in transcript {i}")
                 raise
         return packs
-    encoding: EncodingName | None = sizing
-    if systems is None:
-        system_tokens = [0] * len(transcripts)
-    else:
-        system_tokens = [_system_tokens(s, encoding) for s in systems]
+    encoding: EncodingName | None = estimate
+    check_tools(tools)
+    tools_tokens = 0 if tools is None else message_tokens(prompt_message(tools), estimate_tokens=encoding)
+    system_tokens = [tools_tokens + _system_tokens(s, encoding) for s in systems or [None] * len(transcripts)]
     return _backend.impl.pack_many(  # type: ignore[no-any-return]
         transcripts, budget, system_tokens, shape, chunk, count, encoding
     )
@@ -195,4 +251,4 @@ def pack_many(
 
 def _system_tokens(system: Any, encoding: EncodingName | None) -> int:
     check_system(system)
-    return 0 if system is None else message_tokens({"role": "system", "content": system}, estimate_tokens=encoding)
+    return 0 if system is None else message_tokens(prompt_message(system), estimate_tokens=encoding)

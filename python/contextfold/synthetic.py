@@ -14,7 +14,7 @@ from typing import Any
 
 from .pack import volatile_tail
 
-__all__ = ["agent_run"]
+__all__ = ["agent_run", "responses_items"]
 
 _FILES = [
     "src/gateway/router.py",
@@ -85,3 +85,39 @@ def agent_run(turns: int = 24, *, seed: int = 7, tool_output_lines: int = 60) ->
     if tail is not None:
         messages.append(tail)
     return messages
+
+
+def responses_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same conversation as OpenAI Responses API input items, for tests and benchmarks.
+
+    A system message becomes a ``developer`` message item; a user or assistant text, a
+    message item with one ``input_text`` / ``output_text`` part (list content is kept as
+    it is); each tool call, a ``function_call`` item with its ``call_id``; a ``tool``
+    message, a ``function_call_output`` item answering its ``tool_call_id``.
+    """
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        role, content = m["role"], m.get("content")
+        if role == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": m.get("tool_call_id", ""), "output": content or ""}
+            )
+            continue
+        if role == "system":
+            items.append({"type": "message", "role": "developer", "content": content})
+            continue
+        if content:
+            part = "output_text" if role == "assistant" else "input_text"
+            parts = content if isinstance(content, list) else [{"type": part, "text": content}]
+            items.append({"type": "message", "role": role, "content": parts})
+        for call in m.get("tool_calls") or ():
+            function = call.get("function", {})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id", ""),
+                    "name": function.get("name", ""),
+                    "arguments": function.get("arguments", ""),
+                }
+            )
+    return items

@@ -12,8 +12,9 @@ import contextfold as cf
 
 T = TypeVar("T")
 
-Estimator = Callable[[str], int]
-"""A token estimator: ``callable(text) -> int``, as ``estimate_tokens=`` takes."""
+Estimator = Callable[[str], int] | Literal["o200k_base", "cl100k_base"]
+"""What ``estimate_tokens=`` takes: a ``callable(text) -> int``, or the name of an OpenAI
+encoding that contextfold counts natively."""
 
 
 def missing_extra(extra: str, exc: ImportError) -> ImportError:
@@ -29,7 +30,11 @@ def compact_json(value: Any) -> str:
 
 def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
     """``text``'s tokens by ``estimate_tokens``, or by the default estimate."""
-    return estimate_tokens(text) if estimate_tokens is not None else cf.estimate_tokens(text)
+    if estimate_tokens is None:
+        return cf.estimate_tokens(text)
+    if isinstance(estimate_tokens, str):
+        return cf.count_tokens(text, estimate_tokens)
+    return estimate_tokens(text)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Proxy (``config.yaml``)::
     callback_settings:
       contextfold:                 # all optional
         cut: chunked               # greedy (default) or chunked: prompt-cache-stable cut points
-        tokenizer: o200k_base      # a tiktoken encoding; default: ⌈UTF-16 length / 4⌉
+        tokenizer: o200k_base      # exact counts (o200k_base, cl100k_base: native; other
+                                   # tiktoken encodings through tiktoken); default ⌈UTF-16 length / 4⌉
         fallback_window: 32000     # for models whose window LiteLLM does not know
         windows: {my-model: 8000}  # per-model windows, over LiteLLM's model map
         window: null               # one window for every model, over all of the above
@@ -39,7 +40,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
@@ -98,9 +99,12 @@ def _proxy_router() -> Any:
 
 
 def named_estimator(tokenizer: str | None) -> Estimator | None:
-    """The estimator for a tokenizer name: None for the default, else a tiktoken encoding."""
+    """The estimator for a tokenizer name: None for the default; ``o200k_base`` and
+    ``cl100k_base`` counted natively; any other tiktoken encoding through tiktoken."""
     if tokenizer is None:
         return None
+    if tokenizer in ("o200k_base", "cl100k_base"):
+        return tokenizer  # type: ignore[return-value]  # checked just above
     from contextfold.estimators import tiktoken_estimator
 
     return tiktoken_estimator(tokenizer)
@@ -253,7 +257,7 @@ proxy_handler_instance = ContextfoldHook()
 """The instance ``config.yaml`` names in ``litellm_settings.callbacks``."""
 
 
-def _tokenizer_estimator(custom_tokenizer: Any) -> Estimator | None:
+def _tokenizer_estimator(custom_tokenizer: Any) -> Callable[[str], int] | None:
     """An estimator from a LiteLLM ``custom_tokenizer`` ({"type", "tokenizer"}), or None."""
     if custom_tokenizer is None:
         return None
@@ -290,12 +294,11 @@ def token_counter(
     if text is None and messages is None:
         raise ValueError("text and messages cannot both be None")
     estimate = _tokenizer_estimator(custom_tokenizer)
-    count = estimate or cf.estimate_tokens
     total = 0
     if messages is not None:
         total += cf.tokens_of(list(messages), estimate_tokens=estimate)  # type: ignore[arg-type]
     if text is not None:
-        total += sum(count(t) for t in ([text] if isinstance(text, str) else text))
+        total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)
 
 

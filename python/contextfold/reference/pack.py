@@ -6,6 +6,7 @@ packing sizes only what it keeps (and the first segment that does not fit).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,10 +21,12 @@ from .._contract import (
     encoding_name,
     is_volatile_content,
     pack_arguments,
+    prompt_message,
     resolved,
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
+from .items import CALL, OUTPUT, REASONING
 from .tokens import Transcript, message_tokens
 
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
@@ -102,8 +105,10 @@ def snippet(parts: list[str], max_units: int) -> str:
 
 
 def handoff_line(message: dict[str, Any]) -> str:
-    role = message.get("role")
-    line = _lossy(role) if isinstance(role, str) else ""
+    label = message.get("role")
+    if not isinstance(label, str):
+        label = message.get("type")
+    line = _lossy(label) if isinstance(label, str) else ""
     names: list[str] = []
     calls = message.get("tool_calls")
     if isinstance(calls, list):
@@ -119,11 +124,13 @@ def handoff_line(message: dict[str, Any]) -> str:
     if isinstance(message.get("name"), str):
         names.append(_lossy(message["name"]))
     content = message.get("content")
+    if not isinstance(content, (str, list)):  # an item without content shows its output
+        content = message.get("output")
     parts: list[str] = []
     if isinstance(content, str):
         parts.append(content)
-    elif blocks is not None:
-        for block in blocks:
+    elif isinstance(content, list):
+        for block in content:
             if isinstance(block, dict):
                 for key in ("text", "content"):
                     if isinstance(block.get(key), str):
@@ -170,7 +177,38 @@ class _Packer:
     def seg_tokens(self, seg: list[Any]) -> int:
         return self.t.sum(seg[0], seg[1])
 
+    def item_segments(self, start: int, stop: int) -> list[list[Any]]:
+        """Responses items: a run of reasoning items goes with the item after it; a call
+        also takes its output (the first output after it with the same ``call_id``) and
+        all that lies between."""
+        kinds, messages = self.t.kinds or [], self.t.messages
+        outputs: dict[str, list[int]] = {}
+        for i in range(start, stop):
+            if kinds[i] == OUTPUT and isinstance(messages[i].get("call_id"), str):
+                outputs.setdefault(messages[i]["call_id"], []).append(i)
+        out: list[list[Any]] = []
+        i = start
+        while i < stop:
+            end = i
+            while end < stop and kinds[end] == REASONING:
+                end += 1
+            end = min(end + 1, stop)
+            k = i
+            while k < end:
+                if kinds[k] == CALL:
+                    answers = outputs.get(messages[k].get("call_id"))
+                    if answers:
+                        at = bisect_right(answers, k)
+                        if at < len(answers):
+                            end = max(end, answers[at] + 1)
+                k += 1
+            out.append([i, end, False])
+            i = end
+        return out
+
     def segments(self, start: int, stop: int, dialect: str) -> list[list[Any]]:
+        if dialect == "responses":
+            return self.item_segments(start, stop)
         roles, messages = self.t.roles, self.t.messages
         out: list[list[Any]] = []
         i = start
@@ -340,13 +378,28 @@ def pack_handoff(
     shape: str,
     cut: str,
     chunk_tokens: int | None,
+    tools: list[Any] | None = None,
+    image_tokens: int | None = None,
 ) -> HandoffPack:
     args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, system, shape, cut, chunk_tokens
+        target_context_tokens,
+        reserve_output_tokens,
+        estimate_tokens,
+        pinned,
+        summary,
+        system,
+        shape,
+        cut,
+        chunk_tokens,
+        tools,
     )
-    system_tokens = 0 if system is None else message_tokens({"role": "system", "content": system}, args.sizers)
+    system_tokens = sum(
+        message_tokens(prompt_message(p), args.sizers, image_tokens) for p in (system, tools) if p is not None
+    )
     summary = None if args.summary is None else _lossy(args.summary)
-    return _pack(messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens)
+    return _pack(
+        messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens, image_tokens
+    )
 
 
 def _pack(
@@ -358,9 +411,10 @@ def _pack(
     system_tokens: int,
     dialect: str,
     chunk_tokens: int | None,
+    image_tokens: int | None = None,
 ) -> HandoffPack:
     estimate = resolved(sizing)
-    t = Transcript(messages, estimate)
+    t = Transcript(messages, sizing, dialect, image_tokens)
     n = len(t)
     for p in pinned:
         if p >= n:
@@ -369,7 +423,9 @@ def _pack(
     available = budget - system_tokens
     if packer.fits_within(0, n, available):
         return HandoffPack(list(t.messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
-    if dialect == "auto":
+    if t.kinds is not None:
+        dialect = "responses"
+    elif dialect == "auto":
         dialect = detect_dialect(t.messages)
     volatile = n
     while volatile > 0 and _is_volatile(t.roles[volatile - 1], t.messages[volatile - 1]):
@@ -391,7 +447,12 @@ def _pack(
     role = "user" if following in (None, "assistant") else "assistant"
     out = [t.messages[i] for i in kept]
     if text is not None:
-        out.insert(at, {"role": role, "content": text})
+        out.insert(
+            at,
+            {"type": "message", "role": role, "content": text}
+            if t.kinds is not None
+            else {"role": role, "content": text},
+        )
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from .._js import js_trim
+from ..errors import ArgumentTypeError
 
 NOISE_SEGMENTS = frozenset({"node_modules", "dist", ".next", ".turbo", "coverage", ".git", ".builderforce"})
 NOISE_FILES = frozenset({"pnpm-lock.yaml", "package-lock.json", "yarn.lock", "bun.lockb"})
@@ -23,7 +24,7 @@ _DOT_SLASH = re.compile(r"(^|/)(\./)+")
 def _check_strings(items: list[Any], what: str) -> None:
     for i, item in enumerate(items):
         if type(item) is not str:  # exact str, as the native path requires
-            raise TypeError(f"{what}[{i}]: expected str, got {type(item).__name__}")
+            raise ArgumentTypeError(f"{what}[{i}]: expected str, got {type(item).__name__}")
 
 
 def rank_by_count(items: list[str]) -> list[tuple[str, int]]:

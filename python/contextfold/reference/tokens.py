@@ -14,8 +14,9 @@ from .._contract import (
     role_of,
     tiktoken_count,
 )
-from .._js import json_length, utf16_len
+from .._js import Visit, json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
+from .items import MESSAGE, check_item, marks_responses
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
@@ -28,40 +29,54 @@ def checked_role(message: Any, index: int | None = None) -> str:
     return role
 
 
-def message_units(message: dict[str, Any], index: int | None = None) -> int:
-    """UTF-16 length of a message's text: content (or its JSON), then tool_calls JSON."""
+def message_units(message: dict[str, Any], index: int | None = None, visit: Visit | None = None) -> int:
+    """UTF-16 length of a message's text: content (or its JSON), then tool_calls JSON
+    (objects measured as ``visit`` says, see :func:`~contextfold._js.json_length`)."""
     content, calls = content_and_calls(message, index)
     if isinstance(content, str):
         units = utf16_len(content)
     elif content is None:
         units = 2
     else:
-        units = json_length(content, "content", index)
+        units = json_length(content, "content", index, visit)
     if calls is not None:
-        units += json_length(calls, "tool_calls", index)
+        units += json_length(calls, "tool_calls", index, visit)
     return units
 
 
-def _default_tokens(index: int | None, message: dict[str, Any]) -> int:
-    return -(-message_units(message, index) // 4) + MESSAGE_OVERHEAD
+def _default_tokens(index: int | None, message: dict[str, Any], whole: bool) -> int:
+    units = json_length(message, "", index) if whole else message_units(message, index)
+    return -(-units // 4) + MESSAGE_OVERHEAD
 
 
 class Transcript:
     """Roles read (and checked) up front; each message sized once, on first use.
 
     The list is read once, here: what an estimator later does to the caller's list does
-    not reach the result (the native backend reads it the same way)."""
+    not reach the result (the native backend reads it the same way).
 
-    __slots__ = ("_size", "messages", "roles", "sizes")
+    ``shape`` ``"auto"`` reads Responses items when any entry marks them so
+    (:func:`~.items.marks_responses`), else chat messages; ``"responses"`` reads items;
+    any other shape reads chat messages. ``kinds`` is None for chat messages.
+    """
 
-    def __init__(self, messages: Any, sizing: Sizing = None) -> None:
+    __slots__ = ("_size", "kinds", "messages", "roles", "sizes")
+
+    def __init__(
+        self, messages: Any, sizing: Sizing = None, shape: str = "auto", image_tokens: int | None = None
+    ) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = list(messages)
-        self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
+        self.kinds: list[str] | None = None
+        if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in self.messages)):
+            checked = [check_item(m, i) for i, m in enumerate(self.messages)]
+            self.roles = [role for role, _ in checked]
+            self.kinds = [kind for _, kind in checked]
+        else:
+            self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
         self.sizes: list[int | None] = [None] * len(self.messages)
-        sizers = resolved(sizing)
-        self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
+        self._size: PerMessage = _sizer(sizing, image_tokens)
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -69,12 +84,26 @@ class Transcript:
     def tokens(self, i: int) -> int:
         size = self.sizes[i]
         if size is None:
-            size = self.sizes[i] = self._size(i, self.messages[i])
+            kinds = self.kinds
+            size = self.sizes[i] = self._size(i, self.messages[i], kinds is not None and kinds[i] != MESSAGE)
         return size
 
     def sum(self, start: int, stop: int) -> int:
         tokens = self.tokens
         return sum(tokens(i) for i in range(start, stop))
+
+
+def _sizer(sizing: Sizing, image_tokens: int | None) -> PerMessage:
+    """How each message is sized: a custom estimator or an embedded encoding, provider
+    sizing (``image_tokens`` given), or the default estimate."""
+    estimate = resolved(sizing)
+    if estimate is not None:
+        return estimate[0]
+    if image_tokens is not None:
+        from .provider import provider_sizer
+
+        return provider_sizer(image_tokens)
+    return _default_tokens
 
 
 def estimate_tokens(text: str) -> int:
@@ -85,19 +114,22 @@ def count_tokens(text: str, name: str) -> int:
     return tiktoken_count(encoding_name(name))(text)
 
 
-def message_tokens(message: Any, estimate: Sizing = None) -> int:
-    role_of(message)
-    sizers = resolved(estimate)
-    return (_default_tokens if sizers is None else sizers[0])(None, message)
+def message_tokens(message: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
+    if marks_responses(message):
+        whole = check_item(message)[1] != MESSAGE
+    else:
+        role_of(message)
+        whole = False
+    return _sizer(estimate, image_tokens)(None, message, whole)
 
 
-def tokens_of(messages: Any, estimate: Sizing = None) -> int:
-    t = Transcript(messages, estimate)
+def tokens_of(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
+    t = Transcript(messages, estimate, image_tokens=image_tokens)
     return t.sum(0, len(t))
 
 
-def message_tokens_array(messages: Any, estimate: Sizing = None) -> np.ndarray:
-    t = Transcript(messages, estimate)
+def message_tokens_array(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> np.ndarray:
+    t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 
     return np.fromiter((t.tokens(i) for i in range(len(t))), dtype=np.int64, count=len(t))

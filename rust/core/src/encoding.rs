@@ -262,7 +262,17 @@ impl Encoding {
 ///
 /// # Errors
 /// When content or tool_calls hold a value with no JSON form or nest too deep.
-pub fn message_text<'a, N: JsonNode>(checked: &'a Checked<N>, buffer: &'a mut String) -> Result<Text<'a>, CoreError> {
+pub fn message_text<'a, N: JsonNode>(
+    message: &N,
+    checked: &'a Checked<N>,
+    buffer: &'a mut String,
+) -> Result<Text<'a>, CoreError> {
+    if checked.item.sized_whole() {
+        // A Responses item other than a message: its whole compact JSON.
+        buffer.clear();
+        write_json(message, buffer).map_err(|p| CoreError::field(None, "", p))?;
+        return Ok(Text::Utf8(buffer));
+    }
     let content = checked.content.as_ref();
     if checked.tool_calls.is_none() {
         if let Some(text) = content.and_then(JsonNode::as_text) {
@@ -304,8 +314,8 @@ impl ExactTokens {
 }
 
 impl<N: JsonNode> Sizer<N> for ExactTokens {
-    fn message_tokens(&mut self, _index: usize, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
-        let text = message_text(checked, &mut self.text)?;
+    fn message_tokens(&mut self, _index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        let text = message_text(message, checked, &mut self.text)?;
         Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)
     }
 

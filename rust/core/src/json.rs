@@ -23,6 +23,8 @@ pub enum Key {
     Text,
     Name,
     Function,
+    CallId,
+    Output,
 }
 
 impl Key {
@@ -36,6 +38,8 @@ impl Key {
             Key::Text => "text",
             Key::Name => "name",
             Key::Function => "function",
+            Key::CallId => "call_id",
+            Key::Output => "output",
         }
     }
 }
@@ -65,11 +69,12 @@ pub enum Shape {
     Other,
 }
 
-/// The three fields every message is read for.
+/// The fields every message is read for (`type` tells a Responses item).
 pub struct MessageFields<N> {
     pub role: Option<N>,
     pub content: Option<N>,
     pub tool_calls: Option<N>,
+    pub kind: Option<N>,
 }
 
 /// Read access to a JSON-like value: a message, its content, a content part.
@@ -88,13 +93,14 @@ pub trait JsonNode: Sized {
     /// The value under `key` when this is an object holding it, else `None`.
     fn get(&self, key: Key) -> Option<Self>;
 
-    /// `role`, `content` and `tool_calls` of an object; a binding may read all three in
-    /// one pass over the object instead of three lookups.
+    /// `role`, `content`, `tool_calls` and `type` of an object; a binding may read them
+    /// in one pass over the object instead of four lookups.
     fn message_fields(&self) -> MessageFields<Self> {
         MessageFields {
             role: self.get(Key::Role),
             content: self.get(Key::Content),
             tool_calls: self.get(Key::ToolCalls),
+            kind: self.get(Key::Type),
         }
     }
 
@@ -137,11 +143,45 @@ pub trait JsonNode: Sized {
 }
 
 enum Frame<N: JsonNode> {
-    Items { items: N::Items, first: bool },
-    Entries { entries: N::Entries, first: bool },
+    Items {
+        items: N::Items,
+        first: bool,
+    },
+    /// An object's entries, and the key whose entry is left out.
+    Entries {
+        entries: N::Entries,
+        first: bool,
+        skip: Option<&'static str>,
+    },
 }
 
 type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
+
+/// How a walk measures an object (the seam for provider sizing).
+pub enum Visit {
+    /// As JSON text.
+    Text,
+    /// As JSON text, the entry under this key left out (its comma and colon still count).
+    Without(&'static str),
+    /// Not at all: an opaque block (an image), counted by the caller.
+    Opaque,
+}
+
+/// Decides, object by object, how [`json_len_with`] measures them.
+pub trait Visitor<N> {
+    /// How to measure `object`.
+    fn visit(&mut self, object: &N) -> Visit;
+}
+
+/// Measures every object as text: [`json_len`].
+pub struct AsText;
+
+impl<N> Visitor<N> for AsText {
+    #[inline(always)]
+    fn visit(&mut self, _object: &N) -> Visit {
+        Visit::Text
+    }
+}
 
 /// Where [`walk`] puts what it reads: the output's length, or the output itself.
 trait Sink {
@@ -201,8 +241,16 @@ impl Sink for String {
 /// [`Problem::WrongType`] for a value with no JSON form or a non-string object key;
 /// [`Problem::TooDeep`] past [`MAX_DEPTH`] levels.
 pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
+    json_len_with(value, &mut AsText)
+}
+
+/// [`json_len`], each object measured as `visitor` says.
+///
+/// # Errors
+/// As [`json_len`].
+pub fn json_len_with<N: JsonNode, V: Visitor<N>>(value: &N, visitor: &mut V) -> Result<usize, Problem> {
     let mut length = Length(0);
-    walk(value, &mut length)?;
+    walk(value, &mut length, visitor)?;
     Ok(length.0)
 }
 
@@ -211,14 +259,14 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
 /// # Errors
 /// As [`json_len`].
 pub fn write_json<N: JsonNode>(value: &N, out: &mut String) -> Result<(), Problem> {
-    walk(value, out)
+    walk(value, out, &mut AsText)
 }
 
 /// The one walk behind [`json_len`] and [`write_json`].
-fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
+fn walk<N: JsonNode, S: Sink, V: Visitor<N>>(value: &N, sink: &mut S, visitor: &mut V) -> Result<(), Problem> {
     // Messages nest a few levels deep: their frames stay on the native stack.
     let mut stack: Stack<N> = Stack::new();
-    open(value, &mut stack, sink)?;
+    open(value, &mut stack, sink, visitor)?;
     while let Some(top) = stack.last_mut() {
         let child = match top {
             Frame::Items { items, first } => match items.next() {
@@ -233,10 +281,14 @@ fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
                     None
                 }
             },
-            Frame::Entries { entries, first } => match entries.next() {
+            Frame::Entries { entries, first, skip } => match entries.next() {
                 Some((key, child)) => {
                     if !std::mem::replace(first, false) {
                         sink.ascii(",");
+                    }
+                    if skip.is_some_and(|s| key.as_text().is_some_and(|k| k.eq_ascii(s))) {
+                        sink.ascii(":");
+                        continue;
                     }
                     if !key.str_json_len().is_some_and(|len| sink.string_len(len)) {
                         match key.view()? {
@@ -258,7 +310,7 @@ fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(Problem::TooDeep);
                 }
-                open(&child, &mut stack, sink)?;
+                open(&child, &mut stack, sink, visitor)?;
             }
             None => {
                 stack.pop();
@@ -270,7 +322,12 @@ fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
 
 /// Writes a scalar, or a container's opening bracket (its children are pushed for the
 /// caller to walk).
-fn open<N: JsonNode, S: Sink>(value: &N, stack: &mut Stack<N>, sink: &mut S) -> Result<(), Problem> {
+fn open<N: JsonNode, S: Sink, V: Visitor<N>>(
+    value: &N,
+    stack: &mut Stack<N>,
+    sink: &mut S,
+    visitor: &mut V,
+) -> Result<(), Problem> {
     if value.str_json_len().is_some_and(|len| sink.string_len(len)) {
         return Ok(());
     }
@@ -285,7 +342,12 @@ fn open<N: JsonNode, S: Sink>(value: &N, stack: &mut Stack<N>, sink: &mut S) -> 
             sink.ascii("[");
         }
         View::Object { entries, .. } => {
-            stack.push(Frame::Entries { entries, first: true });
+            let skip = match visitor.visit(value) {
+                Visit::Opaque => return Ok(()),
+                Visit::Text => None,
+                Visit::Without(key) => Some(key),
+            };
+            stack.push(Frame::Entries { entries, first: true, skip });
             sink.ascii("{");
         }
     }

@@ -11,9 +11,11 @@
 
 pub mod encoding;
 pub mod error;
+pub mod items;
 pub mod json;
 pub mod pack;
 pub mod paths;
+pub mod provider;
 pub mod rank;
 pub mod request;
 pub mod text;

@@ -224,6 +224,17 @@ impl Text<'_> {
         }
     }
 
+    /// Whether the text closes with `suffix` (ASCII).
+    pub fn ends_with(&self, suffix: &str) -> bool {
+        let p = suffix.as_bytes();
+        match *self {
+            Text::Latin1(b) => b.ends_with(p),
+            Text::Ucs2(u) => u.len() >= p.len() && u.iter().rev().zip(p.iter().rev()).all(|(&a, &b)| a == u16::from(b)),
+            Text::Ucs4(u) => u.len() >= p.len() && u.iter().rev().zip(p.iter().rev()).all(|(&a, &b)| a == u32::from(b)),
+            Text::Utf8(s) => s.as_bytes().ends_with(p),
+        }
+    }
+
     /// Whether the text equals `other` (ASCII).
     pub fn eq_ascii(&self, other: &str) -> bool {
         let len = match *self {

@@ -3,10 +3,13 @@
 //! The default estimate is ⌈UTF-16 length / 4⌉, and a message costs its text's estimate
 //! plus 4. A message's text is its `content` (a string as is, anything else as compact
 //! JSON, `None` as `""`) followed by the compact JSON of `tool_calls` when that is a list.
+//! A Responses item other than a message ([`crate::items`]) is sized by its whole
+//! compact JSON; [`crate::provider`] sizes opaque payloads otherwise.
 //! [`crate::transcript::Transcript`] sizes messages lazily and remembers each size.
 
 use crate::error::{CoreError, Problem};
-use crate::json::{json_len, JsonNode, Key, Shape};
+use crate::items::Item;
+use crate::json::{json_len, json_len_with, AsText, JsonNode, Key, MessageFields, Shape, Visitor};
 use crate::text::Text;
 
 /// Per-message overhead in tokens (role and framing).
@@ -52,7 +55,7 @@ pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
     parse_role(message.get(Key::Role))
 }
 
-fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
+pub(crate) fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
     let Some(role) = role else {
         return Err(CoreError::field(None, "role", Problem::Missing));
     };
@@ -73,11 +76,13 @@ fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError> {
 }
 
 /// A message whose shape has been checked: its role, and its content and tool_calls
-/// (`None` when absent or null).
+/// (`None` when absent or null); for a Responses item, what it is and its `call_id`.
 pub struct Checked<N> {
     pub role: Role,
     pub content: Option<N>,
     pub tool_calls: Option<N>,
+    pub item: Item,
+    pub call_id: Option<N>,
 }
 
 /// Checks a message's shape without sizing it: an object with a string role, content a
@@ -89,7 +94,14 @@ pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> 
     if message.shape() != Shape::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
     }
-    let fields = message.message_fields();
+    check_fields(message.message_fields())
+}
+
+/// [`check_message`] on fields already read from an object.
+///
+/// # Errors
+/// The first field at fault.
+pub fn check_fields<N: JsonNode>(fields: MessageFields<N>) -> Result<Checked<N>, CoreError> {
     let role = parse_role(fields.role)?;
     let content = match fields.content {
         Some(content) => match content.shape() {
@@ -107,7 +119,7 @@ pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> 
         },
         None => None,
     };
-    Ok(Checked { role, content, tool_calls })
+    Ok(Checked { role, content, tool_calls, item: Item::Message, call_id: None })
 }
 
 /// A message's content: `None` when absent or null.
@@ -131,16 +143,27 @@ pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
 /// # Errors
 /// When nested content has no JSON form or nests too deep.
 pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreError> {
+    message_units_with(message, &mut AsText)
+}
+
+/// [`message_units`], each object measured as `visitor` says.
+///
+/// # Errors
+/// As [`message_units`].
+pub fn message_units_with<N: JsonNode, V: Visitor<N>>(
+    message: &Checked<N>,
+    visitor: &mut V,
+) -> Result<usize, CoreError> {
     let content = match &message.content {
         None => 2,
         Some(content) => match content.str_units() {
             Some(units) => units,
-            None => json_len(content).map_err(|p| CoreError::field(None, "content", p))?,
+            None => json_len_with(content, visitor).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };
     let calls = match &message.tool_calls {
         None => 0,
-        Some(calls) => json_len(calls).map_err(|p| CoreError::field(None, "tool_calls", p))?,
+        Some(calls) => json_len_with(calls, visitor).map_err(|p| CoreError::field(None, "tool_calls", p))?,
     };
     Ok(content + calls)
 }
@@ -172,8 +195,13 @@ pub trait Sizer<N> {
 pub struct CharsPerToken;
 
 impl<N: JsonNode> Sizer<N> for CharsPerToken {
-    fn message_tokens(&mut self, _index: usize, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
-        Ok(estimate_units(message_units(checked)?) + MESSAGE_OVERHEAD)
+    fn message_tokens(&mut self, _index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        let units = if checked.item.sized_whole() {
+            json_len(message).map_err(|p| CoreError::field(None, "", p))?
+        } else {
+            message_units(checked)?
+        };
+        Ok(estimate_units(units) + MESSAGE_OVERHEAD)
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {

@@ -3,8 +3,9 @@
 //! the messages it reaches.
 
 use crate::error::CoreError;
-use crate::json::JsonNode;
-use crate::tokens::{check_message, Checked, Role, Sizer, Sizes};
+use crate::items::{check_item, marks_responses, Format};
+use crate::json::{JsonNode, Shape};
+use crate::tokens::{check_fields, check_message, Checked, Role, Sizer, Sizes};
 
 const UNSIZED: u64 = u64::MAX;
 
@@ -15,19 +16,38 @@ pub struct Transcript<'m, N, S> {
     checked: Vec<Checked<N>>,
     sizes: Vec<u64>,
     sizer: S,
+    responses: bool,
 }
 
 impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
-    /// Reads every message's role and checks its shape ([`checked_role`]).
+    /// Reads every entry's role and checks its shape, as chat messages or, when any
+    /// entry marks them so, as Responses items ([`Format::Auto`]).
     ///
     /// # Errors
     /// The first malformed message.
     pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
-        let mut checked = Vec::with_capacity(messages.len());
-        for (i, m) in messages.iter().enumerate() {
-            checked.push(check_message(m).map_err(|e| e.at(i))?);
-        }
-        Ok(Self { messages, checked, sizes: vec![UNSIZED; messages.len()], sizer })
+        Self::read(messages, sizer, Format::Auto)
+    }
+
+    /// Reads every entry as `format` says.
+    ///
+    /// # Errors
+    /// The first malformed message or item.
+    pub fn read(messages: &'m [N], sizer: S, format: Format) -> Result<Self, CoreError> {
+        let chat = match format {
+            Format::Responses => None,
+            Format::Chat | Format::Auto => check_chat(messages, format == Format::Auto)?,
+        };
+        let (checked, responses) = match chat {
+            Some(checked) => (checked, false),
+            None => (check_items(messages)?, true),
+        };
+        Ok(Self { messages, checked, sizes: vec![UNSIZED; messages.len()], sizer, responses })
+    }
+
+    /// Whether the entries were read as Responses items.
+    pub fn is_responses(&self) -> bool {
+        self.responses
     }
 
     /// The messages.
@@ -52,6 +72,33 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
     pub fn sum(&mut self, range: std::ops::Range<usize>) -> Result<u64, CoreError> {
         range.map(|i| self.tokens(i)).sum()
     }
+}
+
+/// Checks chat messages; with `detect`, `None` when any entry marks the transcript as
+/// Responses items (seen before any error is raised, as if detected first).
+fn check_chat<N: JsonNode>(messages: &[N], detect: bool) -> Result<Option<Vec<Checked<N>>>, CoreError> {
+    let marks = |m: &N| m.shape() == Shape::Object && marks_responses(&m.message_fields());
+    let mut checked = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let fields = (m.shape() == Shape::Object).then(|| m.message_fields());
+        if detect && fields.as_ref().is_some_and(marks_responses) {
+            return Ok(None);
+        }
+        let result = match fields {
+            Some(fields) => check_fields(fields),
+            None => check_message(m),
+        };
+        match result {
+            Ok(c) => checked.push(c),
+            Err(_) if detect && messages.iter().skip(i + 1).any(marks) => return Ok(None),
+            Err(e) => return Err(e.at(i)),
+        }
+    }
+    Ok(Some(checked))
+}
+
+fn check_items<N: JsonNode>(messages: &[N]) -> Result<Vec<Checked<N>>, CoreError> {
+    messages.iter().enumerate().map(|(i, m)| check_item(m).map_err(|e| e.at(i))).collect()
 }
 
 impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {

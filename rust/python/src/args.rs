@@ -23,6 +23,7 @@ pub struct RawArgs<'py> {
     pub shape: Bound<'py, PyAny>,
     pub cut: Bound<'py, PyAny>,
     pub chunk_tokens: Bound<'py, PyAny>,
+    pub tools: Bound<'py, PyAny>,
 }
 
 /// What `pack_arguments` returns (a `PackArguments` tuple).
@@ -34,6 +35,7 @@ type Normalised<'py> = (
     Option<Bound<'py, PyAny>>,
     String,
     Option<Bound<'py, PyInt>>,
+    Option<Bound<'py, PyAny>>,
 );
 
 /// The checked arguments.
@@ -49,6 +51,8 @@ pub struct PackArgs<'py> {
     pub summary: Option<String>,
     /// The separate system prompt, still to be sized.
     pub system: Option<Bound<'py, PyAny>>,
+    /// The tool definitions (checked by `pack_arguments`), still to be sized.
+    pub tools: Option<Bound<'py, PyAny>>,
     pub dialect: Option<Dialect>,
     pub cut: Cut,
 }
@@ -89,7 +93,7 @@ impl<'py> RawArgs<'py> {
         let system_ok = self.system.is_none()
             || self.system.is_exact_instance_of::<PyString>()
             || self.system.is_exact_instance_of::<PyList>();
-        if !system_ok {
+        if !system_ok || !self.tools.is_none() {
             return None;
         }
         let dialect = dialect(self.shape.cast_exact::<PyString>().ok()?.to_str().ok()?)?;
@@ -106,6 +110,7 @@ impl<'py> RawArgs<'py> {
             pinned,
             summary,
             system: (!self.system.is_none()).then(|| self.system.clone()),
+            tools: None,
             dialect,
             cut,
         })
@@ -124,8 +129,9 @@ impl<'py> RawArgs<'py> {
             &self.shape,
             &self.cut,
             &self.chunk_tokens,
+            &self.tools,
         ))?;
-        let (budget_int, sizers, pinned, summary, system, shape, chunk): Normalised<'py> = checked.extract()?;
+        let (budget_int, sizers, pinned, summary, system, shape, chunk, tools): Normalised<'py> = checked.extract()?;
         let pinned = pinned
             .iter()
             .map(|p| {
@@ -141,6 +147,7 @@ impl<'py> RawArgs<'py> {
             pinned,
             summary: summary.map(|s| lossy(&s).unwrap_or_default()),
             system,
+            tools,
             dialect: dialect(&shape).unwrap_or(None),
             cut: chunk.map_or(Cut::Greedy, |c| Cut::Chunked { chunk: c.extract::<u64>().unwrap_or(u64::MAX) }),
         })
@@ -164,6 +171,7 @@ pub fn dialect(shape: &str) -> Option<Option<Dialect>> {
         "auto" => Some(None),
         "openai" => Some(Some(Dialect::OpenAi)),
         "anthropic" => Some(Some(Dialect::Anthropic)),
+        "responses" => Some(Some(Dialect::Responses)),
         _ => None,
     }
 }

@@ -26,7 +26,8 @@ use contextfold_core::tree::{Arena, Leaf, Node};
 use contextfold_core::{CoreError, Shape, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::PyTypeInfo;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TrySendError};
 use std::sync::Mutex;
 
@@ -36,7 +37,7 @@ const MAX_EXTRACT_DEPTH: usize = 256;
 
 /// Transcripts extracted per chunk: enough to amortise a hand-over, few enough to keep
 /// memory small and both threads busy.
-const CHUNK: usize = 32;
+pub const CHUNK: usize = 32;
 
 /// A transcript packed detached: the messages it was read from, and the outcome.
 pub struct Detached {
@@ -122,6 +123,8 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
                 Shape::Bool => {
                     chunk.arena.push(Leaf::Bool(value.is_truthy().ok()?));
                 }
+                // Numbers by `__index__` (numpy ints) are left to the attached path.
+                Shape::Number if !PyFloat::is_type_of(&value) && !PyInt::is_type_of(&value) => return None,
                 Shape::Number => {
                     let leaf = match value.cast::<PyFloat>() {
                         Ok(f) => Leaf::Float(f.value()),
@@ -212,11 +215,11 @@ fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions], exact: Option<Encoding
     for t in transcripts.iter_mut() {
         let Some(opts) = options.get(t.index) else { continue };
         let messages: Vec<Node<'_, 'static>> = t.roots.iter().map(|&at| arena.node(at)).collect();
+        let format = pack::format_for(opts.dialect);
         t.outcome = Some(match exact {
-            None => Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts)),
-            Some(encoding) => {
-                Transcript::new(&messages, ExactTokens::new(encoding)).and_then(|mut t| pack::pack(&mut t, opts))
-            }
+            None => Transcript::read(&messages, CharsPerToken, format).and_then(|mut t| pack::pack(&mut t, opts)),
+            Some(encoding) => Transcript::read(&messages, ExactTokens::new(encoding), format)
+                .and_then(|mut t| pack::pack(&mut t, opts)),
         });
     }
 }
@@ -276,25 +279,59 @@ impl<'py> Fairness<'py> {
     }
 }
 
-/// The threads to use when `requested` are allowed: at most one a CPU.
+/// The threads to use when `requested` are allowed: at most one a CPU; `0` asks for one
+/// a CPU, used only where the work pays for them (see [`pack_detached`]).
 pub fn thread_count(requested: usize) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    requested.min(cpus)
+    if requested == 0 {
+        cpus
+    } else {
+        requested.min(cpus)
+    }
 }
 
-/// Packs each transcript with `options[i]` on up to `threads` threads (the calling one
-/// included; fewer when the OS refuses to start more); `None` where a transcript was
-/// left to the attached path, all `None` when no worker could start.
+/// Transcripts the calling thread packs in place before `pack_detached` takes over: the
+/// first chunk, whose cost per transcript is what extraction must beat.
+pub const PROBE: usize = CHUNK;
+
+/// How much cheaper a transcript must be with workers than packed in place for them to
+/// pay: the calling thread also turns their results into Python objects, and a worker
+/// packing from the arena is no faster than packing in place. At 0.75, long transcripts
+/// (extraction about 0.65 of packing in place) took the workers and lost 5-15% on a
+/// loaded machine; the gain they could bring on an idle one is about 1.2x.
+const WORTH_IT: f64 = 0.5;
+
+/// Transcripts whose extraction is timed before any worker starts.
+const GATE: usize = 4;
+
+/// Transcripts handled with workers before this thread's pace is compared with packing
+/// in place again (enough chunks for the pipeline to fill).
+const TRIAL: usize = 2 * CHUNK;
+
+/// Packs transcripts `from..` with `options[i]` on up to `threads` threads (the calling
+/// one included; fewer when the OS refuses to start more); for each, `None` where it was
+/// left to the attached path.
+///
+/// With `in_place` (the measured cost of packing one transcript in place) the threads
+/// are used only while they pay. The first [`GATE`] extractions are timed: when they cost
+/// nearly as much as packing in place (reading the transcripts is the work, and the
+/// workers would idle) those are packed here and the rest left to the attached path.
+/// After [`TRIAL`] transcripts this thread's pace is compared again: when the workers
+/// cannot keep up (the CPUs are busy with other work) this thread packs chunks itself,
+/// its pace falls to that of packing in place or below, and the rest is left to the
+/// attached path.
 ///
 /// # Errors
 /// The exception a signal handler raised (KeyboardInterrupt); the chunks in flight are
 /// dropped on the way out, and their references with them.
 pub fn pack_detached(
     transcripts: &Bound<'_, PyList>,
+    from: usize,
     options: &[PackOptions],
     exact: Option<Encoding>,
     threads: usize,
     fairness: &mut Fairness<'_>,
+    in_place: Option<std::time::Duration>,
 ) -> PyResult<Vec<Option<Detached>>> {
     let py = transcripts.py();
     let total = transcripts.len();
@@ -304,21 +341,23 @@ pub fn pack_detached(
     let (done_tx, done_rx) = channel::<Chunk>();
     std::thread::scope(|scope| -> PyResult<()> {
         let mut workers = 0;
-        for _ in 1..threads {
-            let done = done_tx.clone();
-            let queue = &queue;
-            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options, exact));
-            if spawned.is_err() {
-                break;
-            }
-            workers += 1;
-        }
-        if workers == 0 {
-            return Ok(());
-        }
         let mut chunk = Chunk::new();
-        for (i, transcript) in transcripts.iter().enumerate() {
+        let started = std::time::Instant::now();
+        // Whether `done` transcripts took clearly less time than packing them in place.
+        let pays = |done: usize| {
+            in_place.is_none_or(|cost| started.elapsed().as_secs_f64() < WORTH_IT * cost.as_secs_f64() * done as f64)
+        };
+        for (i, transcript) in transcripts.iter().enumerate().skip(from) {
             extract_transcript(i, &transcript, &mut chunk);
+            let done = i + 1 - from;
+            if workers == 0 && (done == GATE || i + 1 == total) {
+                workers = if pays(done) { spawn_workers(scope, threads, &queue, &done_tx, options, exact) } else { 0 };
+                if workers == 0 {
+                    pack_chunk(&mut chunk, options, exact);
+                    chunk.recycle(py, &mut results);
+                    return Ok(());
+                }
+            }
             if chunk.transcripts.len() < CHUNK && i + 1 < total {
                 continue;
             }
@@ -336,6 +375,9 @@ pub fn pack_detached(
             }
             chunk.recycle(py, &mut results);
             fairness.tick()?;
+            if (done..done + CHUNK).contains(&TRIAL) && !pays(done) {
+                break;
+            }
         }
         drop(queue_tx);
         py.detach(|| work(&queue, &done_tx, options, exact));
@@ -347,4 +389,25 @@ pub fn pack_detached(
         chunk.recycle(py, &mut results);
     }
     Ok(results)
+}
+
+/// Starts up to `threads - 1` workers on the queue; how many the OS let start.
+fn spawn_workers<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    threads: usize,
+    queue: &'scope Mutex<Receiver<Chunk>>,
+    done: &Sender<Chunk>,
+    options: &'scope [PackOptions],
+    exact: Option<Encoding>,
+) -> usize {
+    let mut workers = 0;
+    for _ in 1..threads {
+        let done = done.clone();
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options, exact));
+        if spawned.is_err() {
+            break;
+        }
+        workers += 1;
+    }
+    workers
 }

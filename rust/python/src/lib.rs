@@ -14,11 +14,13 @@ mod result;
 mod sizer;
 mod strings;
 
+use contextfold_core::items::{self, Format};
 use contextfold_core::pack::{self, Cut, PackOptions};
+use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{ArraySizes, Role, Sizes};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
-use contextfold_core::Text;
+use contextfold_core::{JsonNode, Shape, Text};
 use node::PyNode;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::intern;
@@ -34,26 +36,30 @@ fn nodes<'py>(messages: &Bound<'py, PyAny>) -> PyResult<Vec<PyNode<'py>>> {
     Ok(list.iter().map(PyNode).collect())
 }
 
-/// Runs `f` on a transcript of `messages` sized by `estimate` (chars/4 when `None`).
+/// Runs `f` on a transcript of `messages` sized by `estimate` (chars/4 when `None`),
+/// its entries read as chat messages or Responses items (detected).
 fn with_transcript<'py, T>(
     messages: &Bound<'py, PyAny>,
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    with_nodes(&nodes(messages)?, estimate, f)
+    with_nodes(&nodes(messages)?, estimate, Format::Auto, Sizing::Seed, f)
 }
 
-/// Runs `f` on a transcript of `nodes` sized by `estimate` (chars/4 when `None`).
+/// Runs `f` on a transcript of `nodes` sized by `estimate` (`sizing` when `None`), the
+/// entries read as `format` says.
 fn with_nodes<'py, T>(
     nodes: &[PyNode<'py>],
     estimate: Option<Bound<'py, PyAny>>,
+    format: Format,
+    sizing: Sizing,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
     if estimate.is_some() {
         sizer::check_stack()?;
     }
-    let sizer = PySizer::new(estimate)?;
-    let mut transcript = Transcript::new(nodes, sizer).map_err(errors::to_py)?;
+    let sizer = PySizer::new(estimate, sizing)?;
+    let mut transcript = Transcript::read(nodes, sizer, format).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
         Err(err) => Err(transcript.sizer().take_error(err)),
@@ -76,30 +82,50 @@ fn count_tokens(text: &Bound<'_, PyString>, name: &str) -> PyResult<usize> {
     node::with_text(text, |t: Text<'_>| sizer::count(text.py(), encoding, t, &mut transcoded))
 }
 
+/// Seed sizing, or provider sizing with this image cost.
+fn sizing(image_tokens: Option<u64>) -> Sizing {
+    image_tokens.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens })
+}
+
 /// Tokens of one message.
 #[pyfunction]
-#[pyo3(signature = (message, estimate=None))]
-fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    let one = PyList::new(message.py(), [message])?;
-    with_transcript(one.as_any(), estimate, |t| t.tokens(0)).map_err(errors::without_index)
+#[pyo3(signature = (message, estimate=None, image_tokens=None))]
+fn message_tokens<'py>(
+    message: Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
+) -> PyResult<u64> {
+    if estimate.is_some() {
+        sizer::check_stack()?;
+    }
+    let message = PyNode(message);
+    let is_item = message.shape() == Shape::Object && items::marks_responses(&message.message_fields());
+    let checked = if is_item { items::check_item(&message) } else { contextfold_core::tokens::check_message(&message) }
+        .map_err(errors::to_py)?;
+    PySizer::new(estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
 }
 
 /// Sum of the messages' tokens.
 #[pyfunction]
-#[pyo3(signature = (messages, estimate=None))]
-fn tokens_of<'py>(messages: &Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    with_transcript(messages, estimate, |t| t.sum(0..t.len()))
+#[pyo3(signature = (messages, estimate=None, image_tokens=None))]
+fn tokens_of<'py>(
+    messages: &Bound<'py, PyAny>,
+    estimate: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
+) -> PyResult<u64> {
+    with_nodes(&nodes(messages)?, estimate, Format::Auto, sizing(image_tokens), |t| t.sum(0..t.len()))
 }
 
 /// Each message's tokens, as an int64 array.
 #[pyfunction]
-#[pyo3(signature = (messages, estimate=None))]
+#[pyo3(signature = (messages, estimate=None, image_tokens=None))]
 fn message_tokens_array<'py>(
     messages: &Bound<'py, PyAny>,
     estimate: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let py = messages.py();
-    let sizes = with_transcript(messages, estimate, |t| {
+    let sizes = with_nodes(&nodes(messages)?, estimate, Format::Auto, sizing(image_tokens), |t| {
         (0..t.len()).map(|i| t.tokens(i).map(|s| i64::try_from(s).unwrap_or(i64::MAX))).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(PyArray1::from_vec(py, sizes))
@@ -163,7 +189,7 @@ fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyRes
 #[pyfunction]
 #[pyo3(signature = (
     messages, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, system, shape, cut,
-    chunk_tokens
+    chunk_tokens, tools=None, image_tokens=None
 ))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 fn pack_handoff<'py>(
@@ -177,7 +203,10 @@ fn pack_handoff<'py>(
     shape: Bound<'py, PyAny>,
     cut: Bound<'py, PyAny>,
     chunk_tokens: Bound<'py, PyAny>,
+    tools: Option<Bound<'py, PyAny>>,
+    image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let py = messages.py();
     let raw = args::RawArgs {
         target: target_context_tokens,
         reserve: reserve_output_tokens,
@@ -188,18 +217,20 @@ fn pack_handoff<'py>(
         shape,
         cut,
         chunk_tokens,
+        tools: tools.unwrap_or_else(|| py.None().into_bound(py)),
     };
     let n = messages.len().unwrap_or(0);
     let args = raw.check(n)?;
-    let system_tokens = match &args.system {
-        None => 0,
-        Some(system) => {
-            let message = pyo3::types::PyDict::new(messages.py());
-            message.set_item(pyo3::intern!(messages.py(), "role"), pyo3::intern!(messages.py(), "system"))?;
-            message.set_item(pyo3::intern!(messages.py(), "content"), system)?;
-            message_tokens(message.into_any(), args.sizers.clone())?
-        }
-    };
+    // The separate system prompt and the tool definitions cost what a system message
+    // with that content costs.
+    let mut system_tokens = 0u64;
+    for content in [&args.system, &args.tools].into_iter().flatten() {
+        let message = PyDict::new(py);
+        message.set_item(intern!(py, "role"), intern!(py, "system"))?;
+        message.set_item(intern!(py, "content"), content)?;
+        let tokens = message_tokens(message.into_any(), args.sizers.clone(), image_tokens)?;
+        system_tokens = system_tokens.saturating_add(tokens);
+    }
     let options = PackOptions {
         budget: args.budget,
         system_tokens,
@@ -210,12 +241,14 @@ fn pack_handoff<'py>(
     };
     // Read once: the result comes from this reading, whatever an estimator does to the list.
     let snapshot = nodes(messages)?;
-    let packed = with_nodes(&snapshot, args.sizers, |t| pack::pack(t, &options))?;
+    let format = pack::format_for(args.dialect);
+    let packed = with_nodes(&snapshot, args.sizers, format, sizing(image_tokens), |t| pack::pack(t, &options))?;
     handoff_pack(&snapshot, packed, &args.budget_int)
 }
 
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
-/// to `threads` threads with the GIL released; a list of what `pack_handoff` returns.
+/// to `threads` threads with the GIL released (`0`: as many as pay, up to one a CPU); a
+/// list of what `pack_handoff` returns.
 #[pyfunction]
 #[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads, encoding=None))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python wrapper's arguments
@@ -233,8 +266,9 @@ fn pack_many<'py>(
     let budget_int = budget.into_any();
     // Beyond u64 is beyond any transcript: the core sees "unlimited".
     let budget = budget_int.extract::<u64>().unwrap_or(u64::MAX);
-    let dialect = args::dialect(dialect)
-        .ok_or_else(|| errors::argument(format!("shape must be 'auto', 'openai' or 'anthropic', not {dialect:?}")))?;
+    let dialect = args::dialect(dialect).ok_or_else(|| {
+        errors::argument(format!("shape must be 'auto', 'openai', 'anthropic' or 'responses', not {dialect:?}"))
+    })?;
     let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: chunk.extract().unwrap_or(u64::MAX) });
     let options: Vec<PackOptions> = (0..transcripts.len())
         .map(|i| PackOptions {
@@ -247,27 +281,54 @@ fn pack_many<'py>(
         })
         .collect();
     let mut fairness = batch::Fairness::new(py);
-    let threads = batch::thread_count(threads.extract().unwrap_or(usize::MAX));
-    let detached = if threads > 1 {
-        batch::pack_detached(transcripts, &options, exact, threads, &mut fairness)?
+    let requested = threads.extract().unwrap_or(usize::MAX);
+    let threads = batch::thread_count(requested);
+    let n = options.len();
+    let in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
+        let snapshot = nodes(transcript).map_err(|e| in_transcript(py, e, i))?;
+        let packed = with_nodes(
+            &snapshot,
+            encoding.clone().map(Bound::into_any),
+            pack::format_for(dialect),
+            Sizing::Seed,
+            |t| pack::pack(t, opts),
+        )
+        .map_err(|e| in_transcript(py, e, i))?;
+        PyResult::Ok((packed, snapshot))
+    };
+    let mut out = Vec::with_capacity(n);
+    // With the default thread count, the first transcripts are packed in place and timed:
+    // the workers are used only when reading a transcript costs clearly less than packing
+    // it (else they would idle while this thread reads).
+    let auto = requested == 0;
+    let probe = if auto && threads > 1 && n >= batch::PROBE + 2 * batch::CHUNK { batch::PROBE } else { 0 };
+    let mut packing = Vec::with_capacity(probe);
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options).take(probe) {
+        let started = std::time::Instant::now();
+        let (packed, snapshot) = in_place(i, &transcript, opts)?;
+        packing.push(started.elapsed());
+        out.push(handoff_pack(&snapshot, packed, &budget_int)?);
+        fairness.tick()?;
+    }
+    let threaded = threads > 1 && (!auto || probe > 0);
+    let detached = if threaded {
+        // The median: a time slice lost to another process must not make packing in
+        // place look dear (a low estimate keeps the threads out when in doubt).
+        packing.sort_unstable();
+        let cost = if auto { packing.get(packing.len() / 2).copied() } else { None };
+        batch::pack_detached(transcripts, probe, &options, exact, threads, &mut fairness, cost)?
     } else {
         Vec::new()
     };
-    let mut out = Vec::with_capacity(options.len());
-    let mut detached = detached.into_iter();
-    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options) {
+    let mut detached = detached.into_iter().skip(probe);
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options).skip(probe) {
         let (packed, snapshot) = match detached.next().flatten() {
             Some(batch::Detached { outcome: Ok(packed), messages }) => {
                 (packed, messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect())
             }
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
-            _ => {
-                let snapshot = nodes(&transcript).map_err(|e| in_transcript(py, e, i))?;
-                let packed = with_nodes(&snapshot, encoding.clone().map(Bound::into_any), |t| pack::pack(t, opts))
-                    .map_err(|e| in_transcript(py, e, i))?;
-                (packed, snapshot)
-            }
+            _ => in_place(i, &transcript, opts)?,
         };
         out.push(handoff_pack(&snapshot, packed, &budget_int)?);
         fairness.tick()?;
@@ -307,6 +368,9 @@ fn handoff_pack<'py>(
         }
         if let Some(note) = &packed.note {
             let dict = PyDict::new(py);
+            if note.message_item {
+                dict.set_item(intern!(py, "type"), intern!(py, "message"))?;
+            }
             dict.set_item(intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
             dict.set_item(intern!(py, "content"), &note.text)?;
             out.insert(note.at.min(out.len()), dict.into_any());
@@ -449,7 +513,9 @@ fn handoff_line(message: Bound<'_, PyAny>) -> String {
 }
 
 /// Reads each message's role and string content length: the least any windowing must
-/// do. Benchmarks use it as the floor the real functions are compared with.
+/// do. Benchmarks use it as the floor the real functions are compared with (built only
+/// with the `bench-floor` feature).
+#[cfg(feature = "bench-floor")]
 #[pyfunction]
 fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     let mut total = 0usize;
@@ -463,13 +529,18 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(total)
 }
 
-#[pymodule]
+/// Declared as needing the GIL: nothing has been tested on a free-threaded interpreter,
+/// and the batch path shares borrowed objects across threads.
+#[pymodule(gil_used = true)]
 mod _native {
+    #[cfg(feature = "bench-floor")]
+    #[pymodule_export]
+    use super::_scan_floor;
     #[pymodule_export]
     use super::{
-        _scan_floor, canonical_path, compact_tail_start_for_budget, count_tokens, estimate_tokens, handoff_line,
-        message_tokens, message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests,
-        pinned_directive_index, rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
+        canonical_path, compact_tail_start_for_budget, count_tokens, estimate_tokens, handoff_line, message_tokens,
+        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
+        rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]

@@ -52,6 +52,8 @@ fn key<'py>(py: Python<'py>, key: Key) -> &'py Bound<'py, PyString> {
         Key::Text => intern!(py, "text"),
         Key::Name => intern!(py, "name"),
         Key::Function => intern!(py, "function"),
+        Key::CallId => intern!(py, "call_id"),
+        Key::Output => intern!(py, "output"),
     }
 }
 
@@ -112,11 +114,28 @@ pub fn shape_of(v: &Bound<'_, PyAny>) -> Shape {
         Shape::Null
     } else if PyBool::is_type_of(v) {
         Shape::Bool
-    } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) {
+    } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) || has_index(v) {
         Shape::Number
     } else {
         Shape::Other
     }
+}
+
+/// Whether the value's type defines `__index__` (a `numpy.int64`): a number by the int
+/// it returns, as the reference reads it.
+fn has_index(v: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: a live object's type; we only read its number slots.
+    unsafe {
+        let numbers = (*pyo3::ffi::Py_TYPE(v.as_ptr())).tp_as_number;
+        !numbers.is_null() && (*numbers).nb_index.is_some()
+    }
+}
+
+/// The int a non-`int` number stands for (its `__index__`); `None` when that raises.
+fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: PyNumber_Index returns a new reference or NULL with an exception set,
+    // which `from_owned_ptr_or_err` takes over (and we drop: the value is then no number).
+    unsafe { Bound::from_owned_ptr_or_err(v.py(), pyo3::ffi::PyNumber_Index(v.as_ptr())) }.ok()
 }
 
 impl<'py> JsonNode for PyNode<'py> {
@@ -141,11 +160,15 @@ impl<'py> JsonNode for PyNode<'py> {
             Shape::Null => View::Null,
             Shape::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
             Shape::Number if PyFloat::is_type_of(v) => View::Float(unsafe { v.cast_unchecked::<PyFloat>() }.value()),
-            Shape::Number => match v.extract::<i64>() {
-                Ok(i) => View::Int(i),
-                // JavaScript holds the number as a double: too large for one is Infinity.
-                Err(_) => View::Float(v.extract::<f64>().unwrap_or(f64::INFINITY)),
-            },
+            Shape::Number => {
+                let int =
+                    if PyInt::is_type_of(v) { v.clone() } else { index_of(v).ok_or_else(|| self.wrong_type())? };
+                match int.extract::<i64>() {
+                    Ok(i) => View::Int(i),
+                    // JavaScript holds the number as a double: too large for one is Infinity.
+                    Err(_) => View::Float(int.extract::<f64>().unwrap_or(f64::INFINITY)),
+                }
+            }
             Shape::Other => return Err(self.wrong_type()),
         })
     }
@@ -164,7 +187,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 
     fn message_fields(&self) -> MessageFields<Self> {
-        let mut out = MessageFields { role: None, content: None, tool_calls: None };
+        let mut out = MessageFields { role: None, content: None, tool_calls: None, kind: None };
         if !PyDict::is_type_of(&self.0) {
             return out;
         }
@@ -173,6 +196,7 @@ impl<'py> JsonNode for PyNode<'py> {
             (key(py, Key::Role).as_ptr(), Key::Role),
             (key(py, Key::Content).as_ptr(), Key::Content),
             (key(py, Key::ToolCalls).as_ptr(), Key::ToolCalls),
+            (key(py, Key::Type).as_ptr(), Key::Type),
         ];
         let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
@@ -183,6 +207,7 @@ impl<'py> JsonNode for PyNode<'py> {
                 Some(Key::Role) => &mut out.role,
                 Some(Key::Content) => &mut out.content,
                 Some(Key::ToolCalls) => &mut out.tool_calls,
+                Some(Key::Type) => &mut out.kind,
                 _ => continue,
             };
             // SAFETY: `v` is a valid borrowed reference (see above); we take a new one.
@@ -196,7 +221,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 }
 
-/// Which of the three message keys `k` spells, compared by content (a dict built by
+/// Which of the four message keys `k` spells, compared by content (a dict built by
 /// `json.loads` holds its own key objects, not the interned ones).
 ///
 /// # Safety
@@ -216,6 +241,7 @@ unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
             b"role" => Some(Key::Role),
             b"content" => Some(Key::Content),
             b"tool_calls" => Some(Key::ToolCalls),
+            b"type" => Some(Key::Type),
             _ => None,
         }
     }

@@ -33,8 +33,18 @@ fn options<'py>(
 ) -> PyResult<(PackOptions, Bound<'py, PyAny>)> {
     let py = target.py();
     let none = py.None().into_bound(py);
-    let raw =
-        RawArgs { target, reserve, estimate: none.clone(), pinned, summary, system: none, shape, cut, chunk_tokens };
+    let raw = RawArgs {
+        target,
+        reserve,
+        estimate: none.clone(),
+        pinned,
+        summary,
+        system: none.clone(),
+        shape,
+        cut,
+        chunk_tokens,
+        tools: none,
+    };
     let args = raw.check(0)?;
     let options = PackOptions {
         budget: args.budget,

@@ -1,6 +1,6 @@
 //! The caller's estimator, as the core's [`Sizer`].
 //!
-//! With no estimator the core's chars/4 rule runs natively, and so does a named encoding
+//! With no estimator the core's chars/4 rule (seed or provider sizing) runs natively, and so does a named encoding
 //! (`"o200k_base"`, `"cl100k_base"`), counted by the core with the GIL released for long
 //! texts. A custom estimator is a Python callable, so each message is sized by
 //! `contextfold._contract`'s helpers (the same code the reference backend runs); an
@@ -10,6 +10,7 @@
 
 use crate::node::PyNode;
 use contextfold_core::encoding::{message_text, Encoding, ExactTokens};
+use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{CharsPerToken, Checked, Sizer, MESSAGE_OVERHEAD};
 use contextfold_core::{CoreError, Text};
 use pyo3::prelude::*;
@@ -28,6 +29,8 @@ enum Estimate<'py> {
 
 pub struct PySizer<'py> {
     estimate: Estimate<'py>,
+    /// How messages are sized without an estimator.
+    sizing: Sizing,
     error: Option<PyErr>,
 }
 
@@ -57,7 +60,7 @@ impl<'py> PySizer<'py> {
     ///
     /// # Errors
     /// An unknown encoding name.
-    pub fn new(estimate: Option<Bound<'py, PyAny>>) -> PyResult<Self> {
+    pub fn new(estimate: Option<Bound<'py, PyAny>>, sizing: Sizing) -> PyResult<Self> {
         let estimate = match estimate {
             None => Estimate::CharsPerToken,
             Some(name) if name.is_instance_of::<PyString>() => {
@@ -68,7 +71,7 @@ impl<'py> PySizer<'py> {
                 Err(_) => Estimate::CharsPerToken,
             },
         };
-        Ok(Self { estimate, error: None })
+        Ok(Self { estimate, sizing, error: None })
     }
 
     /// The Python exception for `err`: the one a callback raised, else the mapped core error.
@@ -77,6 +80,23 @@ impl<'py> PySizer<'py> {
             (CoreError::Callback, Some(py_err)) => py_err,
             (err, _) => crate::errors::to_py(err),
         }
+    }
+
+    /// Tokens of a message passed alone: its errors name no index.
+    ///
+    /// # Errors
+    /// What sizing a message in a transcript raises, without the index; the estimator's
+    /// own exception unchanged.
+    pub fn lone_message_tokens(&mut self, message: &PyNode<'py>, checked: &Checked<PyNode<'py>>) -> PyResult<u64> {
+        let sized = match &self.estimate {
+            Estimate::Custom(per_message, _) => {
+                let result = per_message.call1((None::<usize>, message.0.clone(), checked.item.sized_whole()));
+                self.call(result)
+            }
+            // chars/4 and exact counts do not depend on where the message stands.
+            Estimate::CharsPerToken | Estimate::Exact(_) => self.message_tokens(0, message, checked),
+        };
+        sized.map_err(|err| self.take_error(err))
     }
 
     fn call(&mut self, result: PyResult<Bound<'py, PyAny>>) -> Result<u64, CoreError> {
@@ -98,13 +118,13 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
         checked: &Checked<PyNode<'py>>,
     ) -> Result<u64, CoreError> {
         match &mut self.estimate {
-            Estimate::CharsPerToken => CharsPerToken.message_tokens(index, message, checked),
+            Estimate::CharsPerToken => self.sizing.message_tokens(index, message, checked),
             Estimate::Exact(ExactTokens { encoding, text, transcoded }) => {
-                let text = message_text(checked, text)?;
+                let text = message_text(message, checked, text)?;
                 Ok(count(message.0.py(), *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
             }
             Estimate::Custom(per_message, _) => {
-                let result = per_message.call1((index, message.0.clone()));
+                let result = per_message.call1((index, message.0.clone(), checked.item.sized_whole()));
                 self.call(result)
             }
         }

@@ -21,6 +21,7 @@ pub use note::{elision_marker, handoff_line, note_text, summary_note};
 pub use segments::is_volatile_content;
 
 use crate::error::CoreError;
+use crate::items::Format;
 use crate::json::JsonNode;
 use crate::tokens::{Role, Sizer, Sizes};
 use crate::transcript::Transcript;
@@ -47,6 +48,18 @@ pub enum Dialect {
     OpenAi,
     /// `tool_use` blocks answered by `tool_result` blocks in the next user message.
     Anthropic,
+    /// OpenAI Responses API items: `*_call` items answered by `*_call_output` items with
+    /// the same `call_id`, with the `reasoning` items before them.
+    Responses,
+}
+
+/// How the entries of a transcript packed in `dialect` are read (`None`: detected).
+pub const fn format_for(dialect: Option<Dialect>) -> Format {
+    match dialect {
+        None => Format::Auto,
+        Some(Dialect::Responses) => Format::Responses,
+        Some(Dialect::OpenAi | Dialect::Anthropic) => Format::Chat,
+    }
 }
 
 /// Where the verbatim tail may start.
@@ -83,6 +96,8 @@ pub struct Note {
     pub role: Role,
     /// Position in the output (the number of leading system messages kept).
     pub at: usize,
+    /// Written as a Responses `message` item (`{"type": "message", "role", "content"}`).
+    pub message_item: bool,
 }
 
 /// The packing decision, as indices into the input.
@@ -129,7 +144,11 @@ fn pack_transcript<N: JsonNode, S: Sizer<N>>(
         let tokens = t.sum(0..n)?;
         return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
     }
-    let dialect = options.dialect.unwrap_or_else(|| detect_dialect((0..n).filter_map(|i| t.checked(i))));
+    let dialect = if t.is_responses() {
+        Dialect::Responses
+    } else {
+        options.dialect.unwrap_or_else(|| detect_dialect((0..n).filter_map(|i| t.checked(i))))
+    };
     let mut volatile = n;
     while volatile > 0 && t.checked(volatile - 1).is_some_and(is_volatile) {
         volatile -= 1;
@@ -216,7 +235,7 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
         None => None,
         Some((text, cost)) => {
             tokens += cost;
-            Some(Note { text, role: Role::User, at: prefix })
+            Some(Note { text, role: Role::User, at: prefix, message_item: dialect == Dialect::Responses })
         }
     };
     Ok(Packed { kept, note, fits: true, tokens: u64::try_from(tokens).unwrap_or(0) })
@@ -268,6 +287,52 @@ mod tests {
         assert_eq!(handoff_line(&&m), "tool [read]: a b");
         assert_eq!(handoff_line(&&json!({"role": "user", "content": " \n "})), "user");
         assert_eq!(handoff_line(&&json!({"role": "user", "content": 3})), "user");
+    }
+
+    #[test]
+    fn responses_items_pair_calls_by_call_id_with_their_reasoning() {
+        let big = "x".repeat(400);
+        let items = vec![
+            json!({"role": "developer", "content": "be brief"}),
+            json!({"role": "user", "content": big}),
+            json!({"type": "reasoning", "summary": []}),
+            json!({"type": "function_call", "call_id": "a", "name": "grep", "arguments": "{}"}),
+            json!({"type": "function_call", "call_id": "b", "name": "read", "arguments": "{}"}),
+            json!({"type": "function_call_output", "call_id": "b", "output": "b"}),
+            json!({"type": "function_call_output", "call_id": "a", "output": "a"}),
+            json!({"type": "function_call_output", "call_id": "zzz", "output": "o"}),
+            json!({"type": "message", "role": "user", "content": "go"}),
+        ];
+        let refs: Vec<&Value> = items.iter().collect();
+        let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
+        assert!(t.is_responses());
+        let options = PackOptions {
+            budget: 170,
+            system_tokens: 0,
+            pinned: vec![],
+            summary: None,
+            dialect: None,
+            cut: Cut::Greedy,
+        };
+        let p = pack(&mut t, &options).unwrap();
+        // The parallel exchange is whole, its reasoning with it; the old request is
+        // dropped into a message-item note.
+        assert_eq!(p.kept, vec![0, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(p.note.is_some_and(|n| n.message_item && n.at == 1));
+    }
+
+    #[test]
+    fn responses_items_are_detected_and_checked() {
+        let chat = [json!({"role": "user", "content": "x"})];
+        let refs: Vec<&Value> = chat.iter().collect();
+        assert!(!Transcript::new(&refs, CharsPerToken).unwrap().is_responses());
+        let bad = [json!({"role": "user", "content": "x"}), json!({"type": "function_call", "call_id": 3})];
+        let refs: Vec<&Value> = bad.iter().collect();
+        let err = Transcript::new(&refs, CharsPerToken).err();
+        assert!(matches!(err, Some(CoreError::Message { index: Some(1), field: "call_id", .. })));
+        // Read as chat messages, an item without a role is an error.
+        let err = Transcript::read(&refs, CharsPerToken, Format::Chat).err();
+        assert!(matches!(err, Some(CoreError::Message { index: Some(1), field: "role", .. })));
     }
 
     proptest! {

@@ -3,15 +3,23 @@
 use super::segments::{block_is, blocks};
 use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMARY_HEADER};
 use crate::error::CoreError;
-use crate::json::{JsonNode, Key, View};
+use crate::items::{check_item, Item};
+use crate::json::{JsonNode, Key, Shape, View};
 use crate::text::{Snippet, Text};
 use crate::tokens::{check_message, Checked, Role, Sizer, MESSAGE_OVERHEAD};
 use crate::transcript::Transcript;
 
-/// One line for a dropped message: `role [tool, names]: first words…`.
+/// One line for a dropped message: `role [tool, names]: first words…`; an item with no
+/// role (a Responses call, output or reasoning item) is named by its `type`.
 pub fn handoff_line<N: JsonNode>(message: &N) -> String {
-    // A malformed message still gets a line: its role and whatever else reads cleanly.
-    let checked = check_message(message).unwrap_or(Checked { role: Role::Other, content: None, tool_calls: None });
+    // A malformed message still gets a line: whatever reads cleanly.
+    let checked = check_message(message).or_else(|_| check_item(message)).unwrap_or(Checked {
+        role: Role::Other,
+        content: None,
+        tool_calls: None,
+        item: Item::Other,
+        call_id: None,
+    });
     let mut line = String::new();
     write_handoff_line(&mut line, message, &checked);
     line
@@ -19,13 +27,9 @@ pub fn handoff_line<N: JsonNode>(message: &N) -> String {
 
 /// Appends [`handoff_line`] of `message` (whose fields are `checked`) to `out`.
 fn write_handoff_line<N: JsonNode>(out: &mut String, message: &N, checked: &Checked<N>) {
-    match checked.role.as_str() {
-        Some(role) => out.push_str(role),
-        None => {
-            if let Some(t) = message.get(Key::Role).as_ref().and_then(JsonNode::as_text) {
-                t.push_lossy(out);
-            }
-        }
+    let label = message.get(Key::Role).filter(|r| r.shape() == Shape::Str).or_else(|| message.get(Key::Type));
+    if let Some(t) = label.as_ref().and_then(JsonNode::as_text) {
+        t.push_lossy(out);
     }
     let mut names = NameList { out, any: false };
     if let Some(calls) = &checked.tool_calls {
@@ -51,7 +55,16 @@ fn write_handoff_line<N: JsonNode>(out: &mut String, message: &N, checked: &Chec
     let before = out.len();
     out.push_str(": ");
     let mut snippet = Snippet::new(out, LINE_SNIPPET_UNITS);
-    match checked.content.as_ref().map(JsonNode::view) {
+    // The content's text; an item without content (a call's output) shows its `output`.
+    let output;
+    let text = match &checked.content {
+        Some(content) => Some(content),
+        None => {
+            output = message.get(Key::Output);
+            output.as_ref()
+        }
+    };
+    match text.map(JsonNode::view) {
         Some(Ok(View::Str(text))) => {
             snippet.push(text);
         }

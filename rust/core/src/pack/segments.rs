@@ -2,9 +2,11 @@
 
 use super::{Dialect, VOLATILE_TAIL_TAG};
 use crate::error::CoreError;
+use crate::items::Item;
 use crate::json::{JsonNode, Key, Shape, View};
 use crate::tokens::{Checked, Role, Sizer, Sizes};
 use crate::transcript::Transcript;
+use std::collections::HashMap;
 
 pub(super) fn blocks<N: JsonNode>(message: &Checked<N>) -> Option<N::Items> {
     let content = message.content.as_ref().filter(|c| c.shape() == Shape::Array)?;
@@ -79,6 +81,9 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
     to: usize,
     dialect: Dialect,
 ) -> Vec<Segment> {
+    if dialect == Dialect::Responses {
+        return item_segments(t, from, to);
+    }
     let mut out = Vec::new();
     let mut i = from;
     while i < to {
@@ -101,6 +106,50 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
                 }
                 _ => {}
             }
+        }
+        out.push(Segment { start: i, end, core: false });
+        i = end;
+    }
+    out
+}
+
+/// Responses items: a run of `reasoning` items goes with the item after it; a call also
+/// takes its output (the first `*_call_output` after it with the same `call_id`) and all
+/// that lies between, so parallel calls and their outputs form one segment.
+fn item_segments<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, from: usize, to: usize) -> Vec<Segment> {
+    let item = |i: usize| t.checked(i).map_or(Item::Other, |c| c.item);
+    let id = |i: usize| {
+        t.checked(i)
+            .and_then(|c| c.call_id.as_ref())
+            .and_then(|id| id.as_text().map(|t| t.code_points().collect::<Vec<u32>>()))
+    };
+    // Each call_id's outputs, in order.
+    let mut outputs: HashMap<Vec<u32>, Vec<usize>> = HashMap::new();
+    for i in (from..to).filter(|&i| item(i) == Item::Output) {
+        if let Some(key) = id(i) {
+            outputs.entry(key).or_default().push(i);
+        }
+    }
+    let answer = |call: usize| {
+        let answers = outputs.get(&id(call)?)?;
+        answers.get(answers.partition_point(|&o| o < call)).copied()
+    };
+    let mut out = Vec::new();
+    let mut i = from;
+    while i < to {
+        let mut end = i;
+        while end < to && item(end) == Item::Reasoning {
+            end += 1;
+        }
+        end = (end + 1).min(to);
+        let mut k = i;
+        while k < end {
+            if item(k) == Item::Call {
+                if let Some(o) = answer(k) {
+                    end = end.max(o + 1);
+                }
+            }
+            k += 1;
         }
         out.push(Segment { start: i, end, core: false });
         i = end;

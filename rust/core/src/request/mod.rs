@@ -105,7 +105,8 @@ pub fn pack_body(
         _ => return Err(RequestError::MessagesNotAList { got: list.type_name(), root }),
     };
     let nodes: Vec<Node<'_, '_>> = items.collect();
-    let mut transcript = Transcript::new(&nodes, CharsPerToken).map_err(RequestError::Pack)?;
+    let mut transcript =
+        Transcript::read(&nodes, CharsPerToken, pack::format_for(options.dialect)).map_err(RequestError::Pack)?;
     let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
     let n = nodes.len();
     let input_tokens = if count_input { Some(transcript.sum(0..n).map_err(RequestError::Pack)?) } else { None };
@@ -211,7 +212,13 @@ fn system_tokens(system: Node<'_, '_>) -> Result<u64, RequestError> {
     match system.shape() {
         Shape::Null => Ok(0),
         Shape::Str | Shape::Array => {
-            let checked = Checked { role: Role::System, content: Some(system), tool_calls: None };
+            let checked = Checked {
+                role: Role::System,
+                content: Some(system),
+                tool_calls: None,
+                item: crate::items::Item::Message,
+                call_id: None,
+            };
             CharsPerToken.message_tokens(0, &system, &checked).map_err(RequestError::Pack)
         }
         _ => Err(RequestError::System { got: system.type_name() }),
@@ -266,9 +273,14 @@ fn splice(input: &[u8], layout: &Layout, kept: &[usize], note: Option<&Note>) ->
     out
 }
 
-/// The note message as compact JSON: `{"role":"user","content":"…"}`.
+/// The note message as compact JSON: `{"role":"user","content":"…"}`, or as a Responses
+/// message item `{"type":"message","role":…}`.
 pub fn write_note(out: &mut Vec<u8>, note: &Note) {
-    out.extend_from_slice(b"{\"role\":\"");
+    if note.message_item {
+        out.extend_from_slice(b"{\"type\":\"message\",\"role\":\"");
+    } else {
+        out.extend_from_slice(b"{\"role\":\"");
+    }
     out.extend_from_slice(note.role.as_str().unwrap_or("user").as_bytes());
     out.extend_from_slice(b"\",\"content\":");
     write_json_string(out, &note.text);

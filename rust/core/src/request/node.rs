@@ -216,13 +216,14 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
     }
 
     fn message_fields(&self) -> MessageFields<Self> {
-        let mut out = MessageFields { role: None, content: None, tool_calls: None };
+        let mut out = MessageFields { role: None, content: None, tool_calls: None, kind: None };
         for (k, v) in self.all_entries().into_iter().flatten() {
             let Some(Text::Utf8(name)) = k.as_text() else { continue };
             match name {
                 "role" => out.role = Some(v),
                 "content" => out.content = Some(v),
                 "tool_calls" => out.tool_calls = Some(v),
+                "type" => out.kind = Some(v),
                 _ => {}
             }
         }

@@ -1,0 +1,71 @@
+"""OpenAI Responses API items, in pure Python: the reference for ``contextfold-core``'s items.rs.
+
+An item whose ``type`` is absent or ``"message"`` is a message, read and sized like a chat
+message (``developer`` counts as ``system``). Every other item is sized by its whole
+compact JSON: ``*_call`` items are calls, ``*_call_output`` items answer them by
+``call_id``, ``reasoning`` items belong to the item after them, and an item of any other
+type is kept or dropped whole, never rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._contract import content_and_calls, role_of, where
+from ..errors import MessageTypeError
+
+MESSAGE = "message"
+CALL = "call"
+OUTPUT = "output"
+REASONING = "reasoning"
+OTHER = "other"
+
+_ROLES = {CALL: "assistant", REASONING: "assistant", OUTPUT: "tool", OTHER: ""}
+"""The role an item plays in packing ("" is no special role)."""
+
+
+def marks_responses(message: Any) -> bool:
+    """True for an entry that marks its transcript as Responses items: a ``type`` and no
+    ``role``, or a ``message``, ``function_call`` or ``function_call_output`` item."""
+    if not isinstance(message, dict) or "type" not in message:
+        return False
+    kind = message["type"]
+    return "role" not in message or (
+        isinstance(kind, str) and kind in ("message", "function_call", "function_call_output")
+    )
+
+
+def _kind(type_: str) -> str:
+    if type_ == "message":
+        return MESSAGE
+    if type_ == "reasoning":
+        return REASONING
+    if type_.endswith("_call"):
+        return CALL
+    if type_.endswith("_call_output"):
+        return OUTPUT
+    return OTHER
+
+
+def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
+    """``(role, kind)`` of a Responses item, after checking it: a dict; its ``type``, when
+    present, a str; a message item as a chat message; a call's or output's ``call_id``,
+    when present, a str."""
+    if not isinstance(item, dict):
+        raise MessageTypeError(f"{where(index)}: expected a dict, got {type(item).__name__}", index, "")
+    kind = MESSAGE
+    if "type" in item:
+        type_ = item["type"]
+        if not isinstance(type_, str):
+            raise MessageTypeError(
+                f"{where(index)}, field 'type': expected str, got {type(type_).__name__}", index, "type"
+            )
+        kind = _kind(type_)
+    if kind == MESSAGE:
+        role = role_of(item, index)
+        content_and_calls(item, index)
+        return ("system" if role == "developer" else role), kind
+    if kind in (CALL, OUTPUT) and "call_id" in item and not isinstance(item["call_id"], str):
+        got = type(item["call_id"]).__name__
+        raise MessageTypeError(f"{where(index)}, field 'call_id': expected str, got {got}", index, "call_id")
+    return _ROLES[kind], kind

@@ -1,0 +1,121 @@
+//! OpenAI Responses API input items (what `/v1/responses` and the Agents SDK carry): what
+//! each item is for packing, how it is checked, and how a transcript is recognised as one.
+//!
+//! An item whose `type` is absent or `"message"` is a message, read and sized like a chat
+//! message (`developer` counts as `system`). Every other item is sized by its whole compact
+//! JSON: `*_call` items (`function_call`, `custom_tool_call`, `computer_call`, …) are calls,
+//! `*_call_output` items answer them by `call_id`, `reasoning` items belong to the item
+//! after them, and an item of any other type is kept or dropped whole, never rejected.
+
+use crate::error::{CoreError, Problem};
+use crate::json::{JsonNode, Key, MessageFields, Shape};
+use crate::text::Text;
+use crate::tokens::{check_fields, Checked, Role};
+
+/// How a transcript's entries are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Responses items when [`marks_responses`] holds for any entry, else chat messages.
+    Auto,
+    /// Chat messages (OpenAI or Anthropic shape): every entry needs a `role`.
+    Chat,
+    /// Responses API items.
+    Responses,
+}
+
+/// What an entry is, as far as packing cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// A chat message, or a Responses `message` item: sized by its content and tool calls.
+    Message,
+    /// A `*_call` item, paired with its output by `call_id`.
+    Call,
+    /// A `*_call_output` item.
+    Output,
+    /// A `reasoning` item: it belongs to the item after it.
+    Reasoning,
+    /// Any other item type: kept or dropped whole.
+    Other,
+}
+
+impl Item {
+    /// Whether the item is sized by its whole compact JSON rather than as a message.
+    pub const fn sized_whole(self) -> bool {
+        !matches!(self, Item::Message)
+    }
+}
+
+/// Whether an entry marks its transcript as Responses items: a `type` and no `role`, or
+/// a `message`, `function_call` or `function_call_output` item (no chat message has a
+/// `type`; a `message` item marks too, so `developer` items at the front lead).
+pub fn marks_responses<N: JsonNode>(fields: &MessageFields<N>) -> bool {
+    match &fields.kind {
+        None => false,
+        Some(kind) => {
+            fields.role.is_none()
+                || kind.as_text().is_some_and(|t| {
+                    t.eq_ascii("message") || t.eq_ascii("function_call") || t.eq_ascii("function_call_output")
+                })
+        }
+    }
+}
+
+fn item_of(kind: &Text<'_>) -> Item {
+    if kind.eq_ascii("message") {
+        Item::Message
+    } else if kind.eq_ascii("reasoning") {
+        Item::Reasoning
+    } else if kind.ends_with("_call") {
+        Item::Call
+    } else if kind.ends_with("_call_output") {
+        Item::Output
+    } else {
+        Item::Other
+    }
+}
+
+/// Checks a Responses item: an object; its `type`, when present, a str; a message item
+/// as a chat message (`developer` read as `system`); a call's or output's `call_id`,
+/// when present, a str.
+///
+/// # Errors
+/// The first field at fault.
+pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
+    if item.shape() != Shape::Object {
+        return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: item.type_name() }));
+    }
+    let fields = item.message_fields();
+    let kind = match &fields.kind {
+        None => Item::Message,
+        Some(kind) => match kind.as_text() {
+            Some(text) => item_of(&text),
+            None => return Err(CoreError::wrong_type("type", "str", kind.type_name())),
+        },
+    };
+    if kind == Item::Message {
+        let developer = fields.role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
+        let mut checked = check_fields(fields)?;
+        if developer {
+            checked.role = Role::System;
+        }
+        return Ok(checked);
+    }
+    let call_id = match kind {
+        Item::Call | Item::Output => match item.get(Key::CallId) {
+            Some(id) if id.shape() != Shape::Str => {
+                return Err(CoreError::wrong_type("call_id", "str", id.type_name()))
+            }
+            id => id,
+        },
+        _ => None,
+    };
+    let role = match kind {
+        Item::Call | Item::Reasoning => Role::Assistant,
+        Item::Output => Role::Tool,
+        Item::Message | Item::Other => Role::Other,
+    };
+    // Kept for the note's line only (read as leniently as a line reads any message).
+    let content = fields.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array));
+    let tool_calls = fields.tool_calls.filter(|c| c.shape() == Shape::Array);
+    Ok(Checked { role, content, tool_calls, item: kind, call_id })
+}

@@ -1,0 +1,130 @@
+//! Provider sizing (`sizing="provider"`): opaque payloads are not sized by their length.
+//!
+//! A provider bills an image by its pixels, not by the length of its base64 text, and
+//! never bills a thinking block's signature or an encrypted reasoning payload as input
+//! text. Sized as the seeds do (by JSON length), one 400 KB screenshot costs 100,000
+//! tokens and a transcript with a few of them looks 10x over budget. Here an image or
+//! document block (OpenAI `image_url` / `file` parts, Anthropic `image` / `document`
+//! blocks, Responses `input_image` / `input_file` parts) costs a flat `image_tokens`
+//! instead of its JSON, and a `thinking` block's `signature`, a `redacted_thinking`
+//! block's `data` and a Responses `reasoning` item's `encrypted_content` cost nothing
+//! (the comma and colon around a left-out entry still count). Everything else is sized as
+//! [`CharsPerToken`] sizes it.
+
+use crate::error::CoreError;
+use crate::json::{json_len_with, JsonNode, Key, Visit, Visitor};
+use crate::text::Text;
+use crate::tokens::{estimate_units, message_units_with, CharsPerToken, Checked, Sizer, MESSAGE_OVERHEAD};
+
+/// Tokens an image or document block costs by default: what a provider bills for a large
+/// image (Anthropic: about width × height / 750, capped near 1,600 for the 1.15-megapixel
+/// images it keeps; OpenAI: 85 + 170 a 512-pixel tile, 1,105 for a 1024 × 1024 image), so
+/// the estimate stays on the safe side for a screenshot.
+pub const DEFAULT_IMAGE_TOKENS: u64 = 1_600;
+
+/// Block types sized as a flat `image_tokens`.
+const OPAQUE_BLOCKS: [&str; 6] = ["image_url", "file", "image", "document", "input_image", "input_file"];
+
+/// How messages are sized when no custom estimator is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizing {
+    /// The seeds' rule: everything by its length ([`CharsPerToken`]).
+    Seed,
+    /// Opaque payloads not by their length (this module).
+    Provider { image_tokens: u64 },
+}
+
+/// Counts opaque blocks and leaves signatures and encrypted payloads out.
+#[derive(Default)]
+struct Opaque {
+    blocks: u64,
+}
+
+impl<N: JsonNode> Visitor<N> for Opaque {
+    fn visit(&mut self, object: &N) -> Visit {
+        let Some(kind) = object.get(Key::Type) else { return Visit::Text };
+        let Some(kind) = kind.as_text() else { return Visit::Text };
+        visit_kind(&kind, &mut self.blocks)
+    }
+}
+
+fn visit_kind(kind: &Text<'_>, blocks: &mut u64) -> Visit {
+    if OPAQUE_BLOCKS.iter().any(|b| kind.eq_ascii(b)) {
+        *blocks += 1;
+        Visit::Opaque
+    } else if kind.eq_ascii("thinking") {
+        Visit::Without("signature")
+    } else if kind.eq_ascii("redacted_thinking") {
+        Visit::Without("data")
+    } else if kind.eq_ascii("reasoning") {
+        Visit::Without("encrypted_content")
+    } else {
+        Visit::Text
+    }
+}
+
+impl<N: JsonNode> Sizer<N> for Sizing {
+    fn message_tokens(&mut self, index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        let Sizing::Provider { image_tokens } = *self else {
+            return CharsPerToken.message_tokens(index, message, checked);
+        };
+        let mut opaque = Opaque::default();
+        let units = if checked.item.sized_whole() {
+            json_len_with(message, &mut opaque).map_err(|p| CoreError::field(None, "", p))?
+        } else {
+            message_units_with(checked, &mut opaque)?
+        };
+        Ok((estimate_units(units) + MESSAGE_OVERHEAD).saturating_add(opaque.blocks.saturating_mul(image_tokens)))
+    }
+
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+        <CharsPerToken as Sizer<N>>::text_tokens(&mut CharsPerToken, text)
+    }
+
+    fn units_tokens(&self, units: usize) -> Option<u64> {
+        Some(estimate_units(units))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::check_message;
+    use serde_json::{json, Value};
+
+    fn tokens(sizing: Sizing, v: &Value) -> u64 {
+        let checked = check_message(&v).unwrap();
+        let mut sizing = sizing;
+        sizing.message_tokens(0, &v, &checked).unwrap()
+    }
+
+    const PROVIDER: Sizing = Sizing::Provider { image_tokens: 1_000 };
+
+    #[test]
+    fn images_cost_a_flat_count_in_every_shape() {
+        let data = "A".repeat(400_000);
+        for block in [
+            json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}}),
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}),
+            json!({"type": "input_image", "image_url": format!("data:image/png;base64,{data}")}),
+        ] {
+            let m = json!({"role": "user", "content": [{"type": "text", "text": "abcd"}, block]});
+            // [{"type":"text","text":"abcd"},] is 31 units: 8 tokens, + 4, + one image.
+            assert_eq!(tokens(PROVIDER, &m), 8 + 4 + 1_000);
+            assert!(tokens(Sizing::Seed, &m) > 100_000);
+        }
+    }
+
+    #[test]
+    fn signatures_and_encrypted_payloads_cost_nothing() {
+        let sig = "s".repeat(4_000);
+        let m = json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": sig}]});
+        // [{"type":"thinking","thinking":"hm",}]: the signature's entry left out, 38 units.
+        assert_eq!(tokens(PROVIDER, &m), 10 + 4);
+        let m = json!({"role": "assistant", "content": [{"type": "redacted_thinking", "data": sig}]});
+        assert_eq!(tokens(PROVIDER, &m), 8 + 4);
+        let item = json!({"type": "reasoning", "encrypted_content": sig});
+        let checked = crate::items::check_item(&&item).unwrap();
+        assert_eq!(PROVIDER.clone().message_tokens(0, &&item, &checked), Ok(6 + 4));
+    }
+}
