@@ -21,7 +21,7 @@
 //! place; other text is transcoded into a caller's reusable buffer. The vocabulary (15 MB
 //! for cl100k, 32 MB for o200k, prebuilt by `bpe-openai`'s build script) is deserialised
 //! on first use of each encoding. Most pieces are words that recur, so each thread keeps
-//! the counts of recent short pieces in a small direct-mapped table ([`PieceCache`]): a
+//! the counts of recent short pieces in a small direct-mapped table (`PieceCache`): a
 //! hit costs a multiply and a compare, where the encoder walks its automaton and
 //! allocates. A hash set of the vocabulary's tokens (tiktoken's own shortcut) was tried
 //! in its place and was no faster: its 200,000 entries miss the CPU caches.

@@ -57,7 +57,7 @@ fn last_user<T: Sizes>(t: &T) -> Option<usize> {
     (0..t.len()).rev().find(|&i| t.role(i) == Role::User)
 }
 
-/// Where the chunked window starts: `convo[start..]` is what [`windowed`] keeps.
+/// Where the chunked window starts: `convo[start..]` is what `windowed` keeps.
 ///
 /// # Errors
 /// When a message reached while sizing is malformed.

@@ -1,8 +1,8 @@
 //! The `contextfold._native` extension: contextfold-core over borrowed Python objects.
 //!
-//! This crate only adapts. [`node::PyNode`] implements the core's accessor trait on a
-//! Python value (reading `str` data in place), [`sizer`] wraps a caller's estimator, and
-//! [`errors`] maps core errors to the exception classes of `contextfold.errors`. Every
+//! This crate only adapts. `node::PyNode` implements the core's accessor trait on a
+//! Python value (reading `str` data in place), `sizer` wraps a caller's estimator, and
+//! `errors` maps core errors to the exception classes of `contextfold.errors`. Every
 //! rule lives in contextfold-core.
 
 mod args;
