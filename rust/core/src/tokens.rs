@@ -147,11 +147,19 @@ pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreErr
 
 /// How messages and note texts are sized.
 pub trait Sizer<N> {
-    /// Tokens of message `index` (overhead included), given its checked fields.
+    /// Tokens of a message (overhead included), given its checked fields; `index` is its
+    /// place in a transcript, `None` for a message sized on its own.
     ///
     /// # Errors
     /// When the message is malformed or a custom estimator fails.
-    fn message_tokens(&mut self, index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError>;
+    fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError>;
+
+    /// Tokens of a separate system prompt: a system message whose content is
+    /// `checked.content` (see [`system_tokens`]).
+    ///
+    /// # Errors
+    /// When nested content has no JSON form or a custom estimator fails.
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError>;
 
     /// Tokens of a note's text (without the per-message overhead).
     ///
@@ -167,12 +175,40 @@ pub trait Sizer<N> {
     }
 }
 
+/// Tokens of one message sized on its own: errors name its field, not an index.
+///
+/// # Errors
+/// When the message is malformed or a custom estimator fails.
+pub fn message_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, message: &N) -> Result<u64, CoreError> {
+    let checked = check_message(message)?;
+    sizer.message_tokens(None, message, &checked)
+}
+
+/// Tokens of a separate system prompt (Anthropic's `system`): it costs what a system
+/// message with it as content costs. It is a str, a list of blocks or null.
+///
+/// # Errors
+/// When it is none of those (field `system`), nested content has no JSON form, or a
+/// custom estimator fails.
+pub fn system_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, system: N) -> Result<u64, CoreError> {
+    let content = match system.shape() {
+        Shape::Null => None,
+        Shape::Str | Shape::Array => Some(system),
+        _ => return Err(CoreError::wrong_type("system", "str, list or None", system.type_name())),
+    };
+    sizer.system_tokens(&Checked { role: Role::System, content, tool_calls: None })
+}
+
 /// The default estimator: four UTF-16 units a token.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsPerToken;
 
 impl<N: JsonNode> Sizer<N> for CharsPerToken {
-    fn message_tokens(&mut self, _index: usize, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+    fn message_tokens(&mut self, _index: Option<usize>, _message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        Ok(estimate_units(message_units(checked)?) + MESSAGE_OVERHEAD)
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
         Ok(estimate_units(message_units(checked)?) + MESSAGE_OVERHEAD)
     }
 
@@ -254,8 +290,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn tokens(v: &Value) -> Result<u64, CoreError> {
-        let checked = check_message(&v)?;
-        CharsPerToken.message_tokens(0, &v, &checked)
+        message_tokens(&mut CharsPerToken, &v)
     }
 
     #[test]

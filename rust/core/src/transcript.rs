@@ -70,7 +70,7 @@ impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
             return Err(CoreError::argument(format!("message index {i} out of range")));
         };
         if *slot == UNSIZED {
-            *slot = self.sizer.message_tokens(i, message, checked).map_err(|e| e.at(i))?;
+            *slot = self.sizer.message_tokens(Some(i), message, checked).map_err(|e| e.at(i))?;
         }
         Ok(*slot)
     }

@@ -87,8 +87,8 @@ impl<'py> RawArgs<'py> {
         let dialect = dialect(self.shape.cast_exact::<PyString>().ok()?.to_str().ok()?)?;
         let cut = match self.cut.cast_exact::<PyString>().ok()?.to_str().ok()? {
             "greedy" => Cut::Greedy,
-            "chunked" if self.chunk_tokens.is_none() => Cut::Chunked { chunk: (budget / 4).max(1) },
-            "chunked" => Cut::Chunked { chunk: exact_u64(&self.chunk_tokens).filter(|&c| c >= 1)? },
+            "chunked" if self.chunk_tokens.is_none() => Cut::Chunked { chunk: None },
+            "chunked" => Cut::Chunked { chunk: Some(exact_u64(&self.chunk_tokens).filter(|&c| c >= 1)?) },
             _ => return None,
         };
         Some(PackArgs {
@@ -135,7 +135,11 @@ impl<'py> RawArgs<'py> {
             summary: summary.map(|s| lossy(&s).unwrap_or_default()),
             system,
             dialect: dialect(&shape).unwrap_or(None),
-            cut: chunk.map_or(Cut::Greedy, |c| Cut::Chunked { chunk: c.extract::<u64>().unwrap_or(u64::MAX) }),
+            cut: match chunk {
+                Some(c) => Cut::Chunked { chunk: Some(c.extract::<u64>().unwrap_or(u64::MAX)) },
+                None if self.cut.eq("chunked").unwrap_or(false) => Cut::Chunked { chunk: None },
+                None => Cut::Greedy,
+            },
         })
     }
 }

@@ -13,7 +13,7 @@ mod sizer;
 mod strings;
 
 use contextfold_core::pack::{self, Cut, PackOptions};
-use contextfold_core::tokens::{ArraySizes, Role, Sizes};
+use contextfold_core::tokens::{self, ArraySizes, Role, Sizes};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::Text;
@@ -37,8 +37,16 @@ fn with_transcript<'py, T>(
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
+    with_sized_transcript(messages, PySizer::new(estimate), f)
+}
+
+/// [`with_transcript`] with a sizer already made (and perhaps used).
+fn with_sized_transcript<'py, T>(
+    messages: &Bound<'py, PyAny>,
+    sizer: PySizer<'py>,
+    f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
+) -> PyResult<T> {
     let nodes = nodes(messages)?;
-    let sizer = PySizer::new(estimate);
     let mut transcript = Transcript::new(&nodes, sizer).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
@@ -57,8 +65,8 @@ fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
 #[pyfunction]
 #[pyo3(signature = (message, estimate=None))]
 fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    let one = PyList::new(message.py(), [message])?;
-    with_transcript(one.as_any(), estimate, |t| t.tokens(0)).map_err(errors::without_index)
+    let mut sizer = PySizer::new(estimate);
+    tokens::message_tokens(&mut sizer, &PyNode(message)).map_err(|e| sizer.take_error(e))
 }
 
 /// Sum of the messages' tokens.
@@ -168,14 +176,10 @@ fn pack_handoff<'py>(
     };
     let n = messages.len().unwrap_or(0);
     let args = raw.check(n)?;
-    let system_tokens = match &args.system {
+    let mut sizer = PySizer::new(args.sizers);
+    let system_tokens = match args.system {
         None => 0,
-        Some(system) => {
-            let message = pyo3::types::PyDict::new(messages.py());
-            message.set_item(pyo3::intern!(messages.py(), "role"), pyo3::intern!(messages.py(), "system"))?;
-            message.set_item(pyo3::intern!(messages.py(), "content"), system)?;
-            message_tokens(message.into_any(), args.sizers.clone())?
-        }
+        Some(system) => tokens::system_tokens(&mut sizer, PyNode(system)).map_err(|e| sizer.take_error(e))?,
     };
     let options = PackOptions {
         budget: args.budget,
@@ -185,7 +189,7 @@ fn pack_handoff<'py>(
         dialect: args.dialect,
         cut: args.cut,
     };
-    let packed = with_transcript(messages, args.sizers, |t| pack::pack(t, &options))?;
+    let packed = with_sized_transcript(messages, sizer, |t| pack::pack(t, &options))?;
     handoff_pack(messages, packed, &args.budget_int)
 }
 
@@ -208,7 +212,8 @@ fn pack_many<'py>(
     let dialect = args::dialect(dialect).ok_or_else(|| {
         errors::ArgumentError::new_err(format!("shape must be 'auto', 'openai' or 'anthropic', not {dialect:?}"))
     })?;
-    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: chunk.extract().unwrap_or(u64::MAX) });
+    let cut =
+        chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk.extract().unwrap_or(u64::MAX)) });
     let options: Vec<PackOptions> = (0..transcripts.len())
         .map(|i| PackOptions {
             budget,

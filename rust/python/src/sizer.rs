@@ -8,7 +8,9 @@
 use crate::node::PyNode;
 use contextfold_core::tokens::{CharsPerToken, Checked, Sizer};
 use contextfold_core::CoreError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 pub struct PySizer<'py> {
     /// `(per_message(index, message), per_text(text))` for a custom estimator.
@@ -45,7 +47,7 @@ impl<'py> PySizer<'py> {
 impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
     fn message_tokens(
         &mut self,
-        index: usize,
+        index: Option<usize>,
         message: &PyNode<'py>,
         checked: &Checked<PyNode<'py>>,
     ) -> Result<u64, CoreError> {
@@ -53,6 +55,23 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
             None => CharsPerToken.message_tokens(index, message, checked),
             Some((per_message, _)) => {
                 let result = per_message.call1((index, message.0.clone()));
+                self.call(result)
+            }
+        }
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<PyNode<'py>>) -> Result<u64, CoreError> {
+        match self.custom.clone() {
+            None => <CharsPerToken as Sizer<PyNode<'py>>>::system_tokens(&mut CharsPerToken, checked),
+            Some((per_message, _)) => {
+                // The estimator sees the system message the prompt stands for.
+                let py = per_message.py();
+                let message = PyDict::new(py);
+                let content = checked.content.as_ref().map_or_else(|| py.None().into_bound(py), |c| c.0.clone());
+                let result = message
+                    .set_item(intern!(py, "role"), intern!(py, "system"))
+                    .and_then(|()| message.set_item(intern!(py, "content"), content))
+                    .and_then(|()| per_message.call1((py.None(), message)));
                 self.call(result)
             }
         }

@@ -54,8 +54,19 @@ pub enum Dialect {
 pub enum Cut {
     /// The longest run of newest segments that fits.
     Greedy,
-    /// Only at fixed cut points, every `chunk` tokens from the first non-system message.
-    Chunked { chunk: u64 },
+    /// Only at fixed cut points, every `chunk` tokens from the first non-system message
+    /// (`None`: a quarter of the budget; at least 1 either way).
+    Chunked { chunk: Option<u64> },
+}
+
+impl Cut {
+    /// The chunk size under `budget`, `None` for the greedy cut.
+    pub fn chunk_size(self, budget: u64) -> Option<u64> {
+        match self {
+            Cut::Greedy => None,
+            Cut::Chunked { chunk } => Some(chunk.unwrap_or(budget / 4).max(1)),
+        }
+    }
 }
 
 /// What to pack and how.
@@ -63,7 +74,8 @@ pub enum Cut {
 pub struct PackOptions {
     /// Tokens available (target minus reserved output).
     pub budget: u64,
-    /// Tokens of a separate system prompt (Anthropic's `system`), counted, never dropped.
+    /// Tokens of a separate system prompt (Anthropic's `system`), counted, never dropped:
+    /// what [`crate::tokens::system_tokens`] gives for it.
     pub system_tokens: u64,
     /// Indices of messages to keep (user and assistant roles; others are ignored).
     pub pinned: Vec<usize>,
@@ -204,9 +216,9 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
         return Ok(Packed { kept, note: None, fits: false, tokens: u64::try_from(core).unwrap_or(0) });
     }
     let room = budget - core;
-    let (tail_seg, tail_tokens, note) = match options.cut {
-        Cut::Greedy => greedy_tail(t, &segs, room, options)?,
-        Cut::Chunked { chunk } => chunked_tail(t, &segs, room, chunk, options)?,
+    let (tail_seg, tail_tokens, note) = match options.cut.chunk_size(options.budget) {
+        None => greedy_tail(t, &segs, room, options)?,
+        Some(chunk) => chunked_tail(t, &segs, room, chunk, options)?,
     };
     let mut kept: Vec<usize> = (0..prefix).collect();
     kept.extend(kept_core(&segs, tail_seg));
@@ -280,7 +292,7 @@ mod tests {
             let values = build(&steps);
             let refs: Vec<&Value> = values.iter().collect();
             let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
-            let cut = if chunked { Cut::Chunked { chunk: (budget / 4).max(1) } } else { Cut::Greedy };
+            let cut = if chunked { Cut::Chunked { chunk: None } } else { Cut::Greedy };
             let options = PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut };
             let p = pack(&mut t, &options).unwrap();
             // Output order is input order; the system prompt is always kept first.

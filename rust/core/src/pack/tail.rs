@@ -46,7 +46,8 @@ pub(super) fn greedy_tail<N: JsonNode, S: Sizer<N>>(
     Ok((start, tail, note))
 }
 
-/// Chunked: the tail starts at the earliest fixed cut point where core + note + tail fit.
+/// Chunked: the tail starts at the earliest fixed cut point where core + note + tail fit
+/// (`chunk` at least 1).
 pub(super) fn chunked_tail<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
     segs: &[Segment],
@@ -54,7 +55,6 @@ pub(super) fn chunked_tail<N: JsonNode, S: Sizer<N>>(
     chunk: u64,
     options: &PackOptions,
 ) -> Result<TailChoice, CoreError> {
-    let chunk = chunk.max(1);
     // Cut points: where the running total from the first non-system message crosses a
     // multiple of `chunk`, moved forward to the next segment start.
     let mut candidates = Vec::new();
