@@ -24,20 +24,37 @@ def _paths(n: int, distinct: int, seed: int = 3) -> list[str]:
     return [pool[min(int(rng.paretovariate(1.2)) - 1, distinct - 1)] for _ in range(n)]
 
 
-# Distinct str objects, as json.loads gives for the paths of a run's tool calls.
-ITEMS = json.loads(json.dumps(_paths(100_000, 5_000)))
+def _spread(n: int, distinct: int, seed: int = 4) -> list[str]:
+    """n f-string paths, each of ``distinct`` paths equally often, in random order."""
+    items = [f"src/pkg{i % 50}/file_{i % distinct}.ts" for i in range(n)]
+    random.Random(seed).shuffle(items)
+    return items
 
 
+# Distinct str objects, as json.loads gives for the paths of a run's tool calls: a few
+# paths read again and again (Pareto), or many paths equally often.
+ITEMS = {
+    "pareto": json.loads(json.dumps(_paths(100_000, 5_000))),
+    "5,000 unique": _spread(100_000, 5_000),
+}
+
+
+def counter_sorted(items: list[str]) -> list[tuple[str, int]]:
+    """The idiomatic Python expression rank_by_count is compared with."""
+    return sorted(Counter(items).items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+@pytest.mark.parametrize("items", list(ITEMS))
 @pytest.mark.parametrize("impl", ["native", "counter"])
-def bench_rank_by_count(benchmark: Any, impl: str) -> None:
-    expected = sorted(Counter(ITEMS).items(), key=lambda kv: (-kv[1], kv[0]))
-    benchmark.group = "rank_by_count 100,000 items"
+def bench_rank_by_count(benchmark: Any, impl: str, items: str) -> None:
+    paths = ITEMS[items]
+    benchmark.group = f"rank_by_count 100,000 items, {items}"
     if impl == "counter":
-        benchmark(lambda: sorted(Counter(ITEMS).items(), key=lambda kv: (-kv[1], kv[0])))
+        benchmark(counter_sorted, paths)
         return
     rank = native().rank_by_count
-    assert rank(ITEMS) == expected
-    benchmark(lambda: rank(ITEMS))
+    assert rank(paths) == counter_sorted(paths)
+    benchmark(rank, paths)
 
 
 @pytest.mark.parametrize("backend", ["native", "python"])

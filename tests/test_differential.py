@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from contextfold import reference
-from contextfold._estimate import sizers
+from contextfold._contract import sizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

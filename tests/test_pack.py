@@ -101,12 +101,8 @@ def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
 
     results = []
     for impl in (native, reference):
-        saved = _backend.impl
-        _backend.impl = impl
-        try:
+        with _backend.using(impl):
             results.append(cf.pack_handoff(messages, **kwargs))
-        finally:
-            _backend.impl = saved
     a, b = results
     assert (a.kept, a.note, a.fits, a.tokens, a.dropped, a.budget) == (
         b.kept,

@@ -8,7 +8,7 @@ from typing import Any
 import contextfold as cf
 import numpy as np
 import pytest
-from contextfold.reference.jsjson import compact_json
+from contextfold._js import compact_json
 
 
 def test_estimate_counts_utf16_units(backend: str) -> None:

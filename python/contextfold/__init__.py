@@ -7,6 +7,8 @@ reference).
 
 from __future__ import annotations
 
+from importlib.metadata import version as _distribution_version
+
 from . import _backend
 from .codemap import (
     CONSOLIDATED_KEY_PREFIX,
@@ -90,7 +92,8 @@ from .window import (
 backend: str = _backend.name
 """``"native"`` or ``"python"``: the implementation behind the API, fixed at import."""
 
-__version__ = "0.1.0"
+__version__ = _distribution_version(__name__)
+"""The installed distribution's version, which maturin takes from the Cargo workspace."""
 
 __all__ = [
     "COMPACT_TAIL_MAX_MESSAGES",

@@ -2,12 +2,15 @@
 
 ``CONTEXTFOLD_BACKEND=python`` forces the pure-Python reference; ``native`` requires the
 extension (an ImportError when it is missing); unset, the extension is used when it
-imports. The choice is made once, when contextfold is imported.
+imports. The choice is made once, when contextfold is imported. This is the one module
+that imports either backend; public modules call through :data:`impl`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 from . import reference
@@ -29,3 +32,28 @@ def _choose() -> tuple[str, ModuleType]:
 
 
 name, impl = _choose()
+
+
+def implementation(which: str) -> ModuleType:
+    """The backend module named ``"native"`` or ``"python"`` (ImportError when the
+    extension is not built)."""
+    if which == "python":
+        return reference
+    if which == "native":
+        from . import _native
+
+        return _native
+    raise ValueError(f"backend must be 'native' or 'python', not {which!r}")
+
+
+@contextmanager
+def using(backend: str | ModuleType) -> Iterator[ModuleType]:
+    """Runs the public API on ``backend`` (a name or a backend module) inside the block:
+    for tests and benchmarks that compare the two. Not thread-safe."""
+    global impl
+    chosen = implementation(backend) if isinstance(backend, str) else backend
+    saved, impl = impl, chosen
+    try:
+        yield chosen
+    finally:
+        impl = saved

@@ -12,26 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from . import _backend, pack_handoff, reference, windowed
+from . import _backend, pack_handoff, windowed
 
 Transcripts = list[list[dict[str, Any]]]
-
-
-@contextmanager
-def _using(impl: Any) -> Iterator[None]:
-    saved = _backend.impl
-    _backend.impl = impl
-    try:
-        yield
-    finally:
-        _backend.impl = saved
 
 
 def _best(fn: Callable[[], Any], repeat: int) -> float:
@@ -46,24 +35,22 @@ def _best(fn: Callable[[], Any], repeat: int) -> float:
 def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[[], Any]]]:
     """name -> (transcripts -> a zero-argument timed call)."""
     found: dict[str, Callable[[Transcripts], Callable[[], Any]]] = {}
-    try:
-        from . import _native
-    except ImportError:
-        _native = None  # type: ignore[assignment]
-    for name, impl in (("native", _native), ("reference", reference)):
-        if impl is None:
+    for name, backend in (("native", "native"), ("reference", "python")):
+        try:
+            impl = _backend.implementation(backend)
+        except ImportError:  # the extension is not built
             continue
 
         def packer(ts: Transcripts, impl: Any = impl) -> Callable[[], Any]:
             def run() -> Any:
-                with _using(impl):
+                with _backend.using(impl):
                     return [pack_handoff(t, target_context_tokens=budget) for t in ts]
 
             return run
 
         def window(ts: Transcripts, impl: Any = impl) -> Callable[[], Any]:
             def run() -> Any:
-                with _using(impl):
+                with _backend.using(impl):
                     return [windowed(t) for t in ts]
 
             return run

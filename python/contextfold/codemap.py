@@ -24,8 +24,8 @@ from datetime import date, datetime, timezone
 from typing import Any, TypeVar
 
 from . import _backend
+from ._js import JS_SPACE_CHARS, collapse_spaces, js_trim, utf16_cut
 from .errors import ArgumentError
-from .reference.text import JS_SPACE_CHARS, collapse_spaces, js_trim, utf16_cut
 
 __all__ = [
     "CONSOLIDATED_KEY_PREFIX",

@@ -25,8 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .reference.jsjson import compact_json, utf16_len
-from .reference.text import js_trim, utf16_cut
+from ._js import compact_json, js_trim, utf16_cut, utf16_len
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
     COMPACT_TAIL_TOKEN_BUDGET,

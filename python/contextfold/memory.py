@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._js import collapse_spaces, js_trim
 from .codemap import rank_by_count
 from .errors import ArgumentError
-from .reference.text import collapse_spaces, js_trim
 
 __all__ = ["BRIEF_MAX_FILES", "BRIEF_MAX_SEARCHES", "BRIEF_MIN_OBSERVATIONS", "WorkingMemory", "WorkingMemorySnapshot"]
 

@@ -28,11 +28,22 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from . import _backend
-from ._args import whole
-from ._handoff import HandoffPack, check_system, chunk_size, handoff_budget
+from ._contract import (
+    VOLATILE_TAIL_CLOSE,
+    VOLATILE_TAIL_TAG,
+    Estimator,
+    HandoffPack,
+    add_note,
+    check_system,
+    chunk_size,
+    elision_marker,
+    handoff_budget,
+    is_volatile_content,
+    whole,
+)
+from ._js import js_trim
 from .errors import ArgumentError, MessageTypeError
-from .reference.pack import VOLATILE_TAIL_CLOSE, VOLATILE_TAIL_TAG, elision_marker, is_volatile_content
-from .tokens import Estimator, Message, message_tokens
+from .tokens import Message, message_tokens
 
 __all__ = [
     "VOLATILE_TAIL_TAG",
@@ -67,8 +78,6 @@ def volatile_tail(sections: Iterable[str | None]) -> dict[str, str] | None:
     Append it after the history; :func:`pack_handoff` keeps it last and never takes it
     for the directive.
     """
-    from .reference.text import js_trim
-
     body = "\n\n".join(s for s in (js_trim(x or "") for x in sections) if s)
     return {"role": "user", "content": f"{VOLATILE_TAIL_TAG}\n{body}\n{VOLATILE_TAIL_CLOSE}"} if body else None
 
@@ -157,7 +166,7 @@ def pack_many(
                     )
                 )
             except Exception as exc:
-                exc.add_note(f"in transcript {i}")
+                add_note(exc, f"in transcript {i}")
                 raise
         return packs
     system_tokens = [_system_tokens(s) for s in systems] if systems is not None else [0] * len(transcripts)

@@ -8,11 +8,11 @@ a TypeScript host for the same transcript), and a message costs its text's estim
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _backend
-from ._estimate import sizers
+from ._contract import Estimator, sizers
 from .errors import MessageTypeError
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
 __all__ = ["estimate_tokens", "message_tokens", "message_tokens_array", "tokens_of", "transcript_tokens"]
 
 Message = dict[str, Any]
-Estimator = Callable[[str], int]
 
 
 def estimate_tokens(text: str) -> int:

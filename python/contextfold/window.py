@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _backend
-from ._args import whole
-from ._estimate import sizers
+from ._contract import Estimator, sizers, whole
 from .errors import ArgumentError
-from .tokens import Estimator, Message
+from .tokens import Message
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np

@@ -9,24 +9,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .._estimate import Estimator
-from .._handoff import HandoffPack, pack_arguments
+from .._contract import (
+    MESSAGE_OVERHEAD,
+    Estimator,
+    HandoffPack,
+    Sizers,
+    add_note,
+    elision_marker,
+    is_volatile_content,
+    pack_arguments,
+)
+from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
-from .tokens import MESSAGE_OVERHEAD, Sizers, Transcript, message_tokens
+from .tokens import Transcript, message_tokens
 
-VOLATILE_TAIL_TAG = "<run-state>"
-VOLATILE_TAIL_CLOSE = "</run-state>"
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
 SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
 NOTE_MAX_LINES = 40
 LINE_SNIPPET_UNITS = 80
 _HEADER_UNITS = len(NOTE_HEADER)
-
-# JavaScript's whitespace set (\s and trim): unlike str.split(), it includes U+FEFF and
-# excludes U+001C-U+001F and U+0085.
-_JS_SPACE = frozenset("\t\n\x0b\x0c\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") | frozenset(
-    chr(c) for c in range(0x2000, 0x200B)
-)
 
 
 def _blocks(message: dict[str, Any]) -> list[Any] | None:
@@ -51,16 +52,6 @@ def _only_tool_results(message: dict[str, Any]) -> bool:
 def _has_tool_calls(message: dict[str, Any]) -> bool:
     calls = message.get("tool_calls")
     return isinstance(calls, list) and len(calls) > 0
-
-
-def is_volatile_content(content: Any) -> bool:
-    """True when content (a str, or a list whose first part's ``text`` is one) opens with the tag."""
-    if isinstance(content, str):
-        return content.startswith(VOLATILE_TAIL_TAG)
-    if isinstance(content, list) and content and isinstance(content[0], dict):
-        text = content[0].get("text")
-        return isinstance(text, str) and text.startswith(VOLATILE_TAIL_TAG)
-    return False
 
 
 def _is_volatile(role: str, message: dict[str, Any]) -> bool:
@@ -90,7 +81,7 @@ def snippet(parts: list[str], max_units: int) -> str:
     for part in parts:
         pending = pending or started
         for c in _lossy(part):
-            if c in _JS_SPACE:
+            if c in JS_SPACES:
                 pending = pending or started
                 continue
             width = 2 if ord(c) > 0xFFFF else 1
@@ -142,10 +133,6 @@ def handoff_line(message: dict[str, Any]) -> str:
     return line
 
 
-def elision_marker(n: int) -> str:
-    return f"[… {n} earlier message{'' if n == 1 else 's'} not shown]"
-
-
 def note_text(lines: list[str], unlisted: int) -> str:
     head = NOTE_HEADER + (f"\n{elision_marker(unlisted)}" if unlisted > 0 else "")
     return head + "".join(f"\n- {line}" for line in lines)
@@ -163,7 +150,7 @@ class _Packer:
         self.pinned = pinned
         self.summary = summary
         self.by_length = sizers is None
-        self._text_tokens = (lambda text: -(-_utf16(text) // 4)) if sizers is None else sizers[1]
+        self._text_tokens = (lambda text: -(-utf16_len(text) // 4)) if sizers is None else sizers[1]
 
     def note_tokens(self, text: str) -> int:
         return self._text_tokens(text) + MESSAGE_OVERHEAD
@@ -203,7 +190,7 @@ class _Packer:
         estimate (no text built per candidate), else from the text."""
         if self.by_length:
             unlisted = total - len(newest)
-            units = _HEADER_UNITS + (1 + _utf16(elision_marker(unlisted)) if unlisted else 0) + lines_units
+            units = _HEADER_UNITS + (1 + utf16_len(elision_marker(unlisted)) if unlisted else 0) + lines_units
             return -(-units // 4) + MESSAGE_OVERHEAD
         return self.note_tokens(note_text(newest[::-1], total - len(newest)))
 
@@ -216,7 +203,7 @@ class _Packer:
         lines_units = 0
         for i in reversed(dropped[-NOTE_MAX_LINES:] if dropped else []):
             line = handoff_line(self.t.messages[i])
-            units = lines_units + 3 + _utf16(line)
+            units = lines_units + 3 + utf16_len(line)
             newest.append(line)
             cost = self.listing_cost(newest, total, units)
             if cost > room:
@@ -335,10 +322,6 @@ class _Packer:
         return {"kept": kept, "note": packed_note, "fits": True, "tokens": tokens}
 
 
-def _utf16(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) >> 1
-
-
 def _dropped_before(segs: list[list[Any]], stop: int) -> list[int]:
     return [i for s in segs[:stop] if not s[2] for i in range(s[0], s[1])]
 
@@ -422,6 +405,6 @@ def pack_many(
         try:
             out.append(_pack(messages, budget, None, [], None, system, dialect, chunk_tokens))
         except Exception as exc:
-            exc.add_note(f"in transcript {i}")
+            add_note(exc, f"in transcript {i}")
             raise
     return out

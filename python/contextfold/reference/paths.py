@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from .text import js_trim
+from .._js import js_trim
 
 NOISE_SEGMENTS = frozenset({"node_modules", "dist", ".next", ".turbo", "coverage", ".git", ".builderforce"})
 NOISE_FILES = frozenset({"pnpm-lock.yaml", "package-lock.json", "yarn.lock", "bun.lockb"})

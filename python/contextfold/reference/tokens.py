@@ -2,55 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._contract import MESSAGE_OVERHEAD, PerMessage, Sizers, content_and_calls, role_of
+from .._js import json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
-from .jsjson import json_length, utf16_len
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
-
-MESSAGE_OVERHEAD = 4
-
-PerMessage = Callable[[int | None, Any], int]
-Sizers = tuple[PerMessage, Callable[[str], int]]
-
-
-def _where(index: int | None) -> str:
-    return "message" if index is None else f"message {index}"
-
-
-def role_of(message: Any, index: int | None = None) -> str:
-    """The message's role, checked: a dict whose ``role`` is a str."""
-    if not isinstance(message, dict):
-        raise MessageTypeError(f"{_where(index)}: expected a dict, got {type(message).__name__}", index, "")
-    try:
-        role = message["role"]
-    except KeyError:
-        raise MessageTypeError(f"{_where(index)}, field 'role': missing", index, "role") from None
-    if not isinstance(role, str):
-        raise MessageTypeError(f"{_where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
-    return role
-
-
-def content_and_calls(message: dict[str, Any], index: int | None = None) -> tuple[Any, list[Any] | None]:
-    """The message's content (checked: str, list or None) and tool_calls (list or None)."""
-    content = message.get("content")
-    if content is not None and not isinstance(content, (str, list)):
-        raise MessageTypeError(
-            f"{_where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
-            index,
-            "content",
-        )
-    calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise MessageTypeError(
-            f"{_where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
-            index,
-            "tool_calls",
-        )
-    return content, calls
 
 
 def checked_role(message: Any, index: int | None = None) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._contract import Sizers
 from ..errors import ArgumentError
-from .tokens import Sizers, Transcript, check_limits
+from .tokens import Transcript, check_limits
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np

@@ -1,6 +1,6 @@
 //! `pack_handoff`'s arguments, read without a round trip through Python in the plain case.
 //!
-//! The rules live once, in `contextfold._handoff.pack_arguments`. This module only
+//! The rules live once, in `contextfold._contract.pack_arguments`. This module only
 //! recognises arguments that are plainly valid (exact ints in range, no estimator, pins a
 //! list or tuple of ints, known shape and cut) and reads them directly; anything else goes
 //! to `pack_arguments`, which raises the error or normalises the value.
@@ -40,7 +40,7 @@ pub struct PackArgs<'py> {
     pub budget: u64,
     /// The budget as the result reports it.
     pub budget_int: Bound<'py, PyAny>,
-    /// `contextfold._estimate`'s helper pair for a custom estimator.
+    /// `contextfold._contract`'s helper pair for a custom estimator.
     pub sizers: Option<Bound<'py, PyAny>>,
     pub pinned: Vec<usize>,
     pub summary: Option<String>,
@@ -106,7 +106,7 @@ impl<'py> RawArgs<'py> {
     fn delegated(&self, n: usize) -> PyResult<PackArgs<'py>> {
         static PACK_ARGUMENTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let py = self.target.py();
-        let checked = PACK_ARGUMENTS.import(py, "contextfold._handoff", "pack_arguments")?.call1((
+        let checked = PACK_ARGUMENTS.import(py, "contextfold._contract", "pack_arguments")?.call1((
             &self.target,
             &self.reserve,
             &self.estimate,

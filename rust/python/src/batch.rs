@@ -204,7 +204,7 @@ impl<'py> Fairness<'py> {
             .unwrap_or(0.005);
         // A quarter interval: a waiting thread gets its turn soon after it asks.
         let every = std::time::Duration::try_from_secs_f64(interval / 4.0).unwrap_or_default();
-        let switch_point = py.import("contextfold._handoff").and_then(|m| m.getattr("switch_point")).ok();
+        let switch_point = py.import("contextfold._contract").and_then(|m| m.getattr("switch_point")).ok();
         Fairness { switch_point, every, since: std::time::Instant::now() }
     }
 

@@ -1,7 +1,7 @@
 //! The caller's estimator, as the core's [`Sizer`].
 //!
 //! With no estimator the core's chars/4 rule runs natively. A custom estimator is a
-//! Python callable, so each message is sized by `contextfold._estimate`'s helpers (the
+//! Python callable, so each message is sized by `contextfold._contract`'s helpers (the
 //! same code the reference backend runs); an exception it raises is kept and re-raised
 //! unchanged.
 
@@ -19,7 +19,7 @@ pub struct PySizer<'py> {
 }
 
 impl<'py> PySizer<'py> {
-    /// A sizer for `estimate`: `None`, or the pair of helpers `contextfold._estimate` builds.
+    /// A sizer for `estimate`: `None`, or the pair of helpers `contextfold._contract` builds.
     pub fn new(estimate: Option<Bound<'py, PyAny>>) -> Self {
         let custom = estimate.and_then(|pair| pair.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>().ok());
         Self { custom, error: None }

@@ -1,4 +1,8 @@
-"""JSON as JavaScript's ``JSON.stringify`` writes it, and its length in UTF-16 units.
+"""JavaScript's semantics where they differ from Python's, in one place: UTF-16 lengths and
+cuts, whitespace and trim, number printing, and JSON as ``JSON.stringify`` writes it.
+
+Both backends and the public modules stand on these rules; the native core has its own
+copy in Rust (text.rs, json.rs), held equal by the differential tests.
 
 Python's ``json.dumps`` differs from JavaScript in ways that change lengths: floats
 (``1.0`` vs ``1``, ``1e16`` vs ``10000000000000000``), ``NaN`` (``null`` in JavaScript),
@@ -14,9 +18,20 @@ import re
 from json.encoder import encode_basestring
 from typing import Any
 
-from ..errors import MessageTypeError, MessageValueError
+from .errors import MessageTypeError, MessageValueError
 
-__all__ = ["MAX_DEPTH", "compact_json", "js_number", "json_length", "utf16_len"]
+__all__ = [
+    "JS_SPACES",
+    "JS_SPACE_CHARS",
+    "MAX_DEPTH",
+    "collapse_spaces",
+    "compact_json",
+    "js_number",
+    "js_trim",
+    "json_length",
+    "utf16_cut",
+    "utf16_len",
+]
 
 MAX_DEPTH = 100_000
 """Deepest nesting followed before a value is rejected as too deep (or circular)."""
@@ -31,6 +46,44 @@ def utf16_len(text: str) -> int:
     if text.isascii():
         return len(text)
     return len(text.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+JS_SPACE_CHARS = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+"""JavaScript's ``\\s`` (and ``String#trim``): unlike Python's, it includes U+FEFF and
+excludes U+001C–U+001F and U+0085."""
+
+JS_SPACES = frozenset("\t\n\x0b\x0c\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") | frozenset(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+"""The characters of :data:`JS_SPACE_CHARS`, for membership tests."""
+
+_TRIM = re.compile(f"^[{JS_SPACE_CHARS}]+|[{JS_SPACE_CHARS}]+\\Z")
+
+
+def js_trim(text: str) -> str:
+    """``String.prototype.trim``."""
+    return _TRIM.sub("", text)
+
+
+_SPACE_RUN = re.compile(f"[{JS_SPACE_CHARS}]+")
+
+
+def collapse_spaces(text: str) -> str:
+    """``text.replace(/\\s+/g, ' ').trim()``."""
+    return js_trim(_SPACE_RUN.sub(" ", text))
+
+
+def utf16_cut(text: str, units: int) -> str:
+    """The longest prefix of at most ``units`` UTF-16 units (JavaScript's ``slice(0, n)``),
+    except that a cut never splits a surrogate pair: it falls before it."""
+    if len(text) <= units and text.isascii():
+        return text
+    used = 0
+    for i, c in enumerate(text):
+        used += 2 if ord(c) > 0xFFFF else 1
+        if used > units:
+            return text[:i]
+    return text
 
 
 def _string_json_len(text: str) -> int:

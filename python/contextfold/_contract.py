@@ -1,0 +1,251 @@
+"""The floor both backends stand on: what a call takes, what it returns, and the rules
+that are not hot paths.
+
+Everything here is shared, so the native and reference backends cannot drift apart on
+it: the result type :class:`HandoffPack`, argument checks and normalisation
+(:func:`whole`, :func:`pack_arguments`), a message's field checks, the custom-estimator
+adapter (:func:`sizers`), and the wire constants. The reference backend imports this
+module, :mod:`contextfold._js` and :mod:`contextfold.errors`, and nothing else of the
+package; the extension calls back into it only for the uncommon argument forms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from ._js import compact_json
+from .errors import ArgumentError, EstimatorError, MessageTypeError
+
+MESSAGE_OVERHEAD = 4
+"""Tokens every message costs on top of its text's estimate (role and framing)."""
+
+VOLATILE_TAIL_TAG = "<run-state>"
+"""Opens a volatile tail's content (wire format: stays byte-exact)."""
+VOLATILE_TAIL_CLOSE = "</run-state>"
+"""Closes a volatile tail's content."""
+
+Estimator = Callable[[str], int]
+"""A custom token estimator: ``estimate(text) -> int``."""
+PerMessage = Callable[[int | None, Any], int]
+PerText = Callable[[str], int]
+Sizers = tuple[PerMessage, PerText]
+"""What the backends take for a custom estimator: per-message and per-text sizing."""
+
+
+def whole(name: str, value: Any, minimum: int = 0) -> int:
+    """``value`` as an int of at least ``minimum``; bools and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ArgumentError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)``, also on Python 3.10 (which shows no notes, but keeps them)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:
+        notes = getattr(exc, "__notes__", None)
+        exc.__notes__ = [*notes, note] if isinstance(notes, list) else [note]
+
+
+# A message's fields -------------------------------------------------------------------
+
+
+def where(index: int | None) -> str:
+    """How an error names a message: ``message 3``, or ``message`` when it is alone."""
+    return "message" if index is None else f"message {index}"
+
+
+def role_of(message: Any, index: int | None = None) -> str:
+    """The message's role, checked: a dict whose ``role`` is a str."""
+    if not isinstance(message, dict):
+        raise MessageTypeError(f"{where(index)}: expected a dict, got {type(message).__name__}", index, "")
+    try:
+        role = message["role"]
+    except KeyError:
+        raise MessageTypeError(f"{where(index)}, field 'role': missing", index, "role") from None
+    if not isinstance(role, str):
+        raise MessageTypeError(f"{where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
+    return role
+
+
+def content_and_calls(message: dict[str, Any], index: int | None = None) -> tuple[Any, list[Any] | None]:
+    """The message's content (checked: str, list or None) and tool_calls (list or None)."""
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise MessageTypeError(
+            f"{where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
+            index,
+            "content",
+        )
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise MessageTypeError(
+            f"{where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
+            index,
+            "tool_calls",
+        )
+    return content, calls
+
+
+def is_volatile_content(content: Any) -> bool:
+    """True when content (a str, or a list whose first part's ``text`` is one) opens with
+    :data:`VOLATILE_TAIL_TAG`."""
+    if isinstance(content, str):
+        return content.startswith(VOLATILE_TAIL_TAG)
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        text = content[0].get("text")
+        return isinstance(text, str) and text.startswith(VOLATILE_TAIL_TAG)
+    return False
+
+
+def check_system(system: Any) -> None:
+    """A separate system prompt is None, a str or a list of blocks."""
+    if system is not None and not isinstance(system, (str, list)):
+        raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
+
+
+# Custom estimators --------------------------------------------------------------------
+
+
+def checked(estimate: Estimator, text: str) -> int:
+    """``estimate(text)``, verified to be a non-negative int."""
+    tokens = estimate(text)
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        raise EstimatorError(f"estimate_tokens must return an int, got {type(tokens).__name__}")
+    if tokens < 0:
+        raise EstimatorError(f"estimate_tokens must return a non-negative int, got {tokens}")
+    return int(tokens)
+
+
+def estimator_text(message: Any, index: int | None = None) -> str:
+    """The text a custom estimator sizes for ``message``: its content (a str as is,
+    anything else as compact JSON) followed by the compact JSON of its tool_calls."""
+    content, calls = content_and_calls(message, index)
+    text = content if type(content) is str else compact_json("" if content is None else content)
+    return text if calls is None else text + compact_json(calls)
+
+
+def sizers(estimate: Estimator | None) -> Sizers | None:
+    """The ``(per_message, per_text)`` pair the backends take, or None for chars/4.
+
+    A message then costs ``estimate(text) + 4`` (see :func:`estimator_text`); both
+    backends call these same two functions, so a custom estimator gives identical
+    results on either.
+    """
+    if estimate is None:
+        return None
+    if not callable(estimate):
+        raise EstimatorError(f"estimate_tokens must be callable, got {type(estimate).__name__}")
+
+    def per_message(index: int | None, message: Any) -> int:
+        return checked(estimate, estimator_text(message, index)) + MESSAGE_OVERHEAD
+
+    def per_text(text: str) -> int:
+        return checked(estimate, text)
+
+    return per_message, per_text
+
+
+# Handoff packing ----------------------------------------------------------------------
+
+
+class HandoffPack(NamedTuple):
+    """The result of :func:`contextfold.pack_handoff` (immutable; fields by name)."""
+
+    messages: list[Any]
+    """The packed transcript: the caller's own message objects, plus the note (a new dict)."""
+    dropped: int
+    """Input messages not in the output (a dropped volatile tail included)."""
+    fits: bool
+    """False when the system messages, directive and pinned turns alone exceed the budget."""
+    tokens: int
+    """Estimated tokens of the output, the note and a separate ``system`` included."""
+    budget: int
+    """``target_context_tokens - reserve_output_tokens``."""
+    note: str | None
+    """The note's text, or None when nothing was folded (or no note fitted)."""
+    kept: list[int]
+    """Indices of the input messages kept, in output order."""
+
+
+def elision_marker(n: int) -> str:
+    """The note line counting ``n`` dropped messages the note does not list."""
+    return f"[… {n} earlier message{'' if n == 1 else 's'} not shown]"
+
+
+def handoff_budget(target_context_tokens: int, reserve_output_tokens: int = 0) -> int:
+    """Tokens the packed transcript may use: the target window minus the reserved output."""
+    target = whole("target_context_tokens", target_context_tokens)
+    reserve = whole("reserve_output_tokens", reserve_output_tokens)
+    if reserve > target:
+        raise ArgumentError(f"reserve_output_tokens ({reserve}) exceeds target_context_tokens ({target})")
+    return target - reserve
+
+
+class PackArguments(NamedTuple):
+    """``pack_handoff``'s arguments, checked: what a backend packs with."""
+
+    budget: int
+    sizers: Sizers | None
+    pinned: list[int]
+    summary: str | None
+    system: str | list[Any] | None
+    """Still to be sized, by the backend, as a system message's content."""
+    shape: str
+    chunk_tokens: int | None
+    """None for the greedy cut."""
+
+
+def pack_arguments(
+    target_context_tokens: int,
+    reserve_output_tokens: int,
+    estimate_tokens: Estimator | None,
+    pinned: Iterable[int],
+    summary: str | None,
+    system: str | list[Any] | None,
+    shape: str,
+    cut: str,
+    chunk_tokens: int | None,
+) -> PackArguments:
+    """Checks ``pack_handoff``'s arguments in order; the first at fault raises.
+
+    The one place these rules are written: the reference calls it on every call; the
+    extension reads the plain case (int budget, no estimator, pins a list or tuple of
+    ints, known shape and cut) itself and hands anything else here, so both raise the
+    same errors in the same order.
+    """
+    budget = handoff_budget(target_context_tokens, reserve_output_tokens)
+    pins = [whole("pinned index", p) for p in pinned]
+    if summary is not None and not isinstance(summary, str):
+        raise ArgumentError(f"summary must be a str or None, got {type(summary).__name__}")
+    chunk = chunk_size(budget, shape, cut, chunk_tokens)
+    estimate = sizers(estimate_tokens)
+    check_system(system)
+    return PackArguments(budget, estimate, pins, summary, system, shape, chunk)
+
+
+SHAPES = ("auto", "openai", "anthropic")
+"""The message shapes packing understands (``auto`` detects Anthropic blocks)."""
+CUTS = ("greedy", "chunked")
+"""Where the kept tail may start."""
+
+
+def chunk_size(budget: int, shape: str, cut: str, chunk_tokens: int | None) -> int | None:
+    """The chunk size for ``cut`` (None for greedy), after checking the options."""
+    if shape not in SHAPES:
+        raise ArgumentError(f"shape must be 'auto', 'openai' or 'anthropic', not {shape!r}")
+    if cut not in CUTS:
+        raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
+    if cut == "greedy":
+        return None
+    return max(1, budget // 4) if chunk_tokens is None else whole("chunk_tokens", chunk_tokens, 1)
+
+
+def switch_point() -> None:
+    """Does nothing, in Python code: a long native batch calls it now and then, and the
+    interpreter, on entering it, hands the GIL to a thread waiting for it and runs pending
+    signal handlers, as it does between bytecodes."""

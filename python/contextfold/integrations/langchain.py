@@ -1,0 +1,194 @@
+"""LangChain: pack ``BaseMessage`` lists, as a function, a Runnable, or agent middleware.
+
+``pip install 'contextfold[langchain]'``. Every entry point converts the messages to
+OpenAI-shape dicts for :func:`contextfold.pack_handoff` and maps the result back by
+``kept`` index, so what comes back are the caller's own message objects (ids intact, so a
+``RemoveMessage(id=...)`` still finds them) plus the note as a ``HumanMessage`` or an
+``AIMessage`` (whichever keeps roles alternating). An ``AIMessage``'s ``tool_calls`` and
+the ``ToolMessage`` answers right after it are kept or dropped together.
+
+Conversion, one dict per message: ``SystemMessage`` → system, ``HumanMessage`` → user,
+``AIMessage`` → assistant with its ``tool_calls`` (arguments as compact JSON) and its
+``invalid_tool_calls`` (arguments as received),
+``ToolMessage`` and ``FunctionMessage`` → tool, ``ChatMessage`` → its own role; the content
+(a string or a list of blocks) is passed as is. Packing always uses the OpenAI pairing, so
+Anthropic ``tool_use`` blocks inside an ``AIMessage``'s content are sized, not re-paired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any, Literal
+
+import contextfold as cf
+
+from ._common import Estimator, Packed, compact_json, missing_extra, pack_converted
+
+try:
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.prompt_values import PromptValue
+    from langchain_core.runnables import RunnableLambda
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
+    raise missing_extra("langchain", exc) from exc
+
+__all__ = ["ContextfoldMiddleware", "TokenCounter", "pack", "pack_messages", "to_dicts"]
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool", "function": "tool"}
+_CHAT_ROLES = {"system", "user", "assistant", "tool", "developer"}
+
+
+def to_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """One OpenAI-shape dict per message, as the packer sizes it (see the module doc)."""
+    return [_to_dict(i, m) for i, m in enumerate(messages)]
+
+
+def _to_dict(index: int, message: Any) -> dict[str, Any]:
+    if not isinstance(message, BaseMessage):
+        raise cf.MessageTypeError(
+            f"message {index}: expected a langchain BaseMessage, got {type(message).__name__}", index, ""
+        )
+    role = _ROLES.get(message.type)
+    if role is None:
+        chat_role = getattr(message, "role", None)
+        role = chat_role if message.type == "chat" and chat_role in _CHAT_ROLES else None
+        if role is None:
+            raise cf.MessageValueError(
+                f"message {index}: field 'type': cannot pack a {message.type!r} message", index, "type"
+            )
+    out: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": message.content}
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        # a call whose arguments did not parse is still a call its ToolMessage answers
+        out["tool_calls"] = [_call(c["id"], c["name"], compact_json(c["args"])) for c in message.tool_calls] + [
+            _call(c["id"], c["name"], c["args"]) for c in message.invalid_tool_calls
+        ]
+    if role == "tool":
+        out["tool_call_id"] = getattr(message, "tool_call_id", None) or message.name or ""
+    return out
+
+
+def _call(call_id: str | None, name: str | None, arguments: str | None) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or ""}}
+
+
+def _note_message(note: dict[str, Any]) -> BaseMessage:
+    return AIMessage(content=note["content"]) if note["role"] == "assistant" else HumanMessage(content=note["content"])
+
+
+def pack(
+    messages: Sequence[BaseMessage] | PromptValue,
+    *,
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+    summary: str | None = None,
+) -> Packed:
+    """Packs ``messages`` into ``max_tokens - reserve_output_tokens`` tokens.
+
+    Returns the packed list (the caller's own objects plus the note message) together
+    with the :class:`~contextfold.HandoffPack` (``kept``, ``dropped``, ``fits``, ``tokens``).
+    """
+    if isinstance(messages, PromptValue):
+        messages = messages.to_messages()
+    return pack_converted(
+        messages,
+        to_dicts(messages),
+        _note_message,
+        target_context_tokens=max_tokens,
+        reserve_output_tokens=reserve_output_tokens,
+        estimate_tokens=estimate_tokens,
+        cut=cut,
+        chunk_tokens=chunk_tokens,
+        summary=summary,
+        shape="openai",
+    )
+
+
+def pack_messages(
+    messages: Sequence[BaseMessage] | PromptValue | None = None,
+    *,
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> Any:
+    """``trim_messages``' place in a chain, without breaking tool pairs or losing the question.
+
+    With ``messages``, returns the packed list. Without, returns a ``RunnableLambda`` that
+    packs whatever it is invoked with (a message list or a prompt value), so
+    ``prompt | pack_messages(max_tokens=8_000) | model`` works as with ``trim_messages``.
+    """
+    options: dict[str, Any] = {
+        "max_tokens": max_tokens,
+        "reserve_output_tokens": reserve_output_tokens,
+        "estimate_tokens": estimate_tokens,
+        "cut": cut,
+        "chunk_tokens": chunk_tokens,
+    }
+    if messages is None:
+        return RunnableLambda(partial(pack_messages, **options), name="pack_messages")
+    return pack(messages, **options).messages
+
+
+class TokenCounter:
+    """A ``token_counter=`` for ``trim_messages`` (and anything else that takes a list counter).
+
+    Counts a list of messages as :func:`contextfold.tokens_of` counts their dicts.
+    """
+
+    def __init__(self, estimate_tokens: Estimator | None = None) -> None:
+        self.estimate_tokens = estimate_tokens
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        return cf.tokens_of(to_dicts(messages), estimate_tokens=self.estimate_tokens)
+
+
+class ContextfoldMiddleware(AgentMiddleware):
+    """Agent middleware for ``langchain.agents.create_agent``: pack what the model sees.
+
+    Each model call gets the agent's messages packed into ``max_tokens`` minus
+    ``reserve_output_tokens`` minus the system message's tokens; the agent's state keeps
+    every message (nothing is removed), so the next call packs from the whole history
+    again. Tool definitions are not counted: leave room for them in
+    ``reserve_output_tokens``.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int,
+        reserve_output_tokens: int = 0,
+        estimate_tokens: Estimator | None = None,
+        cut: Literal["greedy", "chunked"] = "greedy",
+        chunk_tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        cf.handoff_budget(max_tokens, reserve_output_tokens)  # bad numbers fail here, not mid-run
+        self.max_tokens = max_tokens
+        self.reserve_output_tokens = reserve_output_tokens
+        self.estimate_tokens = estimate_tokens
+        self.cut = cut
+        self.chunk_tokens = chunk_tokens
+
+    def _packed(self, request: Any) -> Any:
+        system = request.system_message
+        system_tokens = 0 if system is None else TokenCounter(self.estimate_tokens)([system])
+        packed = pack(
+            request.messages,
+            max_tokens=self.max_tokens,
+            reserve_output_tokens=min(self.max_tokens, self.reserve_output_tokens + system_tokens),
+            estimate_tokens=self.estimate_tokens,
+            cut=self.cut,
+            chunk_tokens=self.chunk_tokens,
+        )
+        return request.override(messages=packed.messages)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._packed(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._packed(request))

@@ -1,0 +1,55 @@
+"""LangGraph: a ``pre_model_hook`` for the prebuilt ReAct agent.
+
+``pip install 'contextfold[langgraph]'``. ``create_react_agent(model, tools,
+pre_model_hook=pre_model_hook(max_tokens=8_000))`` packs the state's messages before each
+model call and hands them over as ``llm_input_messages``: the model sees the packed list,
+the graph's state keeps every message. The packed list holds the state's own message
+objects plus the note (see :mod:`contextfold.integrations.langchain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import contextfold as cf
+
+from ._common import Estimator, missing_extra
+
+try:
+    import langgraph  # noqa: F401  # the hook is for LangGraph's agent: require it like the others
+
+    from .langchain import pack
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
+    raise missing_extra("langgraph", exc) from exc
+
+__all__ = ["pre_model_hook"]
+
+
+def pre_model_hook(
+    *,
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """A hook returning ``{"llm_input_messages": packed}`` from the state's ``messages``.
+
+    The agent's ``prompt`` (its system message) is added after the hook runs: leave room
+    for it, and for the tool definitions, in ``reserve_output_tokens``.
+    """
+    cf.handoff_budget(max_tokens, reserve_output_tokens)  # bad numbers fail here, not mid-run
+
+    def hook(state: Mapping[str, Any]) -> dict[str, Any]:
+        packed = pack(
+            state["messages"],
+            max_tokens=max_tokens,
+            reserve_output_tokens=reserve_output_tokens,
+            estimate_tokens=estimate_tokens,
+            cut=cut,
+            chunk_tokens=chunk_tokens,
+        )
+        return {"llm_input_messages": packed.messages}
+
+    return hook

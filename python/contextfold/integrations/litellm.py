@@ -1,0 +1,288 @@
+"""LiteLLM: a proxy hook that packs every chat request, and drop-in trim and count functions.
+
+``pip install 'contextfold[litellm]'``.
+
+Proxy (``config.yaml``)::
+
+    litellm_settings:
+      callbacks: ["contextfold.integrations.litellm.proxy_handler_instance"]
+    callback_settings:
+      contextfold:                 # all optional
+        cut: chunked               # greedy (default) or chunked: prompt-cache-stable cut points
+        tokenizer: o200k_base      # a tiktoken encoding; default: ⌈UTF-16 length / 4⌉
+        fallback_window: 32000     # for models whose window LiteLLM does not know
+        windows: {my-model: 8000}  # per-model windows, over LiteLLM's model map
+        window: null               # one window for every model, over all of the above
+        default_reserve: 0         # output reserve when a request sets no max_tokens
+
+:class:`ContextfoldHook`'s ``async_pre_call_hook`` packs ``data["messages"]`` for chat
+completions (OpenAI shape) and Anthropic ``/v1/messages`` requests (with their top-level
+``system``); every other call type passes untouched. The window is the request model's
+``max_input_tokens`` from the proxy's model list (``model_info``) or LiteLLM's model map,
+unless the settings override it; the output reserve is the request's
+``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` (and a
+``tool_choice`` naming one) are counted too: their compact JSON is estimated and added to
+the reserve, since :func:`contextfold.pack_handoff` does not take tool definitions yet.
+A request that already fits is left as it came. A request whose must-keep part (system,
+latest user message and its tool exchange) is over the window is sent packed to that core
+(the provider will refuse it either way). Packing runs on the event loop: it is native
+code, tens to hundreds of microseconds a request (see docs/integrations.md).
+
+Library drop-ins, same parameters and return shapes as LiteLLM's:
+``from contextfold.integrations.litellm import trim_messages, token_counter``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import contextfold as cf
+
+from ._common import Estimator, compact_json, missing_extra
+
+try:
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
+    raise missing_extra("litellm", exc) from exc
+
+__all__ = ["ContextfoldHook", "proxy_handler_instance", "token_counter", "trim_messages"]
+
+log = logging.getLogger("contextfold.integrations.litellm")
+
+DEFAULT_TRIM_RATIO = 0.75
+"""LiteLLM's ``trim_messages`` default: pack into 75% of the model's input window."""
+
+SETTINGS_KEY = "contextfold"
+"""The ``callback_settings`` entry of the proxy's ``config.yaml`` the hook reads."""
+
+OPENAI_CHAT_CALLS = frozenset({"completion", "acompletion"})
+ANTHROPIC_CHAT_CALLS = frozenset({"anthropic_messages", "aanthropic_messages"})
+_SETTINGS = ("cut", "chunk_tokens", "tokenizer", "fallback_window", "windows", "window", "default_reserve")
+
+
+def model_window(model: str) -> int | None:
+    """``max_input_tokens`` of ``model``: the proxy's model group first, then LiteLLM's map."""
+    router = _proxy_router()
+    if router is not None:
+        group = router.get_model_group_info(model)
+        if group is not None and group.max_input_tokens:
+            return int(group.max_input_tokens)
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # LiteLLM raises a bare Exception for a model it does not map
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None
+
+
+def _proxy_router() -> Any:
+    """The running proxy's router, or None outside the proxy (never imports the proxy)."""
+    server = sys.modules.get("litellm.proxy.proxy_server")
+    return getattr(server, "llm_router", None)
+
+
+def named_estimator(tokenizer: str | None) -> Estimator | None:
+    """The estimator for a tokenizer name: None for the default, else a tiktoken encoding."""
+    if tokenizer is None:
+        return None
+    from contextfold.estimators import tiktoken_estimator
+
+    return tiktoken_estimator(tokenizer)
+
+
+def tools_tokens(data: Mapping[str, Any], estimate: Estimator | None) -> int:
+    """Tokens of a request's ``tools`` and ``tool_choice`` as sent (their compact JSON)."""
+    total = 0
+    for key in ("tools", "tool_choice"):
+        value = data.get(key)
+        if isinstance(value, (list, dict)) and value:
+            text = compact_json(value)
+            total += estimate(text) if estimate is not None else cf.estimate_tokens(text)
+    return total
+
+
+def output_reserve(data: Mapping[str, Any], default: int) -> int:
+    """The request's own output cap (``max_completion_tokens``, else ``max_tokens``)."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return default
+
+
+class ContextfoldHook(CustomLogger):
+    """A LiteLLM ``CustomLogger`` whose pre-call hook packs chat requests into the window.
+
+    Arguments given here win over the proxy's ``callback_settings.contextfold`` entry,
+    which is read on the first request (the module doc lists the keys).
+    """
+
+    def __init__(
+        self,
+        *,
+        cut: Literal["greedy", "chunked"] | None = None,
+        chunk_tokens: int | None = None,
+        tokenizer: str | None = None,
+        fallback_window: int | None = None,
+        windows: Mapping[str, int] | None = None,
+        window: int | None = None,
+        default_reserve: int | None = None,
+    ) -> None:
+        super().__init__()
+        given = {
+            "cut": cut,
+            "chunk_tokens": chunk_tokens,
+            "tokenizer": tokenizer,
+            "fallback_window": fallback_window,
+            "windows": windows,
+            "window": window,
+            "default_reserve": default_reserve,
+        }
+        self._given = {k: v for k, v in given.items() if v is not None}
+        self._settings: dict[str, Any] | None = None
+        self._estimate: Estimator | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The settings in force: these arguments over ``callback_settings.contextfold``."""
+        if self._settings is None:
+            configured = dict(litellm.callback_settings.get(SETTINGS_KEY) or {})
+            unknown = sorted(set(configured) - set(_SETTINGS))
+            if unknown:
+                raise cf.ArgumentError(f"callback_settings.{SETTINGS_KEY}: unknown keys {unknown}; known: {_SETTINGS}")
+            settings: dict[str, Any] = {"cut": "greedy", "chunk_tokens": None, "windows": {}, "default_reserve": 0}
+            settings.update(configured)
+            settings.update(self._given)
+            self._estimate = named_estimator(settings.get("tokenizer"))
+            self._settings = settings
+        return self._settings
+
+    def window_for(self, model: str) -> int | None:
+        """The window a request for ``model`` is packed into, or None (left as it came)."""
+        settings = self.settings()
+        if settings.get("window") is not None:
+            return int(settings["window"])
+        if model in settings["windows"]:
+            return int(settings["windows"][model])
+        found = model_window(model) if model else None
+        return found if found is not None else settings.get("fallback_window")
+
+    def pack_request(self, data: dict[str, Any], *, anthropic: bool = False) -> cf.HandoffPack | None:
+        """Packs ``data["messages"]`` in place of the list (the message objects are reused).
+
+        Returns the pack, or None when the request was left as it came: no messages list,
+        no known window, or a reserve that leaves no room.
+        """
+        messages = data.get("messages")
+        window = self.window_for(str(data.get("model") or ""))
+        if not isinstance(messages, list) or window is None:
+            return None
+        settings = self.settings()
+        reserve = output_reserve(data, settings["default_reserve"]) + tools_tokens(data, self._estimate)
+        if reserve >= window:
+            log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
+            return None
+        pack = cf.pack_handoff(
+            messages,
+            target_context_tokens=window,
+            reserve_output_tokens=reserve,
+            estimate_tokens=self._estimate,
+            system=data.get("system") if anthropic else None,
+            shape="anthropic" if anthropic else "openai",
+            cut=settings["cut"],
+            chunk_tokens=settings["chunk_tokens"],
+        )
+        if pack.dropped:
+            data["messages"] = pack.messages
+            log.debug("contextfold: %s packed to %d tokens, %d dropped", data.get("model"), pack.tokens, pack.dropped)
+        if not pack.fits:
+            log.warning("contextfold: %s request's core alone exceeds %d tokens", data.get("model"), pack.budget)
+        return pack
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
+    ) -> dict[str, Any]:
+        kind = getattr(call_type, "value", call_type)
+        if kind in OPENAI_CHAT_CALLS or kind in ANTHROPIC_CHAT_CALLS:
+            self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+        return data
+
+
+proxy_handler_instance = ContextfoldHook()
+"""The instance ``config.yaml`` names in ``litellm_settings.callbacks``."""
+
+
+def _tokenizer_estimator(custom_tokenizer: Any) -> Estimator | None:
+    """An estimator from a LiteLLM ``custom_tokenizer`` ({"type", "tokenizer"}), or None."""
+    if custom_tokenizer is None:
+        return None
+    kind = custom_tokenizer.get("type") if isinstance(custom_tokenizer, Mapping) else None
+    tokenizer: Any = custom_tokenizer.get("tokenizer") if isinstance(custom_tokenizer, Mapping) else None
+    if kind == "openai_tokenizer":
+        return lambda text: len(tokenizer.encode(text, disallowed_special=()))
+    if kind == "huggingface_tokenizer":
+        return lambda text: len(tokenizer.encode(text).ids)
+    expected = "LiteLLM's {'type': 'openai_tokenizer' | 'huggingface_tokenizer', 'tokenizer': ...}"
+    raise cf.ArgumentError(f"custom_tokenizer: expected {expected}, got {custom_tokenizer!r}")
+
+
+def token_counter(
+    model: str = "",
+    custom_tokenizer: Any = None,
+    text: str | list[str] | None = None,
+    messages: Sequence[Mapping[str, Any]] | None = None,
+    count_response_tokens: bool | None = False,
+    tools: list[Any] | None = None,
+    tool_choice: Any = None,
+    use_default_image_token_count: bool | None = False,
+    default_token_count: int | None = None,
+) -> int:
+    """``litellm.token_counter``'s signature, counted as contextfold packs.
+
+    Messages cost what :func:`contextfold.tokens_of` says (⌈UTF-16 length / 4⌉ + 4 a
+    message, or a ``custom_tokenizer``'s count + 4); ``text`` is counted bare; ``tools``
+    and ``tool_choice`` add their compact JSON. ``model`` is not needed for the default
+    estimate; the image and default-count options are accepted and not used (images are
+    sized by their JSON length, as the packer sizes them).
+    """
+    del model, count_response_tokens, use_default_image_token_count, default_token_count
+    if text is None and messages is None:
+        raise ValueError("text and messages cannot both be None")
+    estimate = _tokenizer_estimator(custom_tokenizer)
+    count = estimate or cf.estimate_tokens
+    total = 0
+    if messages is not None:
+        total += cf.tokens_of(list(messages), estimate_tokens=estimate)  # type: ignore[arg-type]
+    if text is not None:
+        total += sum(count(t) for t in ([text] if isinstance(text, str) else text))
+    return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)
+
+
+def trim_messages(
+    messages: list[dict[str, Any]],
+    model: str | None = None,
+    trim_ratio: float = DEFAULT_TRIM_RATIO,
+    return_response_tokens: bool = False,
+    max_tokens: int | None = None,
+) -> Any:
+    """``litellm.utils.trim_messages``' signature, packed by :func:`contextfold.pack_handoff`.
+
+    Packs into ``max_tokens``, or ``trim_ratio`` of the model's ``max_input_tokens`` in
+    LiteLLM's model map; a model LiteLLM does not know, with no ``max_tokens``, leaves the
+    messages as they are and returns just them (as LiteLLM does). Unlike LiteLLM's, tool calls stay with their
+    results, the latest user message is kept, the dropped middle becomes one note, and the
+    returned list holds the caller's own message objects. With ``return_response_tokens``,
+    returns ``(messages, max_tokens - tokens of the result)``.
+    """
+    if max_tokens is None:
+        window = model_window(model) if model else None
+        if window is None:
+            return messages  # LiteLLM's shape here, even with return_response_tokens
+        max_tokens = int(window * trim_ratio)
+    pack = cf.pack_handoff(messages, target_context_tokens=max_tokens, shape="openai")
+    if return_response_tokens:
+        return pack.messages, max_tokens - pack.tokens
+    return pack.messages

@@ -1,0 +1,46 @@
+"""A fake OpenAI-compatible upstream (plain ASGI, run by uvicorn on 127.0.0.1).
+
+``POST .../chat/completions`` records the JSON body and answers a canned completion;
+``GET /recorded`` returns the recorded bodies as a JSON list; anything else is a 404.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+recorded: list[Any] = []
+
+CANNED = {
+    "id": "chatcmpl-fake",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "fake",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        event = await receive()
+        body += event.get("body", b"")
+        if not event.get("more_body"):
+            break
+    if scope["method"] == "POST" and scope["path"].endswith("/chat/completions"):
+        recorded.append(json.loads(body))
+        await _answer(send, 200, CANNED)
+    elif scope["method"] == "GET" and scope["path"] == "/recorded":
+        await _answer(send, 200, recorded)
+    else:
+        await _answer(send, 404, {"error": {"message": f"no route {scope['path']}"}})
+
+
+async def _answer(send: Any, status: int, payload: Any) -> None:
+    data = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})

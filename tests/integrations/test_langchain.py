@@ -1,0 +1,168 @@
+"""LangChain / LangGraph adapters on corpus transcripts as real LangChain messages."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import contextfold as cf
+import pytest
+
+from . import need
+from .lc_corpus import RecordingChatModel, langchain_corpus, to_langchain
+from .pairing import assert_segments_whole, kept_positions, openai_segments
+
+lc = need("contextfold.integrations.langchain", "langchain")
+need("langgraph", "langgraph")
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage  # noqa: E402
+from langchain_core.messages.utils import trim_messages  # noqa: E402
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
+from langchain_core.runnables import Runnable  # noqa: E402
+
+
+def _segments(messages: list[BaseMessage]) -> list[list[int]]:
+    roles = ["tool" if isinstance(m, ToolMessage) else m.type for m in messages]
+    roles = ["assistant" if r == "ai" else r for r in roles]
+    calls = [isinstance(m, AIMessage) and bool(m.tool_calls or m.invalid_tool_calls) for m in messages]
+    return openai_segments(roles, calls)
+
+
+def _check_packed(inputs: list[BaseMessage], outputs: list[BaseMessage], pack: cf.HandoffPack) -> None:
+    kept, others = kept_positions(inputs, outputs)
+    assert kept == pack.kept
+    assert_segments_whole(_segments(inputs), kept)
+    if pack.note is None:
+        assert others == []
+    else:
+        assert len(others) == 1 and isinstance(others[0], (HumanMessage, AIMessage))
+        assert others[0].content == pack.note
+    humans = [i for i, m in enumerate(inputs) if isinstance(m, HumanMessage)]
+    if humans:
+        assert humans[-1] in kept, "the latest user request was dropped"
+
+
+@pytest.mark.parametrize("budget", [1_000, 4_000])
+def test_pack_returns_the_callers_messages_with_tool_pairs_whole(budget: int) -> None:
+    folded = 0
+    for messages in langchain_corpus():
+        packed = lc.pack(messages, max_tokens=budget)
+        _check_packed(messages, packed.messages, packed.pack)
+        if packed.pack.fits:
+            assert lc.TokenCounter()(packed.messages) == packed.pack.tokens <= budget
+        folded += packed.pack.dropped > 0
+    assert folded >= 10  # the corpus really was folded, not passed through
+
+
+def test_dropped_ids_remove_exactly_the_dropped_messages() -> None:
+    from langgraph.graph.message import add_messages
+
+    messages = max(langchain_corpus(), key=len)
+    packed = lc.pack(messages, max_tokens=4_000)
+    kept_ids = {m.id for m in packed.messages if m.id is not None}
+    removals = [RemoveMessage(id=m.id) for m in messages if m.id not in kept_ids]
+    assert len(removals) == packed.pack.dropped > 0
+    remaining = add_messages(messages, removals)
+    assert [m.id for m in remaining] == [messages[i].id for i in packed.pack.kept]
+
+
+def test_pack_messages_is_a_runnable_in_a_chain() -> None:
+    messages = max(langchain_corpus(), key=len)
+    trimmer = lc.pack_messages(max_tokens=3_000, reserve_output_tokens=500)
+    assert isinstance(trimmer, Runnable)
+    direct = lc.pack_messages(messages, max_tokens=3_000, reserve_output_tokens=500)
+    via_runnable = trimmer.invoke(messages)
+    assert kept_positions(messages, via_runnable)[0] == kept_positions(messages, direct)[0]
+    assert [m.content for m in via_runnable] == [m.content for m in direct]
+    prompt = ChatPromptTemplate.from_messages([("system", "You fix bugs."), MessagesPlaceholder("history")])
+    chained = (prompt | trimmer).invoke({"history": messages[1:]})
+    assert lc.TokenCounter()(chained) <= 2_500
+    assert chained[0].content == "You fix bugs."
+
+
+def test_token_counter_drives_langchain_trim_messages() -> None:
+    counter = lc.TokenCounter()
+    for messages in langchain_corpus()[:20]:
+        assert counter(messages) == cf.tokens_of(lc.to_dicts(messages))
+        trimmed = trim_messages(messages, max_tokens=2_000, token_counter=counter, strategy="last")
+        assert counter(trimmed) <= 2_000
+
+
+def test_bad_input_names_the_index() -> None:
+    with pytest.raises(cf.MessageTypeError, match="message 1: expected a langchain BaseMessage, got dict"):
+        lc.pack([HumanMessage("hi"), {"role": "user", "content": "x"}], max_tokens=100)  # type: ignore[list-item]
+    with pytest.raises(cf.ArgumentError):
+        lc.ContextfoldMiddleware(max_tokens=100, reserve_output_tokens=200)
+
+
+def _agent_transcripts() -> list[list[BaseMessage]]:
+    """Three long corpus runs with tool calls (the agent graphs are slower to run), without
+    the final submit call that never got a result (LangGraph's agent refuses such a history)."""
+    with_tools = [m for m in langchain_corpus() if any(isinstance(x, ToolMessage) for x in m)]
+    runs = sorted(with_tools, key=lambda m: -lc.TokenCounter()(m))[:3]
+    return [m[:-1] if isinstance(m[-1], AIMessage) and m[-1].tool_calls else m for m in runs]
+
+
+def _check_model_input(inputs: list[BaseMessage], seen: list[BaseMessage], budget: int) -> None:
+    kept, others = kept_positions(inputs, seen)
+    assert_segments_whole(_segments(inputs), kept)
+    assert len(kept) < len(inputs)  # folded: these runs are far over the budget
+    assert len(others) <= 1 + sum(m.type == "system" for m in others)  # the note (and a prompt)
+    assert lc.TokenCounter()(seen) <= budget
+
+
+def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole() -> None:
+    from langchain.agents import create_agent
+
+    for messages in _agent_transcripts():
+        model = RecordingChatModel()
+        middleware = lc.ContextfoldMiddleware(max_tokens=4_000, reserve_output_tokens=500)
+        agent = create_agent(model=model, tools=[], system_prompt="You fix bugs.", middleware=[middleware])
+        state = agent.invoke({"messages": messages})
+        assert all(a is b for a, b in zip(state["messages"], messages, strict=False))
+        assert len(state["messages"]) == len(messages) + 1  # nothing removed, the answer added
+        (seen,) = model.seen
+        assert seen[0].content == "You fix bugs."
+        _check_model_input(messages, seen, 3_500)
+
+
+def test_agent_middleware_async() -> None:
+    from langchain.agents import create_agent
+
+    messages = _agent_transcripts()[0]
+    model = RecordingChatModel()
+    agent = create_agent(model=model, tools=[], middleware=[lc.ContextfoldMiddleware(max_tokens=4_000)])
+    state = asyncio.run(agent.ainvoke({"messages": messages}))
+    assert len(state["messages"]) == len(messages) + 1
+    _check_model_input(messages, model.seen[0], 4_000)
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_langgraph_pre_model_hook_sends_llm_input_messages() -> None:
+    from contextfold.integrations.langgraph import pre_model_hook
+    from langgraph.prebuilt import create_react_agent
+
+    for messages in _agent_transcripts():
+        model = RecordingChatModel()
+        hook = pre_model_hook(max_tokens=4_000)
+        agent = create_react_agent(model, tools=[], pre_model_hook=hook)
+        state = agent.invoke({"messages": messages})
+        assert all(a is b for a, b in zip(state["messages"], messages, strict=False))
+        assert len(state["messages"]) == len(messages) + 1
+        _check_model_input(messages, model.seen[0], 4_000)
+        assert hook({"messages": messages})["llm_input_messages"] == model.seen[0]
+
+
+def test_conversion_keeps_calls_whose_arguments_did_not_parse() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": "not json"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    converted = lc.to_dicts(to_langchain(messages))
+    assert converted[1]["tool_calls"][0]["function"] == {"name": "run", "arguments": "not json"}
+    assert converted[2] == {"role": "tool", "content": "ok", "tool_call_id": "c1"}

@@ -1,0 +1,166 @@
+"""LiteLLM hook and drop-ins, in process, on corpus transcripts."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from typing import Any
+
+import contextfold as cf
+import pytest
+
+from ..conftest import anthropic_corpus, openai_corpus
+from . import need
+from .pairing import assert_segments_whole, kept_positions, openai_segments
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM's bundled map: no network
+litellm = need("litellm", "litellm")
+cfl = need("contextfold.integrations.litellm", "litellm")
+
+
+def tool_definitions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A definition for each tool a transcript calls (the corpus keeps no schemas)."""
+    names = sorted({c["function"]["name"] for m in messages for c in m.get("tool_calls") or []})
+    return [
+        {"type": "function", "function": {"name": n, "description": f"Runs {n}.", "parameters": {"type": "object"}}}
+        for n in names
+    ]
+
+
+def segments(messages: list[dict[str, Any]]) -> list[list[int]]:
+    return openai_segments([m["role"] for m in messages], [bool(m.get("tool_calls")) for m in messages])
+
+
+def hook_call(hook: Any, data: dict[str, Any], call_type: str = "acompletion") -> dict[str, Any]:
+    return asyncio.run(hook.async_pre_call_hook(None, None, data, call_type))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("window", [2_000, 6_000])
+def test_hook_packs_chat_requests_with_reserve_and_tools_counted(window: int) -> None:
+    hook = cfl.ContextfoldHook(windows={"gpt-4o": window})
+    folded = 0
+    for messages in openai_corpus():
+        tools = tool_definitions(messages)
+        data = {"model": "gpt-4o", "messages": messages, "max_tokens": 300, "tools": tools}
+        out = hook_call(hook, data)
+        assert out is data
+        kept, others = kept_positions(messages, out["messages"])
+        assert_segments_whole(segments(messages), kept)
+        assert len(others) <= 1  # the note
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        if users:
+            assert users[-1] in kept
+        reserve = 300 + (cf.estimate_tokens(cfl.compact_json(tools)) if tools else 0)
+        if cf.tokens_of(messages) <= window - reserve:
+            assert out["messages"] is messages  # a request that fits is left as it came
+        elif cf.tokens_of(out["messages"]) <= window - reserve:
+            folded += 1
+        else:  # only when the must-keep core alone is over
+            assert cf.pack_handoff(messages, target_context_tokens=window, reserve_output_tokens=reserve).fits is False
+    assert folded >= 10
+
+
+def test_hook_leaves_other_calls_and_unknown_models_alone() -> None:
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    hook = cfl.ContextfoldHook(window=2_000)
+    for call_type in ("aembedding", "atext_completion", "aimage_generation", "pass_through_endpoint"):
+        data = {"model": "gpt-4o", "messages": messages, "input": "x"}
+        assert hook_call(hook, data, call_type)["messages"] is messages
+    unknown = {"model": "no-such-model", "messages": messages}
+    assert hook_call(cfl.ContextfoldHook(), unknown)["messages"] is messages
+    fallback = {"model": "no-such-model", "messages": messages}
+    assert hook_call(cfl.ContextfoldHook(fallback_window=3_000), fallback)["messages"] is not messages
+    squeezed = {"model": "gpt-4o", "messages": messages, "max_tokens": 5_000}
+    assert hook_call(cfl.ContextfoldHook(window=2_000), squeezed)["messages"] is messages  # no room: untouched
+
+
+def test_window_comes_from_litellms_model_map() -> None:
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    assert cfl.model_window("gpt-4") == litellm.get_model_info("gpt-4")["max_input_tokens"] == 8192
+    data = {"model": "gpt-4", "messages": messages, "max_completion_tokens": 1_000}
+    packed = hook_call(cfl.ContextfoldHook(), data)["messages"]
+    assert 7_000 < cf.tokens_of(packed) <= 8192 - 1_000
+
+
+def test_settings_from_the_proxy_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    settings = {"contextfold": {"cut": "chunked", "fallback_window": 4_000, "windows": {"small": 2_000}}}
+    monkeypatch.setattr(litellm, "callback_settings", settings)
+    hook = cfl.ContextfoldHook(default_reserve=100)
+    assert hook.settings()["cut"] == "chunked" and hook.settings()["default_reserve"] == 100
+    small = hook_call(hook, {"model": "small", "messages": messages})["messages"]
+    other = hook_call(hook, {"model": "unmapped", "messages": messages})["messages"]
+    chunked = cf.pack_handoff(messages, target_context_tokens=2_000, reserve_output_tokens=100, cut="chunked")
+    assert small == chunked.messages
+    assert 2_000 < cf.tokens_of(other) <= 3_900
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": {"windw": 5}})
+    with pytest.raises(cf.ArgumentError, match=r"unknown keys \['windw'\]"):
+        cfl.ContextfoldHook().settings()
+
+
+def test_tokenizer_setting_counts_with_tiktoken() -> None:
+    from litellm.litellm_core_utils.default_encoding import encoding  # puts LiteLLM's tiktoken cache in place
+
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    hook = cfl.ContextfoldHook(window=3_000, tokenizer="cl100k_base")
+    packed = hook_call(hook, {"model": "gpt-4o", "messages": messages})["messages"]
+
+    def exact(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    assert cf.tokens_of(packed, estimate_tokens=exact) <= 3_000 < cf.tokens_of(messages, estimate_tokens=exact)
+
+
+def test_hook_packs_anthropic_messages_with_system() -> None:
+    hook = cfl.ContextfoldHook(window=1_500)
+    folded = 0
+    for row in anthropic_corpus():
+        messages = row["messages"]
+        data = {"model": "claude", "messages": messages, "system": row.get("system"), "max_tokens": 200}
+        packed = hook_call(hook, data, "anthropic_messages")["messages"]
+        expected = cf.pack_handoff(
+            messages,
+            target_context_tokens=1_500,
+            reserve_output_tokens=200,
+            system=row.get("system"),
+            shape="anthropic",
+        )
+        assert kept_positions(messages, packed)[0] == expected.kept
+        folded += expected.dropped > 0
+    assert folded >= 5
+
+
+def test_trim_messages_drop_in() -> None:
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    before = copy.deepcopy(messages)
+    trimmed = cfl.trim_messages(messages, max_tokens=3_000)
+    assert messages == before  # the input is not mutated
+    kept, others = kept_positions(messages, trimmed)
+    assert_segments_whole(segments(messages), kept)
+    assert len(others) == 1 and cf.tokens_of(trimmed) <= 3_000
+    packed, room = cfl.trim_messages(messages, model="gpt-4", return_response_tokens=True)
+    limit = int(8192 * 0.75)
+    assert room == limit - cf.tokens_of(packed) >= 0
+    assert cfl.trim_messages(messages, model="no-such-model") is messages  # as LiteLLM: unknown model, no change
+    # LiteLLM's own function on the same call keeps the shape: a list, or (list, int)
+    assert isinstance(litellm.utils.trim_messages(before, max_tokens=3_000), list)
+
+
+def test_token_counter_drop_in() -> None:
+    from litellm.litellm_core_utils.default_encoding import encoding
+
+    messages = openai_corpus()[0]
+    tools = tool_definitions(max(openai_corpus(), key=lambda m: len(tool_definitions(m))))
+    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages)
+    assert cfl.token_counter(model="gpt-4o", text="hello world") == cf.estimate_tokens("hello world")
+    assert cfl.token_counter(text=["ab", "cdefg"]) == 1 + 2
+    with_tools = cfl.token_counter(messages=messages, tools=tools, tool_choice="auto")
+    assert with_tools == cf.tokens_of(messages) + cf.estimate_tokens(cfl.compact_json(tools))
+    plain = [m for m in messages if isinstance(m.get("content"), str) and not m.get("tool_calls")]
+    exact = cfl.token_counter(messages=plain, custom_tokenizer={"type": "openai_tokenizer", "tokenizer": encoding})
+    assert exact == sum(len(encoding.encode(m["content"], disallowed_special=())) + 4 for m in plain)
+    with pytest.raises(ValueError, match="text and messages cannot both be None"):
+        cfl.token_counter(model="gpt-4o")
+    with pytest.raises(cf.ArgumentError, match="custom_tokenizer"):
+        cfl.token_counter(text="x", custom_tokenizer={"type": "sentencepiece"})

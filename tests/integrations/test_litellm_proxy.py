@@ -1,0 +1,169 @@
+"""End to end: the OpenAI SDK → a real LiteLLM proxy with the hook → a fake upstream.
+
+Both servers run on 127.0.0.1 on free ports, started and stopped by this module. The
+upstream records each request body; the test checks what it received: packed to fit, no
+orphaned tool message, the latest user request present. The hook's own time per request
+(median, p99) and the token counts are printed on one ``contextfold litellm e2e`` line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import contextfold as cf
+import pytest
+
+from ..conftest import openai_corpus
+from . import need
+from .servers import HOST, free_port, serving
+from .test_litellm import tool_definitions
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+need("litellm.proxy.proxy_cli", "litellm")
+need("uvicorn", "integrations")
+openai = need("openai", "integrations")
+cfl = need("contextfold.integrations.litellm", "litellm")
+
+MASTER_KEY = f"sk-{secrets.token_hex(32)}"  # the proxy refuses to start without one
+WINDOW = 6_000
+MAX_TOKENS = 500
+CONFIG = """\
+model_list:
+  - model_name: packed-model
+    litellm_params:
+      model: openai/gpt-4o
+      api_base: http://{host}:{upstream}/v1
+      api_key: fake-key
+    model_info:
+      max_input_tokens: {window}
+litellm_settings:
+  callbacks: ["contextfold.integrations.litellm.proxy_handler_instance"]
+callback_settings:
+  contextfold:
+    cut: greedy
+"""
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(proxy base URL, upstream base URL), both serving until the module's tests end."""
+    folder = tmp_path_factory.mktemp("litellm")
+    upstream_port, proxy_port = free_port(), free_port()
+    upstream = f"http://{HOST}:{upstream_port}"
+    config = folder / "config.yaml"
+    config.write_text(CONFIG.format(host=HOST, upstream=upstream_port, window=WINDOW))
+    uvicorn = [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(__file__).parent), "fake_upstream:app"]
+    uvicorn += ["--host", HOST, "--port", str(upstream_port), "--log-level", "warning"]
+    run_proxy = [sys.executable, "-c", "from litellm.proxy.proxy_cli import run_server; run_server()"]
+    run_proxy += ["--config", str(config), "--host", HOST, "--port", str(proxy_port), "--num_workers", "1"]
+    with serving(uvicorn, f"{upstream}/recorded", folder / "upstream.log", timeout=30):
+        with serving(
+            run_proxy,
+            f"http://{HOST}:{proxy_port}/health/liveliness",
+            folder / "proxy.log",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            LITELLM_MASTER_KEY=MASTER_KEY,
+            LITELLM_LOG="ERROR",
+        ):
+            yield f"http://{HOST}:{proxy_port}", upstream
+
+
+def agent_request() -> list[dict[str, Any]]:
+    """The longest corpus run with tools, cut after its last tool result (the agent's next turn)."""
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    last_result = max(i for i, m in enumerate(messages) if m["role"] == "tool")
+    return messages[: last_result + 1]
+
+
+def recorded(upstream: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{upstream}/recorded", timeout=10) as answer:
+        return json.loads(answer.read())  # type: ignore[no-any-return]
+
+
+def assert_no_orphans(messages: list[dict[str, Any]]) -> None:
+    """Each tool message answers a call of the assistant message its tool run follows."""
+    calls: set[str] = set()
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            calls = {c["id"] for c in m.get("tool_calls") or []}
+        elif m["role"] == "tool":
+            assert m["tool_call_id"] in calls, f"orphaned tool message {i}"
+        else:
+            calls = set()
+
+
+def test_proxy_forwards_a_packed_request(proxy: tuple[str, str]) -> None:
+    base, upstream = proxy
+    messages = agent_request()
+    tools = tool_definitions(messages)
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    before = len(recorded(upstream))
+    answer = client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS, tools=tools)
+    assert answer.choices[0].message.content == "done"
+    bodies = recorded(upstream)[before:]
+    assert len(bodies) == 1
+    sent = bodies[0]["messages"]
+
+    reserve = MAX_TOKENS + cf.estimate_tokens(cfl.compact_json(tools))
+    assert cf.tokens_of(messages) > WINDOW  # it really was over the window going in
+    assert cf.tokens_of(sent) <= WINDOW - reserve
+    assert_no_orphans(sent)
+    directive = [m for m in messages if m["role"] == "user"][-1]
+    assert directive["content"] in [m.get("content") for m in sent]
+    notes = [m for m in sent if str(m.get("content", "")).startswith("Earlier conversation, folded")]
+    assert len(notes) == 1
+    assert sent[0] == messages[0]  # the system prompt, first, as sent
+    assert bodies[0]["tools"] == tools
+
+    timings = hook_timings(messages, tools)
+    round_trips = []
+    for _ in range(10):
+        start = time.perf_counter()
+        client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS, tools=tools)
+        round_trips.append(time.perf_counter() - start)
+    print(
+        f"\ncontextfold litellm e2e: in {len(messages)} messages / {cf.tokens_of(messages)} tokens, "
+        f"upstream got {len(sent)} messages / {cf.tokens_of(sent)} tokens (window {WINDOW}, reserve {reserve}); "
+        f"hook {cf.backend}: median {statistics.median(timings) * 1e6:.0f} us, "
+        f"p99 {percentile(timings, 99) * 1e6:.0f} us over {len(timings)}; "
+        f"proxy round trip median {statistics.median(round_trips) * 1e3:.1f} ms"
+    )
+
+
+def test_proxy_passes_a_request_that_fits_unchanged(proxy: tuple[str, str]) -> None:
+    base, upstream = proxy
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}]
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    client.chat.completions.create(model="packed-model", messages=messages)  # type: ignore[arg-type]
+    assert recorded(upstream)[-1]["messages"] == messages
+
+
+def hook_timings(messages: list[dict[str, Any]], tools: list[dict[str, Any]], runs: int = 300) -> list[float]:
+    """Seconds per ``async_pre_call_hook`` call on this request, in process (window as the proxy's)."""
+    hook = cfl.ContextfoldHook(window=WINDOW)
+
+    async def run() -> list[float]:
+        times = []
+        for _ in range(runs):
+            data = {"model": "packed-model", "messages": messages, "max_tokens": MAX_TOKENS, "tools": tools}
+            start = time.perf_counter()
+            await hook.async_pre_call_hook(None, None, data, "acompletion")
+            times.append(time.perf_counter() - start)
+        return times
+
+    return asyncio.run(run())
+
+
+def percentile(values: list[float], p: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
