@@ -21,7 +21,7 @@ from .._contract import (
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
-from .tokens import Transcript, message_tokens
+from .tokens import Transcript, checked_role, message_tokens
 
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
 SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
@@ -99,6 +99,11 @@ def snippet(parts: list[str], max_units: int) -> str:
 
 
 def handoff_line(message: dict[str, Any]) -> str:
+    checked_role(message)
+    return _line(message)
+
+
+def _line(message: dict[str, Any]) -> str:
     role = message.get("role")
     line = _lossy(role) if isinstance(role, str) else ""
     names: list[str] = []
@@ -202,7 +207,7 @@ class _Packer:
             return None
         lines_units = 0
         for i in reversed(dropped[-NOTE_MAX_LINES:] if dropped else []):
-            line = handoff_line(self.t.messages[i])
+            line = _line(self.t.messages[i])
             units = lines_units + 3 + utf16_len(line)
             newest.append(line)
             cost = self.listing_cost(newest, total, units)
@@ -295,11 +300,12 @@ class _Packer:
             None,
         )
         pinned = [p for p in self.pinned if prefix <= p < end and roles[p] in ("user", "assistant")]
+        # Each message's segment, so that marking a pin costs O(1) however many there are.
+        segment_of = [0] * (end - prefix)
+        for k, (start, stop, _) in enumerate(segs):
+            segment_of[start - prefix : stop - prefix] = [k] * (stop - start)
         for i in ([] if directive is None else [directive]) + pinned:
-            for seg in segs:
-                if seg[0] <= i < seg[1]:
-                    seg[2] = True
-                    break
+            segs[segment_of[i - prefix]][2] = True
         core = t.sum(0, prefix)
         for seg in segs:
             if seg[2]:

@@ -129,7 +129,9 @@ enum Frame<N: JsonNode> {
 
 type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
 
-/// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact).
+/// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact), saturating at
+/// `usize::MAX` (see [`crate::tokens`]: only a value repeating one object past what memory
+/// could hold written out gets there).
 ///
 /// # Errors
 /// [`Problem::WrongType`] for a value with no JSON form or a non-string object key;
@@ -143,10 +145,10 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
             Frame::Items(items) => items.next(),
             Frame::Entries(entries) => match entries.next() {
                 Some((key, child)) => {
-                    len += match key.view()? {
+                    len = len.saturating_add(match key.view()? {
                         View::Str(k) => k.json_len(),
                         _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
-                    };
+                    });
                     Some(child)
                 }
                 None => None,
@@ -157,7 +159,7 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(Problem::TooDeep);
                 }
-                len += open(&child, &mut stack)?;
+                len = len.saturating_add(open(&child, &mut stack)?);
             }
             None => {
                 stack.pop();

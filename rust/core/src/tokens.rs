@@ -4,6 +4,13 @@
 //! plus 4. A message's text is its `content` (a string as is, anything else as compact
 //! JSON, `None` as `""`) followed by the compact JSON of `tool_calls` when that is a list.
 //! [`crate::transcript::Transcript`] sizes messages lazily and remembers each size.
+//!
+//! Nothing wraps. One message's size is a `u64` (an estimate past that is refused where it
+//! enters); every sum of sizes is a `u128`, which holds the exact total of any transcript
+//! (fewer than 2^60 messages fit in memory, each below 2^64 tokens), so totals, cut points
+//! and comparisons are the true figures, as Python's ints give them in the reference.
+//! UTF-16 lengths are `usize` and saturate: only a value that repeats one object more often
+//! than memory could hold it written out comes near `usize::MAX`.
 
 use crate::error::{CoreError, Problem};
 use crate::json::{json_len, JsonNode, Key, Shape};
@@ -142,7 +149,7 @@ pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreErr
         None => 0,
         Some(calls) => json_len(calls).map_err(|p| CoreError::field(None, "tool_calls", p))?,
     };
-    Ok(content + calls)
+    Ok(content.saturating_add(calls))
 }
 
 /// How messages and note texts are sized.
@@ -280,7 +287,7 @@ impl Sizes for ArraySizes<'_> {
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        Ok(self.sizes.get(i).map_or(0, |&s| s.unsigned_abs()))
+        self.sizes.get(i).map(|&s| s.unsigned_abs()).ok_or(CoreError::internal("size index out of range"))
     }
 }
 

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 pyo3::import_exception!(contextfold.errors, MessageTypeError);
 pyo3::import_exception!(contextfold.errors, MessageValueError);
 pyo3::import_exception!(contextfold.errors, ArgumentError);
+pyo3::import_exception!(contextfold.errors, ContextfoldError);
 
 /// The Python exception for a core error.
 #[cold]
@@ -17,6 +18,7 @@ pub fn to_py(err: CoreError) -> PyErr {
         }
         CoreError::Message { index, field, .. } => MessageTypeError::new_err((text, index, field)),
         CoreError::Argument(_) | CoreError::Callback => ArgumentError::new_err(text),
+        CoreError::Internal(_) => ContextfoldError::new_err(text),
     }
 }
 

@@ -58,11 +58,11 @@ pub(super) fn chunked_tail<N: JsonNode, S: Sizer<N>>(
     // Cut points: where the running total from the first non-system message crosses a
     // multiple of `chunk`, moved forward to the next segment start.
     let mut candidates = Vec::new();
-    let mut running = 0u64;
+    let mut running = 0u128;
     for (k, &seg) in segs.iter().enumerate() {
         let before = running;
         running += t.sum(seg.start..seg.end)?;
-        if running / chunk > before / chunk {
+        if running / u128::from(chunk) > before / u128::from(chunk) {
             candidates.push(k + 1);
         }
     }
