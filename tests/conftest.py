@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import contextfold
 import pytest
@@ -28,21 +28,33 @@ except ImportError:  # the extension is not built: native cases skip
 IMPLS = {"native": _native, "python": reference}
 
 
+def missing(what: str, path: Path) -> NoReturn:
+    """Skips a test whose shared data is absent; under CI (``CI=true``), fails it."""
+    reason = f"{what} not found at {path} (set CONTEXTFOLD_SHARED)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run every test: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 @cache
 def vectors(fn: str) -> list[dict[str, Any]]:
-    """The seed behaviour vectors for one function (skips when ../shared is absent)."""
+    """The seed behaviour vectors for one function; none at all is a failure, so a loop
+    over them cannot pass on zero rows."""
     path = SHARED / "vectors" / "seed_vectors.jsonl"
     if not path.exists():
-        pytest.skip(f"seed vectors not found at {path} (set CONTEXTFOLD_SHARED)")
+        missing("seed vectors", path)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    return [r for r in rows if r["fn"] == fn]
+    found = [r for r in rows if r["fn"] == fn]
+    if not found:
+        pytest.fail(f"no seed vectors for {fn!r} in {path}", pytrace=False)
+    return found
 
 
 def corpus_rows(name: str) -> list[dict[str, Any]]:
-    """Rows of a corpus file, or a skip when ../shared/corpus is absent."""
+    """Rows of a corpus file (see :func:`missing` when ../shared/corpus is absent)."""
     path = SHARED / "corpus" / name
     if not path.exists():
-        pytest.skip(f"corpus not found at {path} (set CONTEXTFOLD_SHARED)")
+        missing("corpus", path)
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
@@ -90,6 +102,7 @@ __all__ = [
     "anthropic_corpus",
     "contextfold",
     "corpus_rows",
+    "missing",
     "native_required",
     "openai_corpus",
     "vectors",

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import contextfold as cf
 import pytest
+from contextfold import cli
 from contextfold.cli import main
 
 from .conftest import SHARED, anthropic_corpus, openai_corpus
@@ -123,3 +125,82 @@ def test_bench_writes_a_table_and_a_plot(tmp_path: Path, capsys: pytest.CaptureF
     assert "pack_handoff (native)" in out or cf.backend == "python"
     assert "pack_handoff (reference)" in out and "vs native" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lines_are_copied_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = anthropic_corpus()
+    lines = [json.dumps(r, indent=None, separators=(", ", ": "), ensure_ascii=k % 2 == 0) for k, r in enumerate(rows)]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    code, out, _ = run(["pack", str(path), "--context-tokens", "1500"], capsys)
+    assert code == 0
+    for line, result, row in zip(lines, out.splitlines(), rows, strict=True):
+        head, tail = line.split('"messages": [', 1)[0], line.rsplit("]", 1)[1]
+        assert result.startswith(head + '"messages": [') and result.endswith("]" + tail)
+        pack = cf.pack_handoff(row["messages"], target_context_tokens=1500, system=row.get("system"))
+        assert json.loads(result)["messages"] == json.loads(json.dumps(pack.messages))
+        separators = (", ", ": ")
+        for i in pack.kept:  # each kept message exactly as the input wrote it
+            assert json.dumps(row["messages"][i], separators=separators, ensure_ascii="\\u" in line) in result
+
+
+def test_threads_and_block_size_do_not_change_the_output(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(SHARED / "corpus" / "transcripts.jsonl")
+    _, reference_out, _ = run(["pack", path, "--context-tokens", "3000"], capsys)
+    monkeypatch.setattr(cli, "BLOCK", 5_000)  # lines cross many block boundaries
+    for threads in ("1", "2", "5"):
+        code, out, err = run(["pack", path, "--context-tokens", "3000", "--threads", threads], capsys)
+        assert (code, out) == (0, reference_out), threads
+        assert f"packed {len(openai_corpus())} transcript(s)" in err
+
+
+def test_hostile_lines_lose_no_good_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = json.dumps([{"role": "user", "content": "hello"}])
+    deep = '[{"role": "user", "content": ' + "[" * 1_000 + "]" * 1_000 + "}]"
+    huge = '[{"role": "user", "content": "x", "n": ' + "9" * 5_000 + "}]"
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join([good, deep, huge, good, "\ufeff" + good]) + "\n", encoding="utf-8")
+    code, out, err = run(["pack", str(path), "--context-tokens", "100"], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert "line 3: not JSON" in err
+    # 1,000 deep loads natively (the limit is 100,000), not through Python's json.
+    native = cf.backend == "native"
+    assert ("line 2: " in err) != native
+    assert out.splitlines() == [good, *([deep] if native else []), good, "\ufeff" + good]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--context-tokens", "-5"],
+        ["--context-tokens", "100", "--reserve-output-tokens", "200"],
+        ["--context-tokens", "100", "--threads", "0"],
+    ],
+)
+def test_bad_options_are_one_message(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("[]\n[]\n[]\n", encoding="utf-8")
+    code, out, err = run(["pack", str(path), *argv], capsys)
+    assert (code, out) == (2, "")
+    assert err.count("contextfold:") == 1 and "Traceback" not in err
+
+
+def test_closed_streams_are_one_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stdin", None)
+    code, _, err = run(["pack", "-", "--context-tokens", "100"], capsys)
+    assert code == 2 and "standard input is closed" in err
+    monkeypatch.undo()
+    path = str(SHARED / "corpus" / "transcripts.jsonl")
+    # A reader that has gone away: one message, exit 2, no traceback.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contextfold.cli", "pack", path, "--context-tokens", "3000", "--threads", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err_bytes = proc.stderr.read()
+    assert proc.wait(timeout=60) == 2
+    assert b"standard output was closed" in err_bytes and b"Traceback" not in err_bytes

@@ -18,6 +18,8 @@ from .strategies import content, json_values, transcripts
 
 EXAMPLES = settings(max_examples=10_000)
 
+pytestmark = pytest.mark.slow  # minutes of examples: CI runs them on the default Python
+
 
 def same(fn: str, *args: Any) -> Any:
     """Calls `fn` on both backends; results (or exceptions) must be identical."""

@@ -116,6 +116,7 @@ def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
     return a
 
 
+@pytest.mark.slow
 @settings(max_examples=3_000)
 @given(transcripts(), st.integers(0, 2500), st.data())
 def test_contract_on_generated_transcripts(messages: list[dict[str, Any]], budget: int, data: st.DataObject) -> None:
@@ -217,7 +218,9 @@ def test_anthropic_pairs_tool_use_with_tool_result(backend: str) -> None:
     assert 0 in pack.kept  # the directive: the tool_result turn is not one
     assert (1 in pack.kept) == (2 in pack.kept)
     openai_view = cf.pack_handoff(messages, target_context_tokens=60, shape="openai")
-    assert openai_view.kept != pack.kept or openai_view.kept == [0, 3]
+    # read as OpenAI messages, the tool_result turn is a plain user turn: the directive,
+    # too big for the budget on its own
+    assert (openai_view.kept, openai_view.fits) == ([2], False)
 
 
 def test_chunked_prefix_is_stable_while_the_transcript_grows(backend: str) -> None:
@@ -247,9 +250,9 @@ BAD: list[tuple[dict[str, Any], type[Exception]]] = [
 
 @pytest.mark.parametrize(("kwargs", "error"), BAD)
 def test_bad_arguments(backend: str, kwargs: dict[str, Any], error: type[Exception]) -> None:
-    with pytest.raises(error):
+    bad = list(kwargs)[-1]
+    with pytest.raises(error, match=rf"^{bad}\b"):  # the message opens with the argument's name
         cf.pack_handoff([msg("user", "a"), msg("assistant", "b")], **kwargs)
-    assert issubclass(error, ValueError) or issubclass(error, TypeError)
 
 
 def test_bad_messages_name_the_index(backend: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .conftest import SHARED, anthropic_corpus, native_required, openai_corpus
+from .conftest import SHARED, anthropic_corpus, missing, native_required, openai_corpus
 from .strategies import transcripts
 
 
@@ -30,7 +30,9 @@ def test_corpus_equals_one_by_one(backend: str, threads: int, budget: int) -> No
     for cut in ("greedy", "chunked"):
         many = cf.pack_many(batch, target_context_tokens=budget, threads=threads, cut=cut)
         assert many == one_by_one(batch, target_context_tokens=budget, cut=cut)
-        assert all(p.messages[i] is not None for p in many for i in range(len(p.messages)))
+        for pack, transcript in zip(many, batch, strict=True):  # the caller's own objects come back
+            own = [m for m in pack.messages if any(m is x for x in transcript)]
+            assert len(own) == len(pack.kept) and all(m is transcript[i] for m, i in zip(own, pack.kept, strict=True))
 
 
 def test_anthropic_systems(backend: str) -> None:
@@ -127,5 +129,5 @@ def test_a_signal_stops_a_long_batch() -> None:
     native_required()
     corpus = SHARED / "corpus" / "transcripts.jsonl"
     if not corpus.exists():
-        pytest.skip(f"corpus not found at {corpus} (set CONTEXTFOLD_SHARED)")
+        missing("corpus", corpus)
     subprocess.run([sys.executable, "-c", _INTERRUPTED_BATCH, str(corpus)], check=True)

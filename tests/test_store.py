@@ -4,14 +4,20 @@ expiry, on SQLite (memory and file) and Redis. Concurrent writers never lose an 
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
+import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import contextfold as cf
 import pytest
+from contextfold.store import StoreError, StoreWarning
 
 REDIS_URL = os.environ.get("CONTEXTFOLD_TEST_REDIS", "redis://127.0.0.1:6399/0")
 
@@ -103,3 +109,104 @@ def test_concurrent_writers_never_lose_an_update(make_store: object) -> None:
 def test_an_empty_store() -> None:
     store = cf.SQLiteCodeMapStore()
     assert store.live() == [] and store.expire() == 0
+
+
+# Hostile storage (issue #15): corrupted rows, a read-only database, bad Redis members.
+
+
+def sqlite_with_bad_rows(path: Path) -> cf.SQLiteCodeMapStore:
+    """A store holding one good map and three rows another program corrupted."""
+    store = cf.SQLiteCodeMapStore(str(path))
+    store.write(mapped("src/a.ts", "src/b.ts"))
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        now = time.time()
+        db.execute("INSERT INTO codemaps VALUES ('codemap:utf8', CAST(x'ff2d2061' AS TEXT), ?)", (now,))
+        db.execute("INSERT INTO codemaps VALUES ('codemap:blob', x'2d2061', ?)", (now,))
+        db.execute("INSERT INTO codemaps VALUES ('codemap:when', '- a', 'soon')")
+    return store
+
+
+def test_sqlite_corrupted_rows_are_skipped_and_reported(tmp_path: Path) -> None:
+    store = sqlite_with_bad_rows(tmp_path / "maps.db")
+    with pytest.warns(StoreWarning) as caught:
+        assert [m.key for m in store.live()] == ["codemap:src"]
+    reported = sorted(str(w.message) for w in caught)
+    assert len(reported) == 3
+    for key, reason in (("blob", "not text"), ("utf8", "UTF-8"), ("when", "not a number")):
+        assert any(f"'codemap:{key}'" in r and reason in r for r in reported), (key, reason, reported)
+    with pytest.warns(StoreWarning):
+        assert [m.key for m in store.recall("look at src/a.ts")] == ["codemap:src"]
+    with pytest.warns(StoreWarning, match="'codemap:utf8'"):  # a write replaces the corrupted row
+        stored = store.write(cf.ConsolidatedMemory("codemap:utf8", "- utf8/a.ts"))
+    assert stored == "- utf8/a.ts"
+    with pytest.warns(StoreWarning):
+        assert store.get("codemap:utf8") == "- utf8/a.ts"
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "maps.db"
+    path.write_bytes(b"not a database, " * 256)
+    with pytest.raises(StoreError, match=r"maps\.db") as raised:
+        cf.SQLiteCodeMapStore(str(path))
+    assert isinstance(raised.value, cf.ContextfoldError)
+
+
+@contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """The files and folders read-only, even for root (who writes through permissions)."""
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None and not os.environ.get("CI"):
+            pytest.skip("running as root without chattr: cannot make a file read-only")
+        subprocess.run(["chattr", "+i", *map(str, paths)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+        return
+    modes = {p: p.stat().st_mode for p in paths}
+    for p in paths:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+def test_a_read_only_database_can_be_recalled_from(tmp_path: Path) -> None:
+    folder = tmp_path / "maps"
+    folder.mkdir()
+    path = folder / "maps.db"
+    with cf.SQLiteCodeMapStore(str(path)) as writer:
+        writer.write(mapped("src/a.ts", "src/b.ts"))
+    before = sorted(folder.iterdir())
+    with read_only(path, folder):
+        store = cf.SQLiteCodeMapStore(str(path))
+        assert [m.key for m in store.recall("look at src/a.ts")] == ["codemap:src"]
+        assert store.get("codemap:src") is not None
+        with pytest.raises(StoreError, match="read-only"):
+            store.write(mapped("src/c.ts"))
+        with pytest.raises(StoreError, match="read-only"):
+            store.expire()
+        store.close()
+    assert sorted(folder.iterdir()) == before
+
+
+def test_redis_a_bad_index_member_hides_no_other_map() -> None:
+    store = redis_store()
+    store.write(mapped("src/a.ts", "src/b.ts"))
+    now = time.time()
+    prefix = store.prefix.encode()
+    store.client.zadd(store.index, {b"codemap:\xff": now, b"codemap:bad-content": now})
+    store.client.hset(prefix + b"codemap:\xff", mapping={"content": b"- x", "written": repr(now)})
+    store.client.hset(prefix + b"codemap:bad-content", mapping={"content": b"\xff- x", "written": repr(now)})
+    with pytest.warns(StoreWarning) as caught:
+        assert [m.key for m in store.live()] == ["codemap:src"]
+    assert len(caught) == 2 and any("codemap:bad-content" in str(w.message) for w in caught)
+    with pytest.warns(StoreWarning):
+        assert [m.key for m in store.recall("look at src/a.ts")] == ["codemap:src"]
+    with pytest.warns(StoreWarning, match="codemap:bad-content"):  # a write replaces the corrupted map
+        assert store.write(cf.ConsolidatedMemory("codemap:bad-content", "- b/x.ts")) == "- b/x.ts"
+    store.client.hset(prefix + b"codemap:src", "written", b"soon")
+    with pytest.warns(StoreWarning, match="codemap:src"):
+        assert store.write(mapped("src/c.ts")) == mapped("src/c.ts").content

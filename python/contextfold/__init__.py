@@ -45,11 +45,13 @@ from .compaction import (
 )
 from .errors import (
     ArgumentError,
+    ArgumentTypeError,
     ContextfoldError,
     EstimatorError,
     MessageError,
     MessageTypeError,
     MessageValueError,
+    RequestError,
 )
 from .markers import (
     consolidation_marker_of,
@@ -71,6 +73,7 @@ from .pack import (
     pack_many,
     volatile_tail,
 )
+from .request import PackedRequest, pack_request, pack_requests
 from .store import DEFAULT_TTL, CodeMapStore, RedisCodeMapStore, SQLiteCodeMapStore
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
 from .window import (
@@ -111,6 +114,7 @@ __all__ = [
     "TRANSCRIPT_SUMMARY_PROMPT",
     "VOLATILE_TAIL_TAG",
     "ArgumentError",
+    "ArgumentTypeError",
     "CodeMapStore",
     "CompactMemo",
     "ConsolidatedMemory",
@@ -120,7 +124,9 @@ __all__ = [
     "MessageError",
     "MessageTypeError",
     "MessageValueError",
+    "PackedRequest",
     "RedisCodeMapStore",
+    "RequestError",
     "SQLiteCodeMapStore",
     "TranscriptFold",
     "WorkingMemory",
@@ -155,6 +161,8 @@ __all__ = [
     "message_tokens_array",
     "pack_handoff",
     "pack_many",
+    "pack_request",
+    "pack_requests",
     "pinned_directive_index",
     "rank_by_count",
     "render_for_summary",

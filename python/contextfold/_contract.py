@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from ._js import compact_json
-from .errors import ArgumentError, EstimatorError, MessageTypeError
+from .errors import ArgumentError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
 """Tokens every message costs on top of its text's estimate (role and framing)."""
@@ -44,13 +44,14 @@ ESTIMATE_MAX = U64_MAX - MESSAGE_OVERHEAD
 plus its overhead, must fit a u64."""
 
 
-def whole(name: str, value: Any, minimum: int = 0, maximum: int = U64_MAX) -> int:
-    """``value`` as an int from ``minimum`` to ``maximum``; bools and floats are refused."""
+def whole(name: str, value: Any, minimum: int = 0, maximum: int | None = U64_MAX) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum`` (``None``: no bound, for a count
+    the backends cap themselves); bools and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ArgumentError(f"{name} must be at least {minimum}, got {value}")
-    if value > maximum:
+    if maximum is not None and value > maximum:
         raise ArgumentError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
 
@@ -190,6 +191,40 @@ class HandoffPack(NamedTuple):
 def elision_marker(n: int) -> str:
     """The note line counting ``n`` dropped messages the note does not list."""
     return f"[… {n} earlier message{'' if n == 1 else 's'} not shown]"
+
+
+class PackedRequest(NamedTuple):
+    """The result of :func:`contextfold.pack_request` (immutable; fields by name)."""
+
+    body: bytes
+    """The packed body; the input object itself when it is ``bytes`` and already fits."""
+    fits: bool
+    """False when the system messages, directive and pinned turns alone exceed the budget."""
+    tokens: int
+    """Estimated tokens of the packed messages, the note and a top-level ``system``."""
+    budget: int
+    """``target_context_tokens - reserve_output_tokens``."""
+    dropped: int
+    """Input messages not in the packed body."""
+    note: str | None
+    """The note's text, or None when nothing was folded (or no note fitted)."""
+    kept: list[int]
+    """Indices of the input messages kept, in output order."""
+
+
+def as_bytes(body: Any) -> bytes:
+    """A request body as ``bytes``: itself when it is ``bytes``, else a copy (a mutable
+    buffer could change while it is read), a ``str`` encoded as UTF-8."""
+    if type(body) is bytes:
+        return body
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, str):
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise RequestError(f"not UTF-8: the str holds a lone surrogate at index {exc.start}") from None
+    raise TypeError(f"body must be bytes, bytearray, memoryview or str, got {type(body).__name__}")
 
 
 def handoff_budget(target_context_tokens: int, reserve_output_tokens: int = 0) -> int:

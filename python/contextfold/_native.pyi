@@ -14,7 +14,10 @@ from contextfold.reference import handoff_line as handoff_line
 from contextfold.reference import message_tokens as message_tokens
 from contextfold.reference import message_tokens_array as message_tokens_array
 from contextfold.reference import pack_handoff as pack_handoff
+from contextfold.reference import pack_lines as pack_lines
 from contextfold.reference import pack_many as pack_many
+from contextfold.reference import pack_request as pack_request
+from contextfold.reference import pack_requests as pack_requests
 from contextfold.reference import pinned_directive_index as pinned_directive_index
 from contextfold.reference import rank_by_count as rank_by_count
 from contextfold.reference import repo_path as repo_path

@@ -3,36 +3,43 @@
 - ``contextfold demo``: packs a generated agent run into a small window and shows it.
 - ``contextfold pack FILE.jsonl --context-tokens N``: packs one transcript a line (a list
   of messages, or an object with ``messages`` and, for Anthropic shape, ``system``) and
-  writes the packed transcripts as JSONL, one line per good input line, in order.
+  writes the packed transcripts as JSONL, one line per good input line, in order. It
+  runs on the bytes path (:func:`contextfold.pack_request`): the input is read in large
+  blocks whose lines are packed on every core (``--threads``), and every byte of a line
+  outside its messages array, and every kept message, is copied as it was.
 - ``contextfold window FILE.jsonl``: where each transcript's history window starts.
 - ``contextfold bench [FILE.jsonl]``: times native vs reference vs LangChain, prints a
   table and writes a plot.
 
 Standard output carries only data; progress, summaries and errors go to standard error.
 A bad line is reported with its 1-based number and the run goes on; the exit code is 1
-when any line failed.
+when any line failed, 2 (with one message, no traceback) for bad options, an unreadable
+input or a closed output.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import IO, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import backend, message_tokens_array, pack_handoff, pack_many, tokens_of, window_start
+from . import _backend, backend, message_tokens_array, pack_handoff, window_start
+from ._contract import chunk_size, handoff_budget, whole
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 
-BATCH = 256
-"""Lines packed together by ``pack_many``."""
+BLOCK = 1 << 23
+"""Bytes of input read at a time; the whole lines of each block are packed together."""
 
 
 @dataclass
@@ -64,15 +71,6 @@ def _read(stream: IO[bytes]) -> Iterator[Line]:
             yield Line(number, error="expected a list of messages or an object with a 'messages' list")
 
 
-def _dump(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: write it escaped
-        text = json.dumps(value)
-    return text
-
-
 @dataclass
 class Summary:
     transcripts: int = 0
@@ -82,78 +80,69 @@ class Summary:
     dropped: int = 0
     unfit: int = 0
     seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
-
-
-def _pack_batch(batch: list[Line], args: argparse.Namespace, summary: Summary) -> list[str]:
-    """Packed output lines for the good lines of a batch; bad lines reported."""
-    good = [line for line in batch if line.error is None]
-    options = {
-        "target_context_tokens": args.context_tokens,
-        "reserve_output_tokens": args.reserve_output_tokens,
-        "shape": args.shape,
-        "cut": args.cut,
-    }
-    try:
-        systems = [line.system for line in good]
-        packs: list[Any] = pack_many([line.messages for line in good], systems=systems, **options)
-    except (ContextfoldError, TypeError, ValueError):
-        packs = []
-        for line in good:  # find the bad lines one by one
-            try:
-                packs.append(pack_handoff(line.messages, system=line.system, **options))
-            except (ContextfoldError, TypeError, ValueError) as exc:
-                line.error = str(exc)
-                packs.append(None)
-    out = []
-    for line in good:
-        pack = packs.pop(0)
-        if line.error is not None:
-            continue
-        summary.tokens_before += tokens_of(line.messages)
-        summary.tokens_after += pack.tokens
-        summary.dropped += pack.dropped
-        summary.unfit += not pack.fits
-        if isinstance(line.row, list):
-            out.append(_dump(pack.messages))
-        else:
-            out.append(_dump({**line.row, "messages": pack.messages}))
-    for line in batch:
-        if line.error is not None:
-            summary.failed += 1
-            summary.errors.append(f"line {line.number}: {line.error}")
-        else:
-            summary.transcripts += 1
-    return out
 
 
 def _open_input(path: str) -> IO[bytes]:
-    return sys.stdin.buffer if path == "-" else open(path, "rb")
+    if path != "-":
+        return open(path, "rb")
+    if sys.stdin is None:
+        raise OSError("standard input is closed")
+    return sys.stdin.buffer
+
+
+def _open_output(path: str | None) -> AbstractContextManager[IO[bytes]]:
+    """The output file, or standard output (left open)."""
+    if path is not None:
+        return open(path, "wb")
+    if sys.stdout is None:
+        raise OSError("standard output is closed")
+    sys.stdout.flush()
+    return nullcontext(sys.stdout.buffer)
+
+
+def _blocks(stream: IO[bytes]) -> Iterator[bytes]:
+    """The input in blocks of whole lines (the last one may lack its newline)."""
+    carry = b""
+    while chunk := stream.read(BLOCK):
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
+        if cut:
+            yield data[:cut]
+    if carry:
+        yield carry
 
 
 def _pack(args: argparse.Namespace) -> int:
+    # Options are checked once, before any line is read: a bad one is one message.
+    handoff_budget(args.context_tokens, args.reserve_output_tokens)
+    chunk_size(args.context_tokens - args.reserve_output_tokens, args.shape, args.cut, None)
+    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1)
     err = Console(stderr=True)
     summary = Summary()
     started = time.perf_counter()
-    out = sys.stdout if args.output is None else open(args.output, "w", encoding="utf-8")
     progress = Progress(
         TextColumn("packing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err, transient=True
     )
-    try:
-        with _open_input(args.file) as stream, progress:
-            task = progress.add_task("pack", total=None)
-            batch: list[Line] = []
-            for line in _read(stream):
-                batch.append(line)
-                if len(batch) == BATCH:
-                    _flush(batch, args, summary, out, err)
-                    progress.advance(task, len(batch))
-                    batch = []
-            _flush(batch, args, summary, out, err)
-            progress.advance(task, len(batch))
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    with _open_input(args.file) as stream, _open_output(args.output) as out, progress:
+        task = progress.add_task("pack", total=None)
+        first_line = 1
+        for block in _blocks(stream):
+            output, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
+                block, args.context_tokens, args.reserve_output_tokens, args.shape, args.cut, threads
+            )
+            out.write(output)
+            out.flush()
+            for index, message in errors:
+                err.print(f"line {first_line + index}: {message}", highlight=False, markup=False)
+            summary.transcripts += packed
+            summary.failed += len(errors)
+            summary.tokens_before += before
+            summary.tokens_after += after
+            summary.dropped += dropped
+            summary.unfit += unfit
+            first_line += block.count(b"\n")
+            progress.advance(task, packed + len(errors))
     summary.seconds = time.perf_counter() - started
     rate = summary.transcripts / summary.seconds if summary.seconds else 0.0
     err.print(
@@ -163,18 +152,6 @@ def _pack(args: argparse.Namespace) -> int:
         highlight=False,
     )
     return 1 if summary.failed else 0
-
-
-def _flush(batch: list[Line], args: argparse.Namespace, summary: Summary, out: IO[str], err: Console) -> None:
-    if not batch:
-        return
-    for text in _pack_batch(batch, args, summary):
-        out.write(text)
-        out.write("\n")
-    out.flush()
-    for message in summary.errors:
-        err.print(message, highlight=False, markup=False)
-    summary.errors.clear()
 
 
 def _window(args: argparse.Namespace) -> int:
@@ -242,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack.add_argument("--shape", choices=["auto", "openai", "anthropic"], default="auto")
     pack.add_argument("--cut", choices=["greedy", "chunked"], default="greedy")
     pack.add_argument("-o", "--output", help="write the packed JSONL here instead of standard output")
+    pack.add_argument("--threads", type=int, help="threads packing lines (default: one a CPU)")
     pack.set_defaults(run=_pack)
 
     demo = commands.add_parser("demo", help="pack a generated agent run and show before/after")
@@ -267,9 +245,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
-    except (OSError, ContextfoldError) as exc:
-        print(f"contextfold: {exc}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:
+        # The reader went away: say so once, and keep the interpreter's final flush quiet.
+        if sys.stdout is not None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _fail("standard output was closed")
+    except (OSError, ContextfoldError, OverflowError) as exc:
+        _fail(str(exc))
+    return 2
+
+
+def _fail(message: str) -> None:
+    if sys.stderr is not None:
+        print(f"contextfold: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentError",
+    "ArgumentTypeError",
     "ContextfoldError",
     "EstimatorError",
     "MessageError",
     "MessageTypeError",
     "MessageValueError",
+    "RequestError",
 ]
 
 
@@ -47,5 +49,24 @@ class ArgumentError(ContextfoldError, ValueError):
     """An argument other than the messages is invalid (a negative budget, a bad option)."""
 
 
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument other than the messages has the wrong type (a list item that is not a str)."""
+
+
 class EstimatorError(ContextfoldError, TypeError, ValueError):
     """A custom token estimator returned something other than a non-negative int."""
+
+
+class RequestError(ContextfoldError, ValueError):
+    """A request body that cannot be packed before any message is read: not UTF-8, not
+    JSON that ``json.loads`` would load (a syntax error, trailing data, an empty body,
+    nesting too deep, an integer of more than 4,300 digits), not an object, or without a
+    ``messages`` member.
+
+    ``offset`` is the byte offset in the body where the problem was found, when there is
+    one.
+    """
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset

@@ -104,6 +104,10 @@ def pack_handoff(
     stable as the transcript grows (``cut="chunked"``); the dropped middle becomes one
     note. ``system`` is Anthropic's separate system prompt: counted, never dropped.
     ``shape="auto"`` pairs Anthropic ``tool_use``/``tool_result`` blocks when any appear.
+
+    The list is read once, when the call begins: every field of the result (``messages``,
+    ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another
+    thread) changes the list during the call.
     """
     return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
         messages,
@@ -133,18 +137,23 @@ def pack_many(
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
-    On the native backend, with ``threads`` above one (default: one a CPU), the calling
-    thread reads the transcripts (reading Python objects needs the GIL) and worker threads
-    pack them with the GIL released; with one thread it packs them in place. Either way
-    the call passes through the interpreter every quarter switch interval, so other Python
-    threads get their turns and Ctrl-C stops it, and it is safe to call from many threads
-    at once. The results equal packing one by one. ``systems`` gives each transcript's
-    separate system prompt (Anthropic shape). A custom ``estimate_tokens`` is Python code,
-    so those batches are packed one by one.
+    On the native backend, with ``threads`` above one (default: one a CPU; never more
+    than the CPUs, and fewer when the OS refuses to start more), the calling thread reads
+    the transcripts (reading Python objects needs the GIL) and worker threads pack them
+    with the GIL released; with one thread it packs them in place. Either way the call
+    passes through the interpreter every quarter switch interval, so other Python threads
+    get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
+    safe to call from many threads at once. The results equal packing one by one.
+    ``systems`` gives each transcript's separate system prompt (Anthropic shape). A custom
+    ``estimate_tokens`` is Python code, so those batches are packed one by one.
+
+    Each transcript list is read once, when packing it begins, and its result comes from
+    that reading: a thread changing a transcript during the batch changes no field of its
+    result.
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
-    count = os.cpu_count() or 1 if threads is None else whole("threads", threads, 1)
+    count = os.cpu_count() or 1 if threads is None else whole("threads", threads, 1, None)
     if not isinstance(transcripts, list):
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):

@@ -13,11 +13,15 @@ replicas; needs the ``redis`` package).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
+import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -31,9 +35,18 @@ from .codemap import (
     merge_consolidated,
     without_consolidated_files,
 )
-from .errors import ArgumentError
+from .errors import ArgumentError, ContextfoldError
 
-__all__ = ["DEFAULT_TTL", "CodeMapStore", "RedisCodeMapStore", "SQLiteCodeMapStore"]
+__all__ = ["DEFAULT_TTL", "CodeMapStore", "RedisCodeMapStore", "SQLiteCodeMapStore", "StoreError", "StoreWarning"]
+
+
+class StoreError(ContextfoldError):
+    """A store cannot do what was asked: its database is unreadable, or read-only."""
+
+
+class StoreWarning(UserWarning):
+    """A stored map was corrupted (by another program, a disk, a hand edit) and skipped."""
+
 
 DEFAULT_TTL = timedelta(days=30)
 """How long a map stays live after its last write."""
@@ -96,39 +109,106 @@ class CodeMapStore(ABC):
 
 class SQLiteCodeMapStore(CodeMapStore):
     """Maps in SQLite (a file path, or ``":memory:"``). Safe across threads and processes:
-    every write is one ``BEGIN IMMEDIATE`` transaction."""
+    every write is one ``BEGIN IMMEDIATE`` transaction.
+
+    Opening never writes to an existing database, so a read-only file serves recall
+    (writes to it raise :class:`StoreError`). A row that is not a map (content that is
+    not UTF-8 text, a write time that is not a number) is skipped with a
+    :class:`StoreWarning`, and replaced by the next write to its key. Any other SQLite
+    failure, such as a file that is not a database, is a :class:`StoreError`.
+    """
 
     def __init__(self, path: str = ":memory:", *, ttl: timedelta | None = DEFAULT_TTL) -> None:
         super().__init__(ttl)
         self.path = path
+        self.read_only = False
         self._local = threading.local()
-        self._shared = (
-            sqlite3.connect(path, check_same_thread=False, isolation_level=None) if path == ":memory:" else None
-        )
-        self._memory_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._shared = self._open() if path == ":memory:" else None
+        with self._sqlite_errors():
+            try:
+                made = self._made()
+            except sqlite3.OperationalError as e:
+                if path == ":memory:" or not _unwritable(e):
+                    raise
+                self.close()  # read-only: open it again as such
+                self.read_only = True
+                made = self._made()
+            if not made:
+                if self.read_only:
+                    raise StoreError(f"code-map store {path}: the database is read-only and holds no code maps")
+                with self._connection() as db:
+                    db.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, when it is made
+                    db.execute(
+                        "CREATE TABLE IF NOT EXISTS codemaps"
+                        " (key TEXT PRIMARY KEY, content TEXT NOT NULL, written REAL NOT NULL)"
+                    )
+
+    def _made(self) -> bool:
+        """Whether the database has the maps table (a read, never a write)."""
         with self._connection() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS codemaps"
-                " (key TEXT PRIMARY KEY, content TEXT NOT NULL, written REAL NOT NULL)"
+            return (
+                db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'codemaps'").fetchone()
+                is not None
             )
 
-    def _connection(self) -> Any:
+    def _open(self) -> sqlite3.Connection:
+        if self.path == ":memory:":
+            db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        elif self.read_only:
+            # immutable: a reader of a WAL database otherwise needs to create its -shm file
+            uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro&immutable=1"
+            db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+        else:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.text_factory = bytes  # decoded row by row, so one bad row cannot fail a whole read
+        return db
+
+    def _connection(self) -> _Locked:
         if self._shared is not None:
-            return _Locked(self._shared, self._memory_lock)
+            return _Locked(self._shared, self._lock)
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            self._local.db = db
+            db = self._local.db = self._open()
         return _Locked(db, None)
 
+    @contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise StoreError(f"code-map store {self.path}: {e}") from e
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"code-map store {self.path}: the database is read-only")
+
+    def close(self) -> None:
+        """Closes the calling thread's connection (an in-memory store's only one, after
+        which it is unusable; a file store opens a new one when next used)."""
+        if self._shared is not None:
+            self._shared.close()
+            return
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def __enter__(self) -> SQLiteCodeMapStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _update(self, key: str, change: Any) -> str | None:
+        self._writable()
         now = time.time()
-        with self._connection() as db:
+        with self._sqlite_errors(), self._connection() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                row = db.execute("SELECT content, written FROM codemaps WHERE key = ?", (key,)).fetchone()
-                live = row[0] if row is not None and row[1] >= self._cutoff(now) else None
+                row = db.execute(f"SELECT {_ROW} FROM codemaps WHERE key = ?", (key,)).fetchone()
+                memory = None if row is None else _row_map(row, self.path, "replaced by this write")
+                live = memory.content if memory is not None and row[2] >= self._cutoff(now) else None
                 new = change(live)
                 if new is None:
                     db.execute("DELETE FROM codemaps WHERE key = ?", (key,))
@@ -145,14 +225,16 @@ class SQLiteCodeMapStore(CodeMapStore):
         return new  # type: ignore[no-any-return]
 
     def live(self) -> list[ConsolidatedMemory]:
-        with self._connection() as db:
+        with self._sqlite_errors(), self._connection() as db:
             rows = db.execute(
-                "SELECT key, content FROM codemaps WHERE written >= ? ORDER BY key", (self._cutoff(time.time()),)
+                f"SELECT {_ROW} FROM codemaps WHERE written >= ? ORDER BY key",
+                (self._cutoff(time.time()),),
             ).fetchall()
-        return [ConsolidatedMemory(k, c) for k, c in rows]
+        return [m for m in (_row_map(row, self.path, "skipped") for row in rows) if m is not None]
 
     def expire(self) -> int:
-        with self._connection() as db:
+        self._writable()
+        with self._sqlite_errors(), self._connection() as db:
             return int(db.execute("DELETE FROM codemaps WHERE written < ?", (self._cutoff(time.time()),)).rowcount)
 
 
@@ -172,11 +254,54 @@ class _Locked:
             self.lock.release()
 
 
+def _unwritable(error: sqlite3.OperationalError) -> bool:
+    """Whether opening failed because the file or its folder cannot be written."""
+    text = str(error)
+    return "readonly" in text or "unable to open" in text
+
+
+_ROW = "key, content, written, typeof(key) = 'text' AND typeof(content) = 'text'"
+"""The columns a map's row is read as: text comes as bytes, and whether it is text."""
+
+
+def _row_map(row: tuple[Any, ...], where: str, done: str) -> ConsolidatedMemory | None:
+    """The map a SQLite row holds, or None (with a warning) when the row is corrupted."""
+    key, content, written, texts = row
+    return _stored_map(
+        key if isinstance(key, bytes) else str(key).encode(),
+        content if texts else None,
+        written if isinstance(written, (int, float)) else None,
+        where,
+        done,
+    )
+
+
+def _stored_map(key: bytes, content: bytes | None, written: Any, where: str, done: str) -> ConsolidatedMemory | None:
+    """The map stored under ``key``, or None, with a :class:`StoreWarning` naming the key,
+    when it is corrupted: content that is not UTF-8 text, a write time that is not a number."""
+    try:
+        if content is None:
+            raise ValueError("its content is not text")
+        try:
+            float(written)
+        except (TypeError, ValueError):
+            raise ValueError(f"its write time is {written!r}, not a number") from None
+        return ConsolidatedMemory(key.decode("utf-8"), content.decode("utf-8"))
+    except ValueError as e:
+        reason = f"it is not UTF-8 ({e.reason} at byte {e.start})" if isinstance(e, UnicodeDecodeError) else str(e)
+        shown = key.decode("utf-8", "backslashreplace")
+        warnings.warn(f"code-map store {where}: the map {shown!r} is corrupted, {done}: {reason}", StoreWarning, 3)
+        return None
+
+
 class RedisCodeMapStore(CodeMapStore):
     """Maps in Redis, for a fleet of replicas: each map a hash (``content``, ``written``)
     under ``prefix + key``, listed in a sorted set by write time; writes are optimistic
     transactions (WATCH / MULTI / EXEC, retried), so concurrent writers never lose an
-    update. Redis expiry (``ttl``) removes retired maps."""
+    update. Redis expiry (``ttl``) removes retired maps. A map whose key or content is
+    not UTF-8, or whose write time is not a number, is skipped with a
+    :class:`StoreWarning` (and replaced by the next write to its key). ``client`` must
+    return bytes (redis-py's default, ``decode_responses=False``)."""
 
     def __init__(
         self,
@@ -209,9 +334,13 @@ class RedisCodeMapStore(CodeMapStore):
                     pipe.watch(name)
                     content, written = pipe.hmget(name, "content", "written")
                     now = time.time()
-                    live = (
-                        content.decode("utf-8") if content is not None and float(written) >= self._cutoff(now) else None
-                    )
+                    live = None
+                    if content is not None:
+                        memory = _stored_map(
+                            key.encode("utf-8"), content, written, self.prefix, "replaced by this write"
+                        )
+                        if memory is not None and float(written) >= self._cutoff(now):
+                            live = memory.content
                     new = change(live)
                     pipe.multi()
                     if new is None:
@@ -228,18 +357,19 @@ class RedisCodeMapStore(CodeMapStore):
                     continue  # another writer got there first: read again and merge again
 
     def live(self) -> list[ConsolidatedMemory]:
-        keys = [k.decode("utf-8") for k in self.client.zrangebyscore(self.index, self._cutoff(time.time()), "+inf")]
+        keys = self.client.zrangebyscore(self.index, self._cutoff(time.time()), "+inf")
         out = []
         for key in sorted(keys):
-            content = self.client.hget(self.prefix + key, "content")
-            if content is not None:
-                out.append(ConsolidatedMemory(key, content.decode("utf-8")))
+            content, written = self.client.hmget(self.prefix.encode("utf-8") + key, "content", "written")
+            memory = None if content is None else _stored_map(key, content, written, self.prefix, "skipped")
+            if memory is not None:
+                out.append(memory)
         return out
 
     def expire(self) -> int:
         cutoff = self._cutoff(time.time())
-        stale = [k.decode("utf-8") for k in self.client.zrangebyscore(self.index, "-inf", f"({cutoff}")]
-        for key in stale:
-            self.client.delete(self.prefix + key)
+        stale = self.client.zrangebyscore(self.index, "-inf", f"({cutoff}")
+        for key in stale:  # raw bytes: a member that is not UTF-8 expires too
+            self.client.delete(self.prefix.encode("utf-8") + key)
             self.client.zrem(self.index, key)
         return len(stale)

@@ -1,15 +1,19 @@
 """A fake OpenAI-compatible upstream (plain ASGI, run by uvicorn on 127.0.0.1).
 
 ``POST .../chat/completions`` records the JSON body and answers a canned completion;
-``GET /recorded`` returns the recorded bodies as a JSON list; anything else is a 404.
+``GET /recorded`` returns the recorded chat bodies as a JSON list; ``GET /recorded_raw``
+returns every POST seen (any path) as ``{"path", "body"}`` with the body's bytes in
+base64; anything else is a 404.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 recorded: list[Any] = []
+recorded_raw: list[dict[str, str]] = []
 
 CANNED = {
     "id": "chatcmpl-fake",
@@ -30,11 +34,15 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body += event.get("body", b"")
         if not event.get("more_body"):
             break
+    if scope["method"] == "POST":
+        recorded_raw.append({"path": scope["path"], "body": base64.b64encode(body).decode()})
     if scope["method"] == "POST" and scope["path"].endswith("/chat/completions"):
         recorded.append(json.loads(body))
         await _answer(send, 200, CANNED)
     elif scope["method"] == "GET" and scope["path"] == "/recorded":
         await _answer(send, 200, recorded)
+    elif scope["method"] == "GET" and scope["path"] == "/recorded_raw":
+        await _answer(send, 200, recorded_raw)
     else:
         await _answer(send, 404, {"error": {"message": f"no route {scope['path']}"}})
 

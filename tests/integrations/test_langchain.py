@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import contextfold as cf
@@ -19,6 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langchain_core.messages.utils import trim_messages  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.runnables import Runnable  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 
 
 def _segments(messages: list[BaseMessage]) -> list[list[int]]:
@@ -111,19 +114,27 @@ def _check_model_input(inputs: list[BaseMessage], seen: list[BaseMessage], budge
     assert lc.TokenCounter()(seen) <= budget
 
 
+@tool
+def run_shell(command: str) -> str:
+    """Runs a shell command in the repository and returns what it printed."""
+    return command
+
+
 def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole() -> None:
     from langchain.agents import create_agent
 
+    schema = cf.estimate_tokens(json.dumps([convert_to_openai_tool(run_shell)], separators=(",", ":")))
+    assert lc.tools_tokens([run_shell]) == schema > 20
     for messages in _agent_transcripts():
         model = RecordingChatModel()
         middleware = lc.ContextfoldMiddleware(max_tokens=4_000, reserve_output_tokens=500)
-        agent = create_agent(model=model, tools=[], system_prompt="You fix bugs.", middleware=[middleware])
+        agent = create_agent(model=model, tools=[run_shell], system_prompt="You fix bugs.", middleware=[middleware])
         state = agent.invoke({"messages": messages})
         assert all(a is b for a, b in zip(state["messages"], messages, strict=False))
         assert len(state["messages"]) == len(messages) + 1  # nothing removed, the answer added
         (seen,) = model.seen
         assert seen[0].content == "You fix bugs."
-        _check_model_input(messages, seen, 3_500)
+        _check_model_input(messages, seen, 3_500 - schema)
 
 
 def test_agent_middleware_async() -> None:

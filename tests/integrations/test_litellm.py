@@ -75,6 +75,13 @@ def test_hook_leaves_other_calls_and_unknown_models_alone() -> None:
     assert hook_call(cfl.ContextfoldHook(window=2_000), squeezed)["messages"] is messages  # no room: untouched
 
 
+def test_malformed_messages_are_forwarded_unpacked(caplog: pytest.LogCaptureFixture) -> None:
+    messages = [*max(openai_corpus(), key=cf.tokens_of), {"role": "user", "content": 7}]
+    data = {"model": "gpt-4o", "messages": messages}
+    assert hook_call(cfl.ContextfoldHook(window=2_000), data)["messages"] is messages
+    assert "forwarded unpacked" in caplog.text and "content" in caplog.text
+
+
 def test_window_comes_from_litellms_model_map() -> None:
     messages = max(openai_corpus(), key=cf.tokens_of)
     assert cfl.model_window("gpt-4") == litellm.get_model_info("gpt-4")["max_input_tokens"] == 8192
@@ -164,3 +171,22 @@ def test_token_counter_drop_in() -> None:
         cfl.token_counter(model="gpt-4o")
     with pytest.raises(cf.ArgumentError, match="custom_tokenizer"):
         cfl.token_counter(text="x", custom_tokenizer={"type": "sentencepiece"})
+
+
+def test_looked_up_windows_are_reused_for_window_cache_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    lookups: list[str] = []
+    real = litellm.get_model_info
+
+    def counting(model: str, *args: Any, **kwargs: Any) -> Any:
+        lookups.append(model)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(litellm, "get_model_info", counting)
+    messages = openai_corpus()[0]
+    cached, uncached = cfl.ContextfoldHook(), cfl.ContextfoldHook(window_cache_seconds=0)
+    for _ in range(3):
+        hook_call(cached, {"model": "gpt-4", "messages": messages})
+    assert lookups == ["gpt-4"]
+    for _ in range(3):
+        hook_call(uncached, {"model": "gpt-4", "messages": messages})
+    assert lookups == ["gpt-4"] * 4

@@ -15,6 +15,7 @@ import secrets
 import statistics
 import sys
 import time
+import types
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +24,13 @@ from typing import Any
 import contextfold as cf
 import pytest
 
-from ..conftest import openai_corpus
+from ..conftest import anthropic_corpus, openai_corpus
 from . import need
 from .servers import HOST, free_port, serving
 from .test_litellm import tool_definitions
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+litellm = need("litellm", "litellm")
 need("litellm.proxy.proxy_cli", "litellm")
 need("uvicorn", "integrations")
 openai = need("openai", "integrations")
@@ -48,6 +50,7 @@ model_list:
       max_input_tokens: {window}
 litellm_settings:
   callbacks: ["contextfold.integrations.litellm.proxy_handler_instance"]
+  use_chat_completions_url_for_anthropic_messages: true  # the fake upstream speaks chat completions
 callback_settings:
   contextfold:
     cut: greedy
@@ -125,14 +128,15 @@ def test_proxy_forwards_a_packed_request(proxy: tuple[str, str]) -> None:
     assert sent[0] == messages[0]  # the system prompt, first, as sent
     assert bodies[0]["tools"] == tools
 
-    timings = hook_timings(messages, tools)
+    timings = hook_timings(upstream, messages, tools)
     round_trips = []
     for _ in range(10):
         start = time.perf_counter()
         client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS, tools=tools)
         round_trips.append(time.perf_counter() - start)
     print(
-        f"\ncontextfold litellm e2e: in {len(messages)} messages / {cf.tokens_of(messages)} tokens, "
+        f"\ncontextfold litellm e2e: in {len(messages)} messages / {cf.tokens_of(messages)} tokens "
+        f"/ {len(tools)} tools, "
         f"upstream got {len(sent)} messages / {cf.tokens_of(sent)} tokens (window {WINDOW}, reserve {reserve}); "
         f"hook {cf.backend}: median {statistics.median(timings) * 1e6:.0f} us, "
         f"p99 {percentile(timings, 99) * 1e6:.0f} us over {len(timings)}; "
@@ -148,22 +152,66 @@ def test_proxy_passes_a_request_that_fits_unchanged(proxy: tuple[str, str]) -> N
     assert recorded(upstream)[-1]["messages"] == messages
 
 
-def hook_timings(messages: list[dict[str, Any]], tools: list[dict[str, Any]], runs: int = 300) -> list[float]:
-    """Seconds per ``async_pre_call_hook`` call on this request, in process (window as the proxy's)."""
-    hook = cfl.ContextfoldHook(window=WINDOW)
+def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[float]:
+    """Seconds per ``async_pre_call_hook`` call on this request, in process, with the window
+    looked up in a LiteLLM router built from the proxy's model list, as inside the proxy."""
+    model = {
+        "model_name": "packed-model",
+        "litellm_params": {"model": "openai/gpt-4o", "api_base": f"{upstream}/v1", "api_key": "fake-key"},
+        "model_info": {"max_input_tokens": WINDOW},
+    }
+    server = types.ModuleType("litellm.proxy.proxy_server")
+    server.llm_router = litellm.Router(model_list=[model])  # type: ignore[attr-defined]
+    hook = cfl.ContextfoldHook()
 
     async def run() -> list[float]:
         times = []
-        for _ in range(runs):
+        for _ in range(300):
             data = {"model": "packed-model", "messages": messages, "max_tokens": MAX_TOKENS, "tools": tools}
             start = time.perf_counter()
             await hook.async_pre_call_hook(None, None, data, "acompletion")
             times.append(time.perf_counter() - start)
+            assert cf.tokens_of(data["messages"]) <= WINDOW - MAX_TOKENS
         return times
 
-    return asyncio.run(run())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "litellm.proxy.proxy_server", server)
+        return asyncio.run(run())
 
 
 def percentile(values: list[float], p: int) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def test_proxy_packs_anthropic_messages_requests(proxy: tuple[str, str]) -> None:
+    """``/v1/messages`` (call type ``anthropic_messages``): packed in Anthropic shape, with
+    the top-level ``system`` counted, before LiteLLM translates it for the upstream."""
+    import httpx
+
+    base, upstream = proxy
+    row = next(r for r in anthropic_corpus() if r["id"] == "mini-swe-agent-deepseek-django__django-14752")
+    messages = row["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    messages = messages[: last_user + 1]  # end on the tool results the next turn answers
+    names = sorted(
+        {b["name"] for m in messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_use"}
+    )
+    tools = [{"name": n, "description": f"Runs {n}.", "input_schema": {"type": "object"}} for n in names]
+    body = {
+        "model": "packed-model",
+        "system": row["system"],
+        "messages": messages,
+        "max_tokens": MAX_TOKENS,
+        "tools": tools,
+    }
+    assert cf.tokens_of(messages) > WINDOW
+    before = len(recorded(upstream))
+    answer = httpx.post(f"{base}/v1/messages", json=body, headers={"x-api-key": MASTER_KEY}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    (received,) = recorded(upstream)[before:]
+    sent = received["messages"]
+    assert len(sent) < len(messages)
+    assert cf.tokens_of(sent) <= WINDOW
+    assert_no_orphans(sent)
+    assert sum(str(m.get("content", "")).startswith("Earlier conversation, folded") for m in sent) == 1

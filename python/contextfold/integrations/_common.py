@@ -16,7 +16,8 @@ Estimator = Callable[[str], int]
 
 def missing_extra(extra: str, exc: ImportError) -> ImportError:
     """The error an adapter raises when its framework is not installed."""
-    return ImportError(f"{exc.name or 'a dependency'} is not installed: pip install 'contextfold[{extra}]'")
+    package = (exc.name or "a dependency").split(".")[0]
+    return ImportError(f"{package} is not installed: pip install 'contextfold[{extra}]'")
 
 
 def compact_json(value: Any) -> str:

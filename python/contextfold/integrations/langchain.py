@@ -30,10 +30,11 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
     from langchain_core.prompt_values import PromptValue
     from langchain_core.runnables import RunnableLambda
+    from langchain_core.utils.function_calling import convert_to_openai_tool
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise missing_extra("langchain", exc) from exc
 
-__all__ = ["ContextfoldMiddleware", "TokenCounter", "pack", "pack_messages", "to_dicts"]
+__all__ = ["ContextfoldMiddleware", "TokenCounter", "pack", "pack_messages", "to_dicts", "tools_tokens"]
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool", "function": "tool"}
 _CHAT_ROLES = {"system", "user", "assistant", "tool", "developer"}
@@ -147,14 +148,23 @@ class TokenCounter:
         return cf.tokens_of(to_dicts(messages), estimate_tokens=self.estimate_tokens)
 
 
+def tools_tokens(tools: Sequence[Any], estimate_tokens: Estimator | None = None) -> int:
+    """Tokens of tool definitions as a provider receives them: the compact JSON of their
+    OpenAI tool schemas (a dict that already has a ``type`` is taken as it is)."""
+    if not tools:
+        return 0
+    schemas = [t if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools]
+    text = compact_json(schemas)
+    return estimate_tokens(text) if estimate_tokens is not None else cf.estimate_tokens(text)
+
+
 class ContextfoldMiddleware(AgentMiddleware):
     """Agent middleware for ``langchain.agents.create_agent``: pack what the model sees.
 
     Each model call gets the agent's messages packed into ``max_tokens`` minus
     ``reserve_output_tokens`` minus the system message's tokens; the agent's state keeps
     every message (nothing is removed), so the next call packs from the whole history
-    again. Tool definitions are not counted: leave room for them in
-    ``reserve_output_tokens``.
+    again. The request's tools are counted too (:func:`tools_tokens`).
     """
 
     def __init__(
@@ -176,11 +186,12 @@ class ContextfoldMiddleware(AgentMiddleware):
 
     def _packed(self, request: Any) -> Any:
         system = request.system_message
-        system_tokens = 0 if system is None else TokenCounter(self.estimate_tokens)([system])
+        fixed = 0 if system is None else TokenCounter(self.estimate_tokens)([system])
+        fixed += tools_tokens(request.tools, self.estimate_tokens)
         packed = pack(
             request.messages,
             max_tokens=self.max_tokens,
-            reserve_output_tokens=min(self.max_tokens, self.reserve_output_tokens + system_tokens),
+            reserve_output_tokens=min(self.max_tokens, self.reserve_output_tokens + fixed),
             estimate_tokens=self.estimate_tokens,
             cut=self.cut,
             chunk_tokens=self.chunk_tokens,

@@ -14,6 +14,7 @@ Proxy (``config.yaml``)::
         windows: {my-model: 8000}  # per-model windows, over LiteLLM's model map
         window: null               # one window for every model, over all of the above
         default_reserve: 0         # output reserve when a request sets no max_tokens
+        window_cache_seconds: 60   # how long a model's looked-up window is reused
 
 :class:`ContextfoldHook`'s ``async_pre_call_hook`` packs ``data["messages"]`` for chat
 completions (OpenAI shape) and Anthropic ``/v1/messages`` requests (with their top-level
@@ -23,10 +24,11 @@ unless the settings override it; the output reserve is the request's
 ``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` (and a
 ``tool_choice`` naming one) are counted too: their compact JSON is estimated and added to
 the reserve, since :func:`contextfold.pack_handoff` does not take tool definitions yet.
-A request that already fits is left as it came. A request whose must-keep part (system,
-latest user message and its tool exchange) is over the window is sent packed to that core
-(the provider will refuse it either way). Packing runs on the event loop: it is native
-code, tens to hundreds of microseconds a request (see docs/integrations.md).
+A request that already fits is left as it came, and so is one whose messages contextfold
+cannot read (logged; the provider answers it as it would have). A request whose must-keep
+part (system, latest user message and its tool exchange) is over the window is sent
+packed to that core (the provider will refuse it either way). Packing runs on the event
+loop: it is native code, tens of microseconds a request (see docs/integrations.md).
 
 Library drop-ins, same parameters and return shapes as LiteLLM's:
 ``from contextfold.integrations.litellm import trim_messages, token_counter``.
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -61,7 +64,16 @@ SETTINGS_KEY = "contextfold"
 
 OPENAI_CHAT_CALLS = frozenset({"completion", "acompletion"})
 ANTHROPIC_CHAT_CALLS = frozenset({"anthropic_messages", "aanthropic_messages"})
-_SETTINGS = ("cut", "chunk_tokens", "tokenizer", "fallback_window", "windows", "window", "default_reserve")
+_SETTINGS = (
+    "cut",
+    "chunk_tokens",
+    "tokenizer",
+    "fallback_window",
+    "windows",
+    "window",
+    "default_reserve",
+    "window_cache_seconds",
+)
 
 
 def model_window(model: str) -> int | None:
@@ -131,6 +143,7 @@ class ContextfoldHook(CustomLogger):
         windows: Mapping[str, int] | None = None,
         window: int | None = None,
         default_reserve: int | None = None,
+        window_cache_seconds: float | None = None,
     ) -> None:
         super().__init__()
         given = {
@@ -141,10 +154,12 @@ class ContextfoldHook(CustomLogger):
             "windows": windows,
             "window": window,
             "default_reserve": default_reserve,
+            "window_cache_seconds": window_cache_seconds,
         }
         self._given = {k: v for k, v in given.items() if v is not None}
         self._settings: dict[str, Any] | None = None
         self._estimate: Estimator | None = None
+        self._windows: dict[str, tuple[int | None, float]] = {}
 
     def settings(self) -> dict[str, Any]:
         """The settings in force: these arguments over ``callback_settings.contextfold``."""
@@ -153,7 +168,13 @@ class ContextfoldHook(CustomLogger):
             unknown = sorted(set(configured) - set(_SETTINGS))
             if unknown:
                 raise cf.ArgumentError(f"callback_settings.{SETTINGS_KEY}: unknown keys {unknown}; known: {_SETTINGS}")
-            settings: dict[str, Any] = {"cut": "greedy", "chunk_tokens": None, "windows": {}, "default_reserve": 0}
+            settings: dict[str, Any] = {
+                "cut": "greedy",
+                "chunk_tokens": None,
+                "windows": {},
+                "default_reserve": 0,
+                "window_cache_seconds": 60.0,
+            }
             settings.update(configured)
             settings.update(self._given)
             self._estimate = named_estimator(settings.get("tokenizer"))
@@ -167,8 +188,23 @@ class ContextfoldHook(CustomLogger):
             return int(settings["window"])
         if model in settings["windows"]:
             return int(settings["windows"][model])
-        found = model_window(model) if model else None
+        found = self._looked_up(model) if model else None
         return found if found is not None else settings.get("fallback_window")
+
+    def _looked_up(self, model: str) -> int | None:
+        """:func:`model_window`, remembered for ``window_cache_seconds`` per model name.
+
+        The proxy's model-group lookup costs 0.2 ms a call, up to 13 ms at p99 (measured),
+        ten times the packing itself; model lists change rarely, so it is not redone per
+        request.
+        """
+        now = time.monotonic()
+        cached = self._windows.get(model)
+        if cached is not None and now - cached[1] < self.settings()["window_cache_seconds"]:
+            return cached[0]
+        window = model_window(model)
+        self._windows[model] = (window, now)
+        return window
 
     def pack_request(self, data: dict[str, Any], *, anthropic: bool = False) -> cf.HandoffPack | None:
         """Packs ``data["messages"]`` in place of the list (the message objects are reused).
@@ -207,7 +243,10 @@ class ContextfoldHook(CustomLogger):
     ) -> dict[str, Any]:
         kind = getattr(call_type, "value", call_type)
         if kind in OPENAI_CHAT_CALLS or kind in ANTHROPIC_CHAT_CALLS:
-            self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+            try:
+                self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+            except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
+                log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
         return data
 
 

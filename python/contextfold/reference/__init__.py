@@ -8,6 +8,7 @@ the benchmarks measure the extension against.
 
 from .pack import handoff_line, pack_handoff, pack_many
 from .paths import canonical_path, rank_by_count, repo_path
+from .request import pack_lines, pack_request, pack_requests
 from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of
 from .window import (
     compact_tail_start_for_budget,
@@ -25,7 +26,10 @@ __all__ = [
     "message_tokens",
     "message_tokens_array",
     "pack_handoff",
+    "pack_lines",
     "pack_many",
+    "pack_request",
+    "pack_requests",
     "pinned_directive_index",
     "rank_by_count",
     "repo_path",

@@ -370,7 +370,7 @@ def _pack(
     packer = _Packer(t, estimate, pinned, summary)
     available = budget - system_tokens
     if packer.fits_within(0, n, available):
-        return HandoffPack(list(messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
+        return HandoffPack(list(t.messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
     if dialect == "auto":
         dialect = detect_dialect(t.messages)
     volatile = n
@@ -391,7 +391,7 @@ def _pack(
     text, at = packed["note"] if packed["note"] is not None else (None, 0)
     following = t.roles[kept[at]] if text is not None and at < len(kept) else None
     role = "user" if following in (None, "assistant") else "assistant"
-    out = [messages[i] for i in kept]
+    out = [t.messages[i] for i in kept]
     if text is not None:
         out.insert(at, {"role": role, "content": text})
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)

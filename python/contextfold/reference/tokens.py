@@ -38,16 +38,19 @@ def _default_tokens(index: int | None, message: dict[str, Any]) -> int:
 
 
 class Transcript:
-    """Roles read (and checked) up front; each message sized once, on first use."""
+    """Roles read (and checked) up front; each message sized once, on first use.
+
+    The list is read once, here: what an estimator later does to the caller's list does
+    not reach the result (the native backend reads it the same way)."""
 
     __slots__ = ("_size", "messages", "roles", "sizes")
 
     def __init__(self, messages: Any, sizers: Sizers | None = None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = messages
-        self.roles = [checked_role(m, i) for i, m in enumerate(messages)]
-        self.sizes: list[int | None] = [None] * len(messages)
+        self.messages: list[Any] = list(messages)
+        self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
+        self.sizes: list[int | None] = [None] * len(self.messages)
         self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
 
     def __len__(self) -> int:

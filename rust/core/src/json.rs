@@ -120,6 +120,19 @@ pub trait JsonNode: Sized {
             _ => None,
         }
     }
+
+    /// UTF-16 length of the string this value holds, if it is one. A node that can tell
+    /// it without the text (a request scanner that has not decoded an escaped string)
+    /// overrides it.
+    fn str_units(&self) -> Option<usize> {
+        self.as_text().map(|t| t.utf16_len())
+    }
+
+    /// [`Text::json_len`] of the string this value holds, when the node knows it without
+    /// the text; `None` (the default) sends [`json_len`] to the text.
+    fn str_json_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 enum Frame<N: JsonNode> {
@@ -145,9 +158,12 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
             Frame::Items(items) => items.next(),
             Frame::Entries(entries) => match entries.next() {
                 Some((key, child)) => {
-                    len = len.saturating_add(match key.view()? {
-                        View::Str(k) => k.json_len(),
-                        _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                    len = len.saturating_add(match key.str_json_len() {
+                        Some(key_len) => key_len,
+                        None => match key.view()? {
+                            View::Str(k) => k.json_len(),
+                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                        },
                     });
                     Some(child)
                 }
@@ -172,6 +188,9 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
 /// Length of a scalar, or of a container's brackets and separators (its children are
 /// pushed for the caller to walk).
 fn open<N: JsonNode>(value: &N, stack: &mut Stack<N>) -> Result<usize, Problem> {
+    if let Some(len) = value.str_json_len() {
+        return Ok(len);
+    }
     Ok(match value.view()? {
         View::Null => 4,
         View::Bool(b) => {

@@ -14,6 +14,7 @@ pub mod json;
 pub mod pack;
 pub mod paths;
 pub mod rank;
+pub mod request;
 pub mod text;
 pub mod tokens;
 pub mod transcript;

@@ -150,7 +150,9 @@ impl Text<'_> {
             Text::Ucs2(u) => u.len(),
             Text::Ucs4(u) => u.len() + u.iter().filter(|&&c| c > 0xFFFF).count(),
             Text::Utf8(s) if s.is_ascii() => s.len(),
-            Text::Utf8(s) => s.chars().map(char::len_utf16).sum(),
+            // One unit a character, two from four-byte sequences on: count the bytes that
+            // start a character, plus the four-byte leads (a loop that vectorises).
+            Text::Utf8(s) => s.bytes().map(|b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0)).sum(),
         }
     }
 
@@ -167,7 +169,8 @@ impl Text<'_> {
                 Some(s) => u.len() + s.astral + s.escape_extra,
                 None => measured(u.iter().copied()),
             },
-            Text::Utf8(s) => measured(s.chars().map(u32::from)),
+            // UTF-8 holds no surrogate, and only ASCII bytes are escaped.
+            Text::Utf8(s) => Text::Utf8(s).utf16_len() + scan(s.as_bytes()).map_or(0, |s| s.escape_extra),
         };
         body + 2
     }

@@ -140,8 +140,8 @@ pub fn tool_calls_of<N: JsonNode>(message: &N) -> Result<Option<N>, CoreError> {
 pub fn message_units<N: JsonNode>(message: &Checked<N>) -> Result<usize, CoreError> {
     let content = match &message.content {
         None => 2,
-        Some(content) => match content.as_text() {
-            Some(text) => text.utf16_len(),
+        Some(content) => match content.str_units() {
+            Some(units) => units,
             None => json_len(content).map_err(|p| CoreError::field(None, "content", p))?,
         },
     };
@@ -192,18 +192,20 @@ pub fn message_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, message: &N) -> R
 }
 
 /// Tokens of a separate system prompt (Anthropic's `system`): it costs what a system
-/// message with it as content costs. It is a str, a list of blocks or null.
+/// message with it as content costs. It is a str, a list of blocks, or null for none
+/// (0 tokens).
 ///
 /// # Errors
 /// When it is none of those (field `system`), nested content has no JSON form, or a
 /// custom estimator fails.
 pub fn system_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, system: N) -> Result<u64, CoreError> {
-    let content = match system.shape() {
-        Shape::Null => None,
-        Shape::Str | Shape::Array => Some(system),
-        _ => return Err(CoreError::wrong_type("system", "str, list or None", system.type_name())),
-    };
-    sizer.system_tokens(&Checked { role: Role::System, content, tool_calls: None })
+    match system.shape() {
+        Shape::Null => Ok(0),
+        Shape::Str | Shape::Array => {
+            sizer.system_tokens(&Checked { role: Role::System, content: Some(system), tool_calls: None })
+        }
+        _ => Err(CoreError::wrong_type("system", "str, list or None", system.type_name())),
+    }
 }
 
 /// The default estimator: four UTF-16 units a token.

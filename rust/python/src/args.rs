@@ -121,9 +121,8 @@ impl<'py> RawArgs<'py> {
         let pinned = pinned
             .iter()
             .map(|p| {
-                p.extract::<usize>().map_err(|_| {
-                    crate::errors::ArgumentError::new_err(format!("pinned index {p} is out of range for {n} messages"))
-                })
+                p.extract::<usize>()
+                    .map_err(|_| crate::errors::argument(format!("pinned index {p} is out of range for {n} messages")))
             })
             .collect::<PyResult<Vec<_>>>()?;
         let chunk = chunk.map(|c| whole_u64("chunk_tokens", &c)).transpose()?;
@@ -168,7 +167,7 @@ fn out_of_range(
     max: impl std::fmt::Display,
 ) -> PyErr {
     let bound = if value.lt(0).unwrap_or(false) { format!("at least {min}") } else { format!("at most {max}") };
-    crate::errors::ArgumentError::new_err(format!("{name} must be {bound}, got {value}"))
+    crate::errors::argument(format!("{name} must be {bound}, got {value}"))
 }
 
 /// An exact `int` that fits a u64 (not a bool, not a subclass).
@@ -178,7 +177,7 @@ fn exact_u64(value: &Bound<'_, PyAny>) -> Option<u64> {
 
 /// The text with surrogate pairs joined and unpaired surrogates as U+FFFD, as the core
 /// reads UTF-16.
-fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
+pub fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
     crate::node::text_of(s).map(|t| t.to_string_lossy())
 }
 

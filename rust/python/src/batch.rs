@@ -25,122 +25,165 @@ use contextfold_core::tree::{Arena, Leaf, Node};
 use contextfold_core::{CoreError, Shape, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyList, PyString};
+use pyo3::types::{PyDict, PyFloat, PyList, PyString};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TrySendError};
 use std::sync::Mutex;
 
-/// Nesting extracted before a transcript is left to the attached path (which walks
-/// without recursion).
+/// Nesting extracted before a transcript is left to the attached path (which reports
+/// content nested past the core's limit).
 const MAX_EXTRACT_DEPTH: usize = 256;
 
 /// Transcripts extracted per chunk: enough to amortise a hand-over, few enough to keep
 /// memory small and both threads busy.
 const CHUNK: usize = 32;
 
-/// A strong reference to a `str`, taken and released only by the attached thread.
-struct StrRef(*mut ffi::PyObject);
+/// A transcript packed detached: the messages it was read from, and the outcome.
+pub struct Detached {
+    /// The transcript's items as extracted: the result is built from these, not from
+    /// the list, which other Python threads may have changed since.
+    pub messages: Vec<Py<PyAny>>,
+    pub outcome: Result<Packed, CoreError>,
+}
 
-// SAFETY: a `StrRef` is only created, and its reference only released, on the thread
-// attached to Python; other threads merely carry it inside a `Chunk`.
-unsafe impl Send for StrRef {}
+/// A transcript in a chunk.
+struct Extracted {
+    index: usize,
+    /// The arena positions of its messages.
+    roots: Vec<usize>,
+    messages: Vec<Py<PyAny>>,
+    outcome: Option<Result<Packed, CoreError>>,
+}
 
-/// Transcripts extracted together.
+/// Transcripts extracted together. Dropped anywhere (an interrupted batch drops chunks
+/// in flight), it releases its references: `Py` defers the decrement to the next
+/// attach when dropped detached.
 struct Chunk {
+    /// Declared first, so it is dropped before the strings whose data it borrows.
     arena: Arena<'static>,
-    /// Each transcript's index and the arena positions of its messages.
-    transcripts: Vec<(usize, Vec<usize>)>,
+    transcripts: Vec<Extracted>,
     /// References keeping the data the arena borrows alive.
-    strings: Vec<StrRef>,
-    outcomes: Vec<(usize, Result<Packed, CoreError>)>,
+    strings: Vec<Py<PyString>>,
 }
 
 impl Chunk {
     fn new() -> Self {
-        Chunk { arena: Arena::new(), transcripts: Vec::new(), strings: Vec::new(), outcomes: Vec::new() }
+        Chunk { arena: Arena::new(), transcripts: Vec::new(), strings: Vec::new() }
     }
 
-    /// Releases the string references and empties the chunk for reuse, its outcomes
-    /// moved to `results`. Must run attached.
-    fn recycle(&mut self, _py: Python<'_>, results: &mut [Option<Result<Packed, CoreError>>]) {
+    /// Empties the chunk for reuse, its packed transcripts moved to `results`. Runs
+    /// attached, so the references are released at once.
+    fn recycle(&mut self, _py: Python<'_>, results: &mut [Option<Detached>]) {
         self.arena.truncate(0);
-        self.transcripts.clear();
-        for s in self.strings.drain(..) {
-            // SAFETY: attached (the `Python` token proves it); `s` holds a reference we took.
-            unsafe { ffi::Py_DECREF(s.0) };
-        }
-        for (i, outcome) in self.outcomes.drain(..) {
-            if let Some(slot) = results.get_mut(i) {
-                *slot = Some(outcome);
+        self.strings.clear();
+        for t in self.transcripts.drain(..) {
+            if let (Some(outcome), Some(slot)) = (t.outcome, results.get_mut(t.index)) {
+                *slot = Some(Detached { messages: t.messages, outcome });
             }
         }
     }
 }
 
-/// Copies `value` into the chunk's arena; `None` when it holds something an arena cannot.
-fn extract(value: &Bound<'_, PyAny>, depth: usize, chunk: &mut Chunk) -> Option<()> {
-    if depth > MAX_EXTRACT_DEPTH {
-        return None;
-    }
+/// A container being copied: where its next child comes from.
+enum Open<'py> {
+    List { list: Bound<'py, PyList>, next: usize, at: usize },
+    Dict { dict: Bound<'py, PyDict>, pos: ffi::Py_ssize_t, at: usize, len: usize },
+}
+
+/// Copies `value` into the chunk's arena, walking nested containers with a stack of its
+/// own (a thread with a small stack may call this); `None` when it holds something an
+/// arena cannot.
+fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
     let py = value.py();
-    match shape_of(value) {
-        Shape::Str => {
-            // SAFETY: `shape_of` checked the type.
-            let s = unsafe { value.cast_unchecked::<PyString>() };
-            let text: Text<'_> = text_of(s)?;
-            if let Some(leaf) = if let Text::Latin1(bytes) = text { Leaf::inline(bytes) } else { None } {
-                chunk.arena.push(leaf);
-                return Some(());
+    let mut open: Vec<Open<'py>> = Vec::new();
+    let mut next = Some(value);
+    loop {
+        if let Some(value) = next.take() {
+            if open.len() > MAX_EXTRACT_DEPTH {
+                return None;
             }
-            // SAFETY: the data belongs to `s`, an immutable str on which we take a
-            // reference, released only after every arena borrowing from it is cleared.
-            let text = unsafe { std::mem::transmute::<Text<'_>, Text<'static>>(text) };
-            unsafe { ffi::Py_INCREF(s.as_ptr()) };
-            chunk.strings.push(StrRef(s.as_ptr()));
-            chunk.arena.push(Leaf::Str(text));
-        }
-        Shape::Object => {
-            let at = chunk.arena.push(Leaf::Object { len: 0 });
-            let (mut pos, mut k, mut v, mut len) = (0, std::ptr::null_mut(), std::ptr::null_mut(), 0);
-            // SAFETY: a dict (checked); PyDict_Next lends references that stay valid while
-            // the dict is unchanged, and nothing here runs Python code.
-            while unsafe { ffi::PyDict_Next(value.as_ptr(), &mut pos, &mut k, &mut v) } != 0 {
-                let (key, val) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
-                if shape_of(&key) != Shape::Str {
-                    return None;
+            match shape_of(&value) {
+                Shape::Str => extract_str(&value, chunk)?,
+                Shape::Object => {
+                    let at = chunk.arena.push(Leaf::Object { len: 0 });
+                    // SAFETY: `shape_of` checked the type.
+                    let dict = unsafe { value.cast_into_unchecked::<PyDict>() };
+                    open.push(Open::Dict { dict, pos: 0, at, len: 0 });
                 }
-                extract(&key, depth + 1, chunk)?;
-                extract(&val, depth + 1, chunk)?;
-                len += 1;
+                Shape::Array => {
+                    let at = chunk.arena.push(Leaf::Array { len: 0 });
+                    // SAFETY: `shape_of` checked the type.
+                    let list = unsafe { value.cast_into_unchecked::<PyList>() };
+                    open.push(Open::List { list, next: 0, at });
+                }
+                Shape::Null => {
+                    chunk.arena.push(Leaf::Null);
+                }
+                Shape::Bool => {
+                    chunk.arena.push(Leaf::Bool(value.is_truthy().ok()?));
+                }
+                Shape::Number => {
+                    let leaf = match value.cast::<PyFloat>() {
+                        Ok(f) => Leaf::Float(f.value()),
+                        Err(_) => match value.extract::<i64>() {
+                            Ok(i) => Leaf::Int(i),
+                            Err(_) => Leaf::Float(value.extract::<f64>().unwrap_or(f64::INFINITY)),
+                        },
+                    };
+                    chunk.arena.push(leaf);
+                }
+                Shape::Other => return None,
             }
-            chunk.arena.close(at, len);
         }
-        Shape::Array => {
-            // SAFETY: `shape_of` checked the type.
-            let list = unsafe { value.cast_unchecked::<PyList>() };
-            let at = chunk.arena.push(Leaf::Array { len: 0 });
-            for item in list.iter() {
-                extract(&item, depth + 1, chunk)?;
+        let top = open.last_mut()?;
+        match top {
+            Open::List { list, next: i, at } => match list.get_item(*i) {
+                Ok(item) => {
+                    *i += 1;
+                    next = Some(item);
+                }
+                Err(_) => {
+                    chunk.arena.close(*at, *i);
+                    open.pop();
+                }
+            },
+            Open::Dict { dict, pos, at, len } => {
+                let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+                // SAFETY: a dict; PyDict_Next lends references, which we turn into owned
+                // ones at once (and nothing here runs Python code).
+                if unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut k, &mut v) } == 0 {
+                    chunk.arena.close(*at, *len);
+                    open.pop();
+                } else {
+                    let (key, val) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+                    if shape_of(&key) != Shape::Str {
+                        return None;
+                    }
+                    extract_str(&key, chunk)?;
+                    *len += 1;
+                    next = Some(val);
+                }
             }
-            chunk.arena.close(at, list.len());
         }
-        Shape::Null => {
-            chunk.arena.push(Leaf::Null);
+        if open.is_empty() && next.is_none() {
+            return Some(());
         }
-        Shape::Bool => {
-            chunk.arena.push(Leaf::Bool(value.is_truthy().ok()?));
-        }
-        Shape::Number => {
-            let leaf = match value.cast::<PyFloat>() {
-                Ok(f) => Leaf::Float(f.value()),
-                Err(_) => match value.extract::<i64>() {
-                    Ok(i) => Leaf::Int(i),
-                    Err(_) => Leaf::Float(value.extract::<f64>().unwrap_or(f64::INFINITY)),
-                },
-            };
-            chunk.arena.push(leaf);
-        }
-        Shape::Other => return None,
     }
+}
+
+/// Copies a short Latin-1 string into the arena, or borrows a longer one's data.
+fn extract_str(value: &Bound<'_, PyAny>, chunk: &mut Chunk) -> Option<()> {
+    // SAFETY: the caller checked the type with `shape_of`.
+    let s = unsafe { value.cast_unchecked::<PyString>() };
+    let text: Text<'_> = text_of(s)?;
+    if let Some(leaf) = if let Text::Latin1(bytes) = text { Leaf::inline(bytes) } else { None } {
+        chunk.arena.push(leaf);
+        return Some(());
+    }
+    // SAFETY: the data belongs to `s`, an immutable str on which the chunk keeps a
+    // reference until its arena is cleared (see `Chunk`'s field order).
+    let text = unsafe { std::mem::transmute::<Text<'_>, Text<'static>>(text) };
+    chunk.strings.push(s.clone().unbind());
+    chunk.arena.push(Leaf::Str(text));
     Some(())
 }
 
@@ -149,24 +192,26 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
     let Ok(list) = transcript.cast::<PyList>() else { return };
     let mark = chunk.arena.len();
     let mut roots = Vec::with_capacity(list.len());
+    let mut messages = Vec::with_capacity(list.len());
     for m in list.iter() {
         roots.push(chunk.arena.len());
-        if extract(&m, 0, chunk).is_none() {
+        if extract(m.clone(), chunk).is_none() {
             // The strings already referenced stay in `strings` and are released with it.
             chunk.arena.truncate(mark);
             return;
         }
+        messages.push(m.unbind());
     }
-    chunk.transcripts.push((index, roots));
+    chunk.transcripts.push(Extracted { index, roots, messages, outcome: None });
 }
 
-/// Packs every transcript of the chunk into its outcomes.
+/// Packs every transcript of the chunk.
 fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions]) {
-    let Chunk { arena, transcripts, outcomes, .. } = chunk;
-    for (i, roots) in transcripts.iter() {
-        let Some(opts) = options.get(*i) else { continue };
-        let messages: Vec<Node<'_, 'static>> = roots.iter().map(|&at| arena.node(at)).collect();
-        outcomes.push((*i, Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts))));
+    let Chunk { arena, transcripts, .. } = chunk;
+    for t in transcripts.iter_mut() {
+        let Some(opts) = options.get(t.index) else { continue };
+        let messages: Vec<Node<'_, 'static>> = t.roots.iter().map(|&at| arena.node(at)).collect();
+        t.outcome = Some(Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts)));
     }
 }
 
@@ -225,25 +270,44 @@ impl<'py> Fairness<'py> {
     }
 }
 
-/// Packs each transcript with `options[i]` on `threads` threads (the calling one
-/// included); `None` where a transcript was left to the attached path.
+/// The threads to use when `requested` are allowed: at most one a CPU.
+pub fn thread_count(requested: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    requested.min(cpus)
+}
+
+/// Packs each transcript with `options[i]` on up to `threads` threads (the calling one
+/// included; fewer when the OS refuses to start more); `None` where a transcript was
+/// left to the attached path, all `None` when no worker could start.
+///
+/// # Errors
+/// The exception a signal handler raised (KeyboardInterrupt); the chunks in flight are
+/// dropped on the way out, and their references with them.
 pub fn pack_detached(
     transcripts: &Bound<'_, PyList>,
     options: &[PackOptions],
     threads: usize,
     fairness: &mut Fairness<'_>,
-) -> PyResult<Vec<Option<Result<Packed, CoreError>>>> {
+) -> PyResult<Vec<Option<Detached>>> {
     let py = transcripts.py();
     let total = transcripts.len();
-    let mut results: Vec<Option<Result<Packed, CoreError>>> = vec![None; total];
+    let mut results: Vec<Option<Detached>> = std::iter::repeat_with(|| None).take(total).collect();
     let (queue_tx, queue_rx) = sync_channel::<Chunk>(threads.saturating_sub(1));
     let queue = Mutex::new(queue_rx);
     let (done_tx, done_rx) = channel::<Chunk>();
     std::thread::scope(|scope| -> PyResult<()> {
+        let mut workers = 0;
         for _ in 1..threads {
             let done = done_tx.clone();
             let queue = &queue;
-            scope.spawn(move || work(queue, &done, options));
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options));
+            if spawned.is_err() {
+                break;
+            }
+            workers += 1;
+        }
+        if workers == 0 {
+            return Ok(());
         }
         let mut chunk = Chunk::new();
         for (i, transcript) in transcripts.iter().enumerate() {
@@ -272,13 +336,8 @@ pub fn pack_detached(
         // Leaving the scope joins the workers; every chunk has been sent back by then.
         Ok(())
     })?;
-    chunk_results(py, done_rx, &mut results);
-    Ok(results)
-}
-
-/// Collects the chunks sent back after the workers finished.
-fn chunk_results(py: Python<'_>, done: Receiver<Chunk>, results: &mut [Option<Result<Packed, CoreError>>]) {
-    for mut chunk in done.try_iter() {
-        chunk.recycle(py, results);
+    for mut chunk in done_rx.try_iter() {
+        chunk.recycle(py, &mut results);
     }
+    Ok(results)
 }

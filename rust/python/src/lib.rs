@@ -9,6 +9,8 @@ mod args;
 mod batch;
 mod errors;
 mod node;
+mod request;
+mod result;
 mod sizer;
 mod strings;
 
@@ -23,6 +25,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
+use request::{pack_lines, pack_request, pack_requests};
 use sizer::PySizer;
 
 /// The messages of a list, as accessor nodes.
@@ -37,17 +40,25 @@ fn with_transcript<'py, T>(
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    with_sized_transcript(messages, PySizer::new(estimate), f)
+    with_nodes(&nodes(messages)?, new_sizer(estimate)?, f)
 }
 
-/// [`with_transcript`] with a sizer already made (and perhaps used).
-fn with_sized_transcript<'py, T>(
-    messages: &Bound<'py, PyAny>,
+/// A sizer for `estimate` (chars/4 when `None`); for a custom estimator, which may call
+/// contextfold again, only with stack left for it.
+fn new_sizer(estimate: Option<Bound<'_, PyAny>>) -> PyResult<PySizer<'_>> {
+    if estimate.is_some() {
+        sizer::check_stack()?;
+    }
+    Ok(PySizer::new(estimate))
+}
+
+/// Runs `f` on a transcript of `nodes` sized by `sizer`.
+fn with_nodes<'py, T>(
+    nodes: &[PyNode<'py>],
     sizer: PySizer<'py>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    let nodes = nodes(messages)?;
-    let mut transcript = Transcript::new(&nodes, sizer).map_err(errors::to_py)?;
+    let mut transcript = Transcript::new(nodes, sizer).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
         Err(err) => Err(transcript.sizer().take_error(err)),
@@ -65,7 +76,7 @@ fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
 #[pyfunction]
 #[pyo3(signature = (message, estimate=None))]
 fn message_tokens<'py>(message: Bound<'py, PyAny>, estimate: Option<Bound<'py, PyAny>>) -> PyResult<u64> {
-    let mut sizer = PySizer::new(estimate);
+    let mut sizer = new_sizer(estimate)?;
     tokens::message_tokens(&mut sizer, &PyNode(message)).map_err(|e| sizer.take_error(e))
 }
 
@@ -193,7 +204,7 @@ fn pack_handoff<'py>(
     };
     let n = messages.len().unwrap_or(0);
     let args = raw.check(n)?;
-    let mut sizer = PySizer::new(args.sizers);
+    let mut sizer = new_sizer(args.sizers)?;
     let system_tokens = match args.system {
         None => 0,
         Some(system) => tokens::system_tokens(&mut sizer, PyNode(system)).map_err(|e| sizer.take_error(e))?,
@@ -206,8 +217,10 @@ fn pack_handoff<'py>(
         dialect: args.dialect,
         cut: args.cut,
     };
-    let packed = with_sized_transcript(messages, sizer, |t| pack::pack(t, &options))?;
-    handoff_pack(messages, packed, &args.budget_int)
+    // Read once: the result comes from this reading, whatever an estimator does to the list.
+    let snapshot = nodes(messages)?;
+    let packed = with_nodes(&snapshot, sizer, |t| pack::pack(t, &options))?;
+    handoff_pack(&snapshot, packed, &args.budget_int)
 }
 
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
@@ -220,14 +233,13 @@ fn pack_many<'py>(
     system_tokens: Vec<u64>,
     dialect: &str,
     chunk_tokens: Option<Bound<'py, PyInt>>,
-    threads: usize,
+    threads: Bound<'py, PyInt>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
     let budget_int = budget.clone().into_any();
     let budget = args::whole_u64("budget", &budget)?;
-    let dialect = args::dialect(dialect).ok_or_else(|| {
-        errors::ArgumentError::new_err(format!("shape must be 'auto', 'openai' or 'anthropic', not {dialect:?}"))
-    })?;
+    let dialect = args::dialect(dialect)
+        .ok_or_else(|| errors::argument(format!("shape must be 'auto', 'openai' or 'anthropic', not {dialect:?}")))?;
     let cut = match chunk_tokens {
         Some(chunk) => Cut::Chunked { chunk: Some(args::whole_u64("chunk_tokens", &chunk)?) },
         None => Cut::Greedy,
@@ -243,20 +255,26 @@ fn pack_many<'py>(
         })
         .collect();
     let mut fairness = batch::Fairness::new(py);
+    let threads = batch::thread_count(threads.extract().unwrap_or(usize::MAX));
     let detached =
         if threads > 1 { batch::pack_detached(transcripts, &options, threads, &mut fairness)? } else { Vec::new() };
     let mut out = Vec::with_capacity(options.len());
     let mut detached = detached.into_iter();
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options) {
-        let packed = match detached.next().flatten() {
-            Some(Ok(packed)) => packed,
+        let (packed, snapshot) = match detached.next().flatten() {
+            Some(batch::Detached { outcome: Ok(packed), messages }) => {
+                (packed, messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect())
+            }
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
-            Some(Err(_)) | None => {
-                with_transcript(&transcript, None, |t| pack::pack(t, opts)).map_err(|e| in_transcript(py, e, i))?
+            _ => {
+                let snapshot = nodes(&transcript).map_err(|e| in_transcript(py, e, i))?;
+                let packed = with_nodes(&snapshot, PySizer::new(None), |t| pack::pack(t, opts))
+                    .map_err(|e| in_transcript(py, e, i))?;
+                (packed, snapshot)
             }
         };
-        out.push(handoff_pack(&transcript, packed, &budget_int)?);
+        out.push(handoff_pack(&snapshot, packed, &budget_int)?);
         fairness.tick()?;
     }
     Ok(out)
@@ -275,21 +293,22 @@ fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
 /// The `HandoffPack` for a packed transcript: the output list (the caller's messages,
 /// the note a new dict at its place), dropped, fits, tokens, budget, note, kept.
 fn handoff_pack<'py>(
-    messages: &Bound<'py, PyAny>,
+    messages: &[PyNode<'py>],
     packed: pack::Packed,
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    static HANDOFF_PACK: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let py = messages.py();
-    let list = messages.cast::<PyList>().map_err(|_| errors::not_a_list(messages))?;
-    let n = list.len();
+    let py = budget.py();
+    let n = messages.len();
+    let message = |i: usize| {
+        messages.get(i).map(|m| m.0.clone()).ok_or_else(|| errors::internal("a kept index past the transcript"))
+    };
     let out = if packed.note.is_none() && packed.kept.len() == n && packed.kept.iter().enumerate().all(|(k, &i)| k == i)
     {
-        list.get_slice(0, n)
+        PyList::new(py, messages.iter().map(|m| &m.0))?
     } else {
         let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
         for &i in &packed.kept {
-            out.push(list.get_item(i)?);
+            out.push(message(i)?);
         }
         if let Some(note) = &packed.note {
             let dict = PyDict::new(py);
@@ -314,11 +333,16 @@ fn handoff_pack<'py>(
         note,
         PyList::new(py, &packed.kept)?.into_any(),
     ];
-    let class = HANDOFF_PACK.import(py, "contextfold._contract", "HandoffPack")?;
+    let class = ResultClass::get(py)?;
+    if !class.plain_tuple {
+        return class.class.bind(py).call1(pyo3::types::PyTuple::new(py, fields)?);
+    }
     // What tuple.__new__(HandoffPack, fields) does (the NamedTuple's own __new__ is Python
     // code), without the argument tuples: allocate the subclass instance, fill its slots.
-    // SAFETY: HandoffPack is a tuple subclass without extra fields, so its tp_alloc gives a
-    // zeroed tuple of 7 slots that we own; each slot takes over one owned reference.
+    let class = class.class.bind(py);
+    // SAFETY: `plain_tuple` checked that the class lays out its instances as a tuple's,
+    // so its tp_alloc gives a zeroed tuple of 7 slots that we own; each slot takes over
+    // one owned reference.
     unsafe {
         let alloc = (*class.as_type_ptr()).tp_alloc.unwrap_or(pyo3::ffi::PyType_GenericAlloc);
         let tuple = Bound::from_owned_ptr_or_err(py, alloc(class.as_type_ptr(), 7))?;
@@ -326,6 +350,33 @@ fn handoff_pack<'py>(
             pyo3::ffi::PyTuple_SET_ITEM(tuple.as_ptr(), slot as pyo3::ffi::Py_ssize_t, field.into_ptr());
         }
         Ok(tuple)
+    }
+}
+
+/// The result class, `contextfold._contract.HandoffPack`, looked up once (when the module
+/// is imported, as the reference imports it) and checked then.
+struct ResultClass {
+    class: Py<PyType>,
+    /// A tuple subclass with seven fields and a tuple's layout: its slots may be filled
+    /// directly. Anything else (a patched class) is called with the fields instead.
+    plain_tuple: bool,
+}
+
+impl ResultClass {
+    fn get(py: Python<'_>) -> PyResult<&'static ResultClass> {
+        static RESULT_CLASS: PyOnceLock<ResultClass> = PyOnceLock::new();
+        RESULT_CLASS.get_or_try_init(py, || {
+            let class = py.import("contextfold._contract")?.getattr("HandoffPack")?.cast_into::<PyType>()?;
+            let fields = class.getattr(intern!(py, "_fields")).and_then(|f| f.len()).unwrap_or(0);
+            let tuple = py.get_type::<pyo3::types::PyTuple>();
+            // SAFETY: both are live type objects; we only read their size fields.
+            let same_layout = unsafe {
+                let (ours, base) = (&*class.as_type_ptr(), &*tuple.as_type_ptr());
+                ours.tp_basicsize == base.tp_basicsize && ours.tp_itemsize == base.tp_itemsize
+            };
+            let plain_tuple = class.is_subclass(&tuple)? && same_layout && fields == 7;
+            Ok(ResultClass { class: class.unbind(), plain_tuple })
+        })
     }
 }
 
@@ -422,13 +473,17 @@ mod _native {
     #[pymodule_export]
     use super::{
         _scan_floor, canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pack_many, pinned_directive_index, rank_by_count, repo_path, tokens_of,
-        verbatim_start, window_start, window_start_array,
+        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
+        rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;
+        // The result and error classes as the package defines them now; a later patch
+        // does not reach the extension, as it does not reach the reference.
+        let _ = super::ResultClass::get(m.py());
+        super::errors::load(m.py());
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         m.add("build_profile", profile)
     }

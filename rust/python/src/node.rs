@@ -40,7 +40,7 @@ pub unsafe fn text_at<'a>(ptr: *mut pyo3::ffi::PyObject) -> Option<Text<'a>> {
 
 /// Calls `f` on a Python string's data.
 pub fn with_text<T>(s: &Bound<'_, PyString>, f: impl FnOnce(Text<'_>) -> T) -> PyResult<T> {
-    text_of(s).map(f).ok_or_else(|| pyo3::exceptions::PyValueError::new_err("unreadable str data"))
+    text_of(s).map(f).ok_or_else(|| crate::errors::internal("unreadable str data"))
 }
 
 fn key<'py>(py: Python<'py>, key: Key) -> &'py Bound<'py, PyString> {

@@ -3,7 +3,8 @@
 //! With no estimator the core's chars/4 rule runs natively. A custom estimator is a
 //! Python callable, so each message is sized by `contextfold._contract`'s helpers (the
 //! same code the reference backend runs); an exception it raises is kept and re-raised
-//! unchanged.
+//! unchanged. An estimator may call contextfold again, each level a native frame deeper:
+//! [`check_stack`] turns running out of stack into `RecursionError`, not a crash.
 
 use crate::node::PyNode;
 use contextfold_core::tokens::{CharsPerToken, Checked, Sizer};
@@ -90,4 +91,51 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
             }
         }
     }
+}
+
+/// Stack left below which a call that runs an estimator raises `RecursionError`: room
+/// for one more level of packing plus the interpreter's unwinding.
+#[cfg(target_os = "linux")]
+const STACK_MARGIN: usize = 64 * 1024;
+
+/// The lowest address of this thread's stack (it grows down), read once a thread.
+#[cfg(target_os = "linux")]
+fn stack_floor() -> Option<usize> {
+    thread_local! {
+        static FLOOR: Option<usize> = {
+            let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+            // SAFETY: `attr` is initialised by pthread_getattr_np before it is read, and
+            // destroyed after; the out-pointers are valid locals.
+            unsafe {
+                if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+                    None
+                } else {
+                    let (mut addr, mut size) = (std::ptr::null_mut(), 0);
+                    let got = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size);
+                    libc::pthread_attr_destroy(attr.as_mut_ptr());
+                    (got == 0).then_some(addr as usize)
+                }
+            }
+        };
+    }
+    FLOOR.with(|floor| *floor)
+}
+
+/// `RecursionError` when this thread's stack is nearly used up (an estimator re-entering
+/// contextfold again and again), as the reference hits the interpreter's limit.
+///
+/// # Errors
+/// `RecursionError` with less than [`STACK_MARGIN`] of stack left.
+pub fn check_stack() -> PyResult<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let here = 0u8;
+        let at = std::ptr::addr_of!(here) as usize;
+        if stack_floor().is_some_and(|floor| at < floor.saturating_add(STACK_MARGIN)) {
+            return Err(pyo3::exceptions::PyRecursionError::new_err(
+                "maximum recursion depth exceeded: an estimator re-entered contextfold past this thread's stack",
+            ));
+        }
+    }
+    Ok(())
 }

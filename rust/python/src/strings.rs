@@ -32,14 +32,14 @@ impl<'a, 'py> RankKey<'a, 'py> {
         };
         if !PyString::is_exact_type_of(&item) {
             let got = item.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!("items[{index}]: expected str, got {got}")));
+            return Err(crate::errors::argument_type(format!("items[{index}]: expected str, got {got}")));
         }
         // SAFETY: checked to be an exact str just above.
         let string: Borrowed<'a, 'py, PyString> = unsafe { item.cast_unchecked() };
         let hash = string.hash()?;
         // SAFETY: an exact str, alive (and immutable) while the list holds it.
         let text = unsafe { crate::node::text_at(string.as_ptr()) }
-            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("unreadable str data"))?;
+            .ok_or_else(|| crate::errors::internal("unreadable str data"))?;
         Ok(Self { string, hash, text })
     }
 }

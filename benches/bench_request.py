@@ -1,0 +1,89 @@
+"""pack_request on corpus request bodies (the corpus lines as they are stored) at an
+8,000-token budget, beside what a gateway does without it: ``orjson.loads`` alone (only
+parsing, with the fastest Python JSON library), and ``json.loads`` + ``pack_handoff`` +
+``json.dumps``. And pack_requests on 10,000 bodies with 1 and 2 threads. Outputs are
+checked against the object path before timing.
+
+    pytest benches/bench_request.py --benchmark-enable --benchmark-group-by=group
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import pytest
+from contextfold import _backend, pack_handoff, pack_request, pack_requests, reference
+
+from .conftest import SHARED, native
+
+BUDGET = 8_000
+
+
+@cache
+def bodies() -> list[bytes]:
+    path = SHARED / "corpus" / "transcripts.jsonl"
+    if not path.exists():
+        pytest.skip(f"corpus not found at {path} (set CONTEXTFOLD_SHARED)")
+    return path.read_bytes().splitlines()
+
+
+def object_path(body: bytes) -> bytes:
+    """What a gateway does without pack_request."""
+    request = json.loads(body)
+    pack = pack_handoff(request["messages"], target_context_tokens=BUDGET)
+    return json.dumps({**request, "messages": pack.messages}).encode()
+
+
+def _check(packed: list[Any]) -> None:
+    for body, result in zip(bodies(), packed, strict=True):
+        assert json.loads(result.body) == json.loads(object_path(body))
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+def bench_pack_request(benchmark: Any, backend: str) -> None:
+    impl = native() if backend == "native" else reference
+    with _backend.using(impl):
+        _check([pack_request(b, target_context_tokens=BUDGET) for b in bodies()])
+        benchmark.group = f"request bodies @ {BUDGET}"
+        benchmark(lambda: [pack_request(b, target_context_tokens=BUDGET) for b in bodies()])
+
+
+def bench_orjson_loads_alone(benchmark: Any) -> None:
+    orjson = pytest.importorskip("orjson")
+    assert [orjson.loads(b) for b in bodies()] == [json.loads(b) for b in bodies()]
+    benchmark.group = f"request bodies @ {BUDGET}"
+    benchmark(lambda: [orjson.loads(b) for b in bodies()])
+
+
+def bench_json_loads_pack_handoff_dumps(benchmark: Any) -> None:
+    with _backend.using(native()):
+        benchmark.group = f"request bodies @ {BUDGET}"
+        benchmark(lambda: [object_path(b) for b in bodies()])
+
+
+def bench_orjson_loads_pack_handoff_dumps(benchmark: Any) -> None:
+    orjson = pytest.importorskip("orjson")
+
+    def run(body: bytes) -> bytes:
+        request = orjson.loads(body)
+        pack = pack_handoff(request["messages"], target_context_tokens=BUDGET)
+        return bytes(orjson.dumps({**request, "messages": pack.messages}))
+
+    with _backend.using(native()):
+        assert [json.loads(run(b)) for b in bodies()] == [json.loads(object_path(b)) for b in bodies()]
+        benchmark.group = f"request bodies @ {BUDGET}"
+        benchmark(lambda: [run(b) for b in bodies()])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def bench_pack_requests(benchmark: Any, threads: int) -> None:
+    batch = [bodies()[i % len(bodies())] for i in range(10_000)]
+    with _backend.using(native()):
+        one_by_one = [pack_request(b, target_context_tokens=BUDGET) for b in bodies()]
+        assert pack_requests(batch[: len(bodies())], target_context_tokens=BUDGET, threads=threads) == one_by_one
+        benchmark.group = "pack_requests, 10,000 corpus bodies"
+        benchmark.pedantic(
+            lambda: pack_requests(batch, target_context_tokens=BUDGET, threads=threads), rounds=5, iterations=1
+        )

@@ -1,0 +1,180 @@
+"""The benchmark gate's measurements: each speed ratio the project promises, measured in
+one run and written as JSON for ``.ci/bench_gate.py``, which holds them to the floors in
+``benches/floors.toml``.
+
+A ratio is ``time(baseline) / time(contender)``: above 1 the contender is faster. The two
+sides run interleaved (contender, baseline, contender, ...), each round timing a batch of
+calls of about ``--round-ms`` milliseconds per side, and the median of the per-round
+ratios is kept, so a burst of load on a shared machine moves a round or two, not the
+figure. The first call of each side (warm-up) sizes the rounds.
+
+    python -m benches.gate --out bench.json            # short mode, as CI runs it
+    python -m benches.gate --rounds 21 --round-ms 200  # steadier figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import contextfold
+from contextfold import pack_handoff, pack_many, reference
+from contextfold._backend import using
+from contextfold.bench import langchain_trimmer
+
+from .bench_codemap import ITEMS, counter_sorted
+from .conftest import corpus, repeated
+
+BUDGET = 8_000
+Call = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A ratio to measure: time(``baseline``) / time(``contender``). Single-threaded
+    work is timed in CPU time, which a busy machine's other processes barely move;
+    threaded work in wall time, the only clock that sees what threads gain."""
+
+    contender: Call
+    baseline: Call
+    clock: Callable[[], float] = time.process_time
+
+
+def _packer(impl: Any, convos: list[list[dict[str, Any]]]) -> Call:
+    def run() -> list[Any]:
+        with using(impl):
+            return [pack_handoff(c, target_context_tokens=BUDGET) for c in convos]
+
+    return run
+
+
+def _windower(impl: Any, convos: list[list[dict[str, Any]]]) -> Call:
+    return lambda: [impl.window_start(c, 80, 64_000) for c in convos]
+
+
+def _distinct_batch(n: int) -> list[list[dict[str, Any]]]:
+    """n corpus transcripts, each a distinct copy (as a gateway's requests are)."""
+    pool = corpus()
+    return [json.loads(json.dumps(pool[i % len(pool)])) for i in range(n)]
+
+
+def _long_batch(n: int, length: int) -> list[list[dict[str, Any]]]:
+    """n distinct copies of a ``length``-message transcript (long agent runs)."""
+    return [json.loads(json.dumps(repeated(length))) for _ in range(n)]
+
+
+def pairs() -> dict[str, Pair]:
+    """Every ratio the gate knows, by the name ``floors.toml`` gives it. Outputs are
+    checked equal (or, for peers, counted) before anything is timed."""
+    from contextfold import _native
+
+    out: dict[str, Pair] = {}
+    for name, convos in (("corpus", corpus()), ("1000", [repeated(1_000)])):
+        native, python = _packer(_native, convos), _packer(reference, convos)
+        assert [(p.kept, p.note) for p in native()] == [(p.kept, p.note) for p in python()]
+        out[f"pack_handoff {name}: native vs reference"] = Pair(native, python)
+        prepare = langchain_trimmer(BUDGET)
+        if prepare is not None:
+            trim = prepare(convos)
+            assert len(trim()) == len(convos)
+            out[f"pack_handoff {name}: native vs LangChain trim_messages"] = Pair(native, trim)
+
+    convos = [repeated(1_000)]
+    window, window_reference = _windower(_native, convos), _windower(reference, convos)
+    assert window() == window_reference()
+    out["windowed 1000: native vs reference"] = Pair(window, window_reference)
+    scan = getattr(_native, "_scan_floor", None)  # only in builds with the bench-floor feature
+    if scan is not None:
+        out["windowed 1000: native vs the C-like floor"] = Pair(window, lambda: [scan(c) for c in convos])
+
+    for name, batch in (("2,000 corpus", _distinct_batch(2_000)), ("720 long", _long_batch(720, 120))):
+        expected = [pack_handoff(c, target_context_tokens=BUDGET) for c in batch[:50]]
+
+        def many(threads: int | None, batch: list[list[dict[str, Any]]] = batch) -> Call:
+            return lambda: pack_many(batch, target_context_tokens=BUDGET, threads=threads)
+
+        for threads in (None, 1, 2):
+            assert pack_many(batch[:50], target_context_tokens=BUDGET, threads=threads) == expected
+        out[f"pack_many {name}: 2 threads vs 1"] = Pair(many(2), many(1), time.perf_counter)
+        out[f"pack_many {name}: default vs 1 thread"] = Pair(many(None), many(1), time.perf_counter)
+
+    for name, items in ITEMS.items():
+        rank, counter = partial(_native.rank_by_count, items), partial(counter_sorted, items)
+        assert rank() == counter()
+        out[f"rank_by_count 100,000 items, {name}: native vs Counter+sorted"] = Pair(rank, counter)
+    return out
+
+
+def _timed(fn: Call, calls: int, clock: Callable[[], float]) -> float:
+    """Seconds a call of ``fn``, over ``calls`` calls."""
+    started = clock()
+    for _ in range(calls):
+        fn()
+    return (clock() - started) / calls
+
+
+def measure(pair: Pair, rounds: int, round_s: float) -> dict[str, Any]:
+    """The median over ``rounds`` of time(baseline) / time(contender), sides interleaved,
+    each side called often enough a round to take about ``round_s`` seconds."""
+    contender_calls = max(1, round(round_s / max(_timed(pair.contender, 1, pair.clock), 1e-7)))
+    baseline_calls = max(1, round(round_s / max(_timed(pair.baseline, 1, pair.clock), 1e-7)))
+    ratios, contender_s, baseline_s = [], [], []
+    for _ in range(rounds):
+        contender_s.append(_timed(pair.contender, contender_calls, pair.clock))
+        baseline_s.append(_timed(pair.baseline, baseline_calls, pair.clock))
+        ratios.append(baseline_s[-1] / contender_s[-1])
+    return {
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
+        "contender_s": statistics.median(contender_s),
+        "baseline_s": statistics.median(baseline_s),
+        "calls": [contender_calls, baseline_calls],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="bench.json", help="where to write the JSON (default: bench.json)")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds per ratio (default: 9)")
+    parser.add_argument("--round-ms", type=float, default=50, help="milliseconds per side per round (default: 50)")
+    parser.add_argument("-k", default="", help="measure only the ratios whose name contains this")
+    args = parser.parse_args(argv)
+
+    from contextfold import _native
+
+    if _native.build_profile != "release":
+        print("the benchmark gate needs a release build of the extension", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    found = {name: pair for name, pair in pairs().items() if args.k in name}
+    gc.freeze()  # the fixtures are long-lived: keep the collector from rescanning them
+    results = {}
+    for name, pair in found.items():
+        results[name] = measure(pair, args.rounds, args.round_ms / 1e3)
+        print(f"{results[name]['ratio']:9.2f}x  {name}", flush=True)
+    report = {
+        "python": platform.python_version(),
+        "contextfold": contextfold.__version__,
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
+        "round_ms": args.round_ms,
+        "seconds": time.perf_counter() - started,
+        "ratios": results,
+    }
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Pydantic AI: a history processor that packs ``ModelMessage`` lists into a window.
+
+``pip install 'contextfold[pydantic-ai]'``::
+
+    from contextfold.integrations.pydantic_ai import history_processor
+    agent = Agent("openai:gpt-4o", history_processors=[history_processor(max_tokens=8_000)])
+
+    # releases where history processors became a capability:
+    from pydantic_ai.capabilities import ProcessHistory
+    agent = Agent("openai:gpt-4o", capabilities=[ProcessHistory(history_processor(max_tokens=8_000))])
+
+Each ``ModelRequest`` / ``ModelResponse`` becomes one Anthropic-shape dict for
+:func:`contextfold.pack_handoff`: a response's ``TextPart`` → a text block, ``ToolCallPart``
+→ a ``tool_use`` block (id, name, arguments as given); a request's ``ToolReturnPart`` (and a
+``RetryPromptPart`` naming a tool) → a ``tool_result`` block, ``UserPromptPart`` and
+``SystemPromptPart`` → text blocks; other parts → a block of their kind with their text;
+a message of text blocks only is one string (its texts joined by a blank line).
+A request holding a ``SystemPromptPart`` counts as a system message, so at the front it is
+always kept. A response with tool calls and the request answering them form one segment,
+kept or dropped together. Non-text user content (images, files) is sized by its URL or
+identifier, not by its bytes: leave room for large media in ``reserve_output_tokens``.
+
+The processor returns the caller's own ``ModelMessage`` objects, plus the note as a
+``ModelRequest`` (a ``UserPromptPart``) or a ``ModelResponse`` (a ``TextPart``), whichever
+keeps requests and responses alternating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+import contextfold as cf
+
+from ._common import Estimator, Packed, missing_extra, pack_converted
+
+try:
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
+    raise missing_extra("pydantic-ai", exc) from exc
+
+__all__ = ["async_history_processor", "history_processor", "pack", "to_dicts"]
+
+
+def to_dicts(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """One Anthropic-shape dict per message, as the packer sizes it (see the module doc)."""
+    return [_to_dict(i, m) for i, m in enumerate(messages)]
+
+
+def _to_dict(index: int, message: Any) -> dict[str, Any]:
+    if isinstance(message, ModelResponse):
+        return {"role": "assistant", "content": _content([_response_block(p) for p in message.parts])}
+    if isinstance(message, ModelRequest):
+        system = any(isinstance(p, SystemPromptPart) for p in message.parts)
+        return {"role": "system" if system else "user", "content": _content([_request_block(p) for p in message.parts])}
+    raise cf.MessageTypeError(
+        f"message {index}: expected a pydantic_ai ModelRequest or ModelResponse, got {type(message).__name__}",
+        index,
+        "",
+    )
+
+
+def _content(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Text alone is sized as one string (so the note costs the same both ways), else blocks."""
+    if all(b["type"] == "text" for b in blocks):
+        return "\n\n".join(b["text"] for b in blocks)
+    return blocks
+
+
+def _response_block(part: Any) -> dict[str, Any]:
+    if isinstance(part, ToolCallPart):
+        return {"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name, "input": part.args or {}}
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.content}
+    return _other_block(part)
+
+
+def _request_block(part: Any) -> dict[str, Any]:
+    if isinstance(part, ToolReturnPart):
+        return {"type": "tool_result", "tool_use_id": part.tool_call_id, "content": part.model_response_str()}
+    if isinstance(part, RetryPromptPart) and part.tool_name is not None:
+        return {"type": "tool_result", "tool_use_id": part.tool_call_id, "content": part.model_response()}
+    if isinstance(part, (SystemPromptPart, UserPromptPart)):
+        content = part.content
+        if isinstance(content, str):
+            return {"type": "text", "text": content}
+        return {"type": "text", "text": "\n".join(_user_item(item) for item in content)}
+    if isinstance(part, RetryPromptPart):
+        return {"type": "text", "text": part.model_response()}
+    return _other_block(part)
+
+
+def _user_item(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    return str(getattr(item, "url", None) or getattr(item, "identifier", None) or type(item).__name__)
+
+
+def _other_block(part: Any) -> dict[str, Any]:
+    content = getattr(part, "content", "")
+    return {
+        "type": str(getattr(part, "part_kind", type(part).__name__)),
+        "text": content if isinstance(content, str) else "",
+    }
+
+
+def _note_message(note: dict[str, Any]) -> ModelMessage:
+    if note["role"] == "assistant":
+        return ModelResponse(parts=[TextPart(content=note["content"])])
+    return ModelRequest(parts=[UserPromptPart(content=note["content"])])
+
+
+def pack(
+    messages: Sequence[ModelMessage],
+    *,
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> Packed:
+    """Packs ``messages`` into ``max_tokens - reserve_output_tokens``; the list and the pack."""
+    return pack_converted(
+        messages,
+        to_dicts(messages),
+        _note_message,
+        target_context_tokens=max_tokens,
+        reserve_output_tokens=reserve_output_tokens,
+        estimate_tokens=estimate_tokens,
+        cut=cut,
+        chunk_tokens=chunk_tokens,
+        shape="anthropic",
+    )
+
+
+def history_processor(
+    *,
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
+    """A ``history_processors=`` entry packing each model call's history (see the module doc).
+
+    ``reserve_output_tokens`` should cover the reply and what Pydantic AI adds outside the
+    history: the agent's ``instructions`` and the tool definitions.
+    """
+    cf.handoff_budget(max_tokens, reserve_output_tokens)  # bad numbers fail here, not mid-run
+    options: dict[str, Any] = {
+        "max_tokens": max_tokens,
+        "reserve_output_tokens": reserve_output_tokens,
+        "estimate_tokens": estimate_tokens,
+        "cut": cut,
+        "chunk_tokens": chunk_tokens,
+    }
+
+    def process(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return pack(messages, **options).messages
+
+    return process
+
+
+def async_history_processor(
+    *,
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]:
+    """:func:`history_processor` as a coroutine function, for async-only pipelines.
+
+    Packing is native and short (microseconds), so it runs inline rather than in a thread.
+    """
+    process = history_processor(
+        max_tokens=max_tokens,
+        reserve_output_tokens=reserve_output_tokens,
+        estimate_tokens=estimate_tokens,
+        cut=cut,
+        chunk_tokens=chunk_tokens,
+    )
+
+    async def process_async(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return process(messages)
+
+    return process_async

@@ -1,0 +1,314 @@
+//! Bytes in, bytes out: pack a chat request body (JSON) without building its values.
+//!
+//! [`scan::parse`] reads the body into a [`scan::Tape`] whose strings borrow the input;
+//! the generic packer runs on it through the same accessor trait as on Python objects,
+//! so the decision equals `pack_handoff(json.loads(body)["messages"], system=…)`. The
+//! packed body is then spliced from the input: the bytes before the messages array, the
+//! kept messages copied byte for byte (with the separators that preceded them), the note
+//! as compact JSON, the bytes after the array. Provider prompt caches keyed on bytes keep
+//! hitting, and only the note is ever serialised.
+
+mod node;
+pub mod scan;
+
+pub use node::Node;
+pub use scan::{Root, ScanError};
+
+use crate::error::CoreError;
+use crate::json::{JsonNode, Shape};
+use crate::pack::{self, Note, PackOptions, Packed};
+use crate::tokens::CharsPerToken;
+use crate::transcript::Transcript;
+use scan::Layout;
+use std::fmt;
+
+/// Why a body could not be packed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    /// Not a JSON text `json.loads` would load.
+    Scan(ScanError),
+    /// The root is not what `root` accepts (`got`: its Python type name).
+    NotAnObject { got: String, root: Root },
+    /// The root object has no `messages` member.
+    NoMessages { root: Root },
+    /// `messages` is not an array.
+    MessagesNotAList { got: String, root: Root },
+    /// `system` is not a string, an array or null.
+    System { got: String },
+    /// What `pack_handoff` raises on the loaded value.
+    Pack(CoreError),
+}
+
+/// The CLI's one wording for a line that holds no transcript.
+const NO_TRANSCRIPT: &str = "expected a list of messages or an object with a 'messages' list";
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Scan(e) => e.fmt(f),
+            RequestError::NotAnObject { root: Root::RequestOrTranscript, .. }
+            | RequestError::NoMessages { root: Root::RequestOrTranscript }
+            | RequestError::MessagesNotAList { root: Root::RequestOrTranscript, .. } => f.write_str(NO_TRANSCRIPT),
+            RequestError::NotAnObject { got, .. } => write!(f, "request body: expected a JSON object, got {got}"),
+            RequestError::NoMessages { .. } => f.write_str("request body: no 'messages' member"),
+            RequestError::MessagesNotAList { got, .. } => write!(f, "messages: expected a list, got {got}"),
+            RequestError::System { got } => write!(f, "system: expected str, list or None, got {got}"),
+            RequestError::Pack(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// A packed body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedBody {
+    pub packed: Packed,
+    /// Input messages left out.
+    pub dropped: usize,
+    /// The packed body; `None` when it is the input unchanged (everything fits).
+    pub body: Option<Vec<u8>>,
+    /// Tokens of all input messages (the separate system prompt aside), when asked for.
+    pub input_tokens: Option<u128>,
+}
+
+/// Packs the request body `input` under `options` (whose `system_tokens` is replaced by
+/// the size of the body's own `system` member).
+///
+/// # Errors
+/// In the order the object path meets them: the body is not JSON (or not UTF-8), not an
+/// object, has no `messages`; `system` has the wrong type; `messages` is not an array;
+/// then what packing raises (a malformed message, a pinned index out of range).
+pub fn pack_body(
+    input: &[u8],
+    options: &PackOptions,
+    root: Root,
+    count_input: bool,
+) -> Result<PackedBody, RequestError> {
+    let tape = scan::parse(input, root).map_err(RequestError::Scan)?;
+    let top = tape.node(0);
+    let Some(messages) = tape.messages else {
+        return Err(if top.shape() == Shape::Object {
+            RequestError::NoMessages { root }
+        } else {
+            RequestError::NotAnObject { got: top.type_name(), root }
+        });
+    };
+    let mut options = options.clone();
+    options.system_tokens = match tape.system.map(|at| tape.node(at)) {
+        None => 0,
+        Some(system) => system_tokens(system)?,
+    };
+    let list = tape.node(messages);
+    let items = match list.view() {
+        Ok(crate::View::Array { items, .. }) => items,
+        _ => return Err(RequestError::MessagesNotAList { got: list.type_name(), root }),
+    };
+    let nodes: Vec<Node<'_, '_>> = items.collect();
+    let mut transcript = Transcript::new(&nodes, CharsPerToken).map_err(RequestError::Pack)?;
+    let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
+    let n = nodes.len();
+    let input_tokens = if count_input { Some(transcript.sum(0..n).map_err(RequestError::Pack)?) } else { None };
+    let unchanged = packed.note.is_none() && packed.kept.iter().copied().eq(0..n);
+    let body = (!unchanged).then(|| splice(input, &tape.layout, &packed.kept, packed.note.as_ref()));
+    Ok(PackedBody { dropped: n - packed.kept.len().min(n), packed, body, input_tokens })
+}
+
+/// Threads [`pack_bodies`] uses at most, whatever it is given.
+pub const MAX_THREADS: usize = 64;
+
+/// [`pack_body`] of each input, in order, on up to `threads` threads (the calling thread
+/// among them; fewer when the system refuses more). Threads take bodies one at a time
+/// from a shared counter, so one long body does not hold up a fixed share of the rest.
+pub fn pack_bodies(
+    inputs: &[&[u8]],
+    options: &PackOptions,
+    root: Root,
+    count_input: bool,
+    threads: usize,
+) -> Vec<Result<PackedBody, RequestError>> {
+    let one = |input: &[u8]| pack_body(input, options, root, count_input);
+    let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
+    if threads <= 1 {
+        return inputs.iter().map(|input| one(input)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(input) = inputs.get(i) else { break };
+            done.push((i, one(input)));
+        }
+        done
+    };
+    let mut slots: Vec<Option<Result<PackedBody, RequestError>>> = Vec::new();
+    slots.resize_with(inputs.len(), || None);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> =
+            (1..threads).filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, take).ok()).collect();
+        let mut finished = take();
+        for worker in workers {
+            // Packing cannot panic (the crate denies it); were a worker to, its bodies
+            // are reported below rather than lost.
+            finished.extend(worker.join().unwrap_or_default());
+        }
+        for (i, result) in finished {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.unwrap_or_else(|| Err(RequestError::Pack(CoreError::argument("a packing thread failed")))))
+        .collect()
+}
+
+/// What packing a block of JSONL lines (one transcript or request a line) gives.
+#[derive(Debug, Default)]
+pub struct PackedLines {
+    /// The packed lines, each ended by `\n`, in input order; bad lines left out.
+    pub output: Vec<u8>,
+    pub packed: usize,
+    pub tokens_before: u128,
+    pub tokens_after: u128,
+    pub dropped: usize,
+    pub unfit: usize,
+    /// Each bad line's index in the block (0-based) and error.
+    pub errors: Vec<(usize, RequestError)>,
+}
+
+/// Packs every non-blank line of `block` (lines end with `\n`; a line is a request
+/// body or a bare array of messages), on up to `threads` threads.
+pub fn pack_lines(block: &[u8], options: &PackOptions, threads: usize) -> PackedLines {
+    let lines: Vec<(usize, &[u8])> = block
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
+        .collect();
+    let inputs: Vec<&[u8]> = lines.iter().map(|&(_, line)| line).collect();
+    let results = pack_bodies(&inputs, options, Root::RequestOrTranscript, true, threads);
+    let mut out = PackedLines { output: Vec::with_capacity(block.len()), ..PackedLines::default() };
+    for ((index, line), result) in lines.into_iter().zip(results) {
+        match result {
+            Ok(packed) => {
+                out.output.extend_from_slice(packed.body.as_deref().unwrap_or(line));
+                out.output.push(b'\n');
+                out.packed += 1;
+                out.tokens_before += packed.input_tokens.unwrap_or(0);
+                out.tokens_after += packed.packed.tokens;
+                out.dropped += packed.dropped;
+                out.unfit += usize::from(!packed.packed.fits);
+            }
+            Err(err) => out.errors.push((index, err)),
+        }
+    }
+    out
+}
+
+/// Tokens of the body's separate system prompt ([`crate::tokens::system_tokens`]), after
+/// checking its type as a request's.
+fn system_tokens(system: Node<'_, '_>) -> Result<u64, RequestError> {
+    match system.shape() {
+        Shape::Null | Shape::Str | Shape::Array => {
+            crate::tokens::system_tokens(&mut CharsPerToken, system).map_err(RequestError::Pack)
+        }
+        _ => Err(RequestError::System { got: system.type_name() }),
+    }
+}
+
+/// One item of the packed messages array.
+#[derive(Clone, Copy)]
+enum Item<'n> {
+    Message(usize),
+    Note(&'n Note),
+}
+
+/// The body with the messages array holding `kept` (input indices) and the note.
+fn splice(input: &[u8], layout: &Layout, kept: &[usize], note: Option<&Note>) -> Vec<u8> {
+    let bytes = |from: usize, to: usize| input.get(from..to).unwrap_or_default();
+    let spans = &layout.items;
+    // What preceded item i in the input (its comma and spacing); the note, and message
+    // 0 when it follows the note, take the input's second separator.
+    let separator = |i: usize| match (i.checked_sub(1).and_then(|p| spans.get(p)), spans.get(i)) {
+        (Some(&(_, prev_end)), Some(&(start, _))) => bytes(prev_end, start),
+        _ => match (spans.first(), spans.get(1)) {
+            (Some(&(_, end)), Some(&(start, _))) => bytes(end, start),
+            _ => b",",
+        },
+    };
+    let mut items: Vec<Item<'_>> = kept.iter().map(|&i| Item::Message(i)).collect();
+    if let Some(note) = note {
+        items.insert(note.at.min(items.len()), Item::Note(note));
+    }
+    let first_start = spans.first().map_or(layout.close, |&(start, _)| start);
+    let last_end = spans.last().map_or(layout.open + 1, |&(_, end)| end);
+    let mut out = Vec::with_capacity(input.len());
+    out.extend_from_slice(bytes(0, layout.open + 1));
+    for (k, item) in items.iter().enumerate() {
+        out.extend_from_slice(match (k, item) {
+            (0, _) => bytes(layout.open + 1, first_start),
+            (_, Item::Message(i)) => separator(*i),
+            (_, Item::Note(_)) => separator(0),
+        });
+        match item {
+            Item::Message(i) => {
+                if let Some(&(start, end)) = spans.get(*i) {
+                    out.extend_from_slice(bytes(start, end));
+                }
+            }
+            Item::Note(note) => write_note(&mut out, note),
+        }
+    }
+    out.extend_from_slice(bytes(last_end, layout.close));
+    out.extend_from_slice(bytes(layout.close, input.len()));
+    out
+}
+
+/// The note message as compact JSON: `{"role":"user","content":"…"}`.
+pub fn write_note(out: &mut Vec<u8>, note: &Note) {
+    out.extend_from_slice(b"{\"role\":\"");
+    out.extend_from_slice(note.role.as_str().unwrap_or("user").as_bytes());
+    out.extend_from_slice(b"\",\"content\":");
+    write_json_string(out, &note.text);
+    out.push(b'}');
+}
+
+/// `text` as a JSON string the way `JSON.stringify` (and Python's `json.dumps` with
+/// `ensure_ascii=False`) writes it: non-ASCII as is, `"` `\` and control characters
+/// escaped, short escapes where JSON has them, else `\u00xx` in lowercase hex.
+pub fn write_json_string(out: &mut Vec<u8>, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = text.as_bytes();
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            0x08 => b'b',
+            0x0c => b'f',
+            0x00..=0x1f => 0,
+            _ => continue,
+        };
+        out.extend_from_slice(bytes.get(run..i).unwrap_or_default());
+        run = i + 1;
+        if short == 0 {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0'));
+            out.push(HEX.get(usize::from(b & 0xf)).copied().unwrap_or(b'0'));
+        } else {
+            out.push(b'\\');
+            out.push(short);
+        }
+    }
+    out.extend_from_slice(bytes.get(run..).unwrap_or_default());
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests;

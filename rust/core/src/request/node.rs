@@ -1,0 +1,244 @@
+//! The core's accessor trait over a [`Tape`], read as `json.loads` would have built the
+//! Python values: a repeated key holds its last value, type names are Python's.
+
+use super::scan::{decode, Decoded, Slot, Tape};
+use crate::error::Problem;
+use crate::json::{JsonNode, Key, MessageFields, Shape, View};
+use crate::text::Text;
+
+/// A value on a tape.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'t, 'a> {
+    tape: &'t Tape<'a>,
+    at: usize,
+}
+
+impl<'a> Tape<'a> {
+    /// The value in slot `at`.
+    pub fn node(&self, at: usize) -> Node<'_, 'a> {
+        Node { tape: self, at }
+    }
+
+    /// The text of the string in slot `at`.
+    pub(super) fn text(&self, at: usize) -> Option<Text<'_>> {
+        match *self.slots.get(at)? {
+            Slot::Str { start, end } => self.input.get(start..end).map(Text::Utf8),
+            Slot::Escaped { id } => {
+                let escaped = self.escaped.get(id)?;
+                Some(match escaped.text.get_or_init(|| decode(self.input, escaped.start, escaped.end)) {
+                    Decoded::Utf8(text) => Text::Utf8(text.as_str()),
+                    Decoded::Wide(units) => Text::Ucs2(units.as_slice()),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Slot one past the subtree at `at`.
+    fn end(&self, at: usize) -> usize {
+        match self.slots.get(at) {
+            Some(Slot::Array { end, .. } | Slot::Object { end, .. }) => *end,
+            _ => at + 1,
+        }
+    }
+
+    /// Whether two of the `len` keys of the object at `at` are equal.
+    pub(super) fn has_duplicate_keys(&self, at: usize, len: usize) -> bool {
+        let keys = Siblings { tape: self, pos: at + 1, left: 2 * len }.step_by(2);
+        if len <= 16 {
+            // Messages and content parts have a handful of keys: compare them pairwise,
+            // shortest first out (different lengths never match).
+            let mut seen = [Text::Utf8(""); 16];
+            for (i, key) in keys.enumerate() {
+                let Some(text) = self.text(key.at) else { continue };
+                if seen.iter().take(i).any(|s| same_text(s, &text)) {
+                    return true;
+                }
+                if let Some(slot) = seen.get_mut(i) {
+                    *slot = text;
+                }
+            }
+            return false;
+        }
+        let mut sorted: Vec<Text<'_>> = keys.filter_map(|k| self.text(k.at)).collect();
+        sorted.sort_by(Text::cmp_code_points);
+        sorted.windows(2).any(|w| matches!(w, [a, b] if same_text(a, b)))
+    }
+}
+
+/// Whether two texts hold the same characters.
+fn same_text(a: &Text<'_>, b: &Text<'_>) -> bool {
+    match (a, b) {
+        (Text::Utf8(a), Text::Utf8(b)) => a.len() == b.len() && a == b,
+        _ => a.utf16_units().eq(b.utf16_units()),
+    }
+}
+
+/// Consecutive sibling values.
+pub struct Siblings<'t, 'a> {
+    tape: &'t Tape<'a>,
+    pos: usize,
+    left: usize,
+}
+
+impl<'t, 'a> Iterator for Siblings<'t, 'a> {
+    type Item = Node<'t, 'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        let node = Node { tape: self.tape, at: self.pos };
+        self.pos = self.tape.end(self.pos);
+        self.left -= 1;
+        Some(node)
+    }
+}
+
+/// An object's entries; when a key repeats, only its last entry (the value `json.loads`
+/// keeps).
+pub struct Entries<'t, 'a> {
+    items: Siblings<'t, 'a>,
+    duplicates: bool,
+}
+
+impl<'t, 'a> Iterator for Entries<'t, 'a> {
+    type Item = (Node<'t, 'a>, Node<'t, 'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let key = self.items.next()?;
+            let value = self.items.next()?;
+            if !self.duplicates {
+                return Some((key, value));
+            }
+            let text = key.as_text();
+            let mut later = Siblings { tape: self.items.tape, pos: self.items.pos, left: self.items.left };
+            let repeated = std::iter::from_fn(|| {
+                let k = later.next()?;
+                later.next();
+                Some(k)
+            })
+            .any(|k| matches!((&text, k.as_text()), (Some(a), Some(b)) if same_text(a, &b)));
+            if !repeated {
+                return Some((key, value));
+            }
+        }
+    }
+}
+
+impl<'t, 'a> Node<'t, 'a> {
+    fn slot(&self) -> Slot {
+        self.tape.slots.get(self.at).copied().unwrap_or(Slot::Null)
+    }
+
+    fn children(&self, left: usize) -> Siblings<'t, 'a> {
+        Siblings { tape: self.tape, pos: self.at + 1, left }
+    }
+
+    /// Each entry's key and value, every repeat included (cheaper than [`Entries`] when
+    /// the caller keeps the last match itself).
+    fn all_entries(&self) -> Option<impl Iterator<Item = (Node<'t, 'a>, Node<'t, 'a>)>> {
+        let Slot::Object { len, .. } = self.slot() else { return None };
+        let mut items = self.children(2 * len);
+        Some(std::iter::from_fn(move || Some((items.next()?, items.next()?))))
+    }
+}
+
+impl<'t, 'a> JsonNode for Node<'t, 'a> {
+    type Items = Siblings<'t, 'a>;
+    type Entries = Entries<'t, 'a>;
+
+    fn view(&self) -> Result<View<'_, Self>, Problem> {
+        Ok(match self.slot() {
+            Slot::Null => View::Null,
+            Slot::Bool(b) => View::Bool(b),
+            Slot::Int(i) => View::Int(i),
+            Slot::Float { value, .. } => View::Float(value),
+            Slot::Str { .. } | Slot::Escaped { .. } => View::Str(self.tape.text(self.at).unwrap_or(Text::Utf8(""))),
+            Slot::Array { len, .. } => View::Array { items: self.children(len), len },
+            Slot::Object { len, duplicates, .. } => {
+                // json.loads keeps one entry a key.
+                let unique = if duplicates {
+                    let entries = Entries { items: self.children(2 * len), duplicates: true };
+                    entries.count()
+                } else {
+                    len
+                };
+                View::Object { entries: Entries { items: self.children(2 * len), duplicates }, len: unique }
+            }
+        })
+    }
+
+    fn shape(&self) -> Shape {
+        match self.slot() {
+            Slot::Null => Shape::Null,
+            Slot::Bool(_) => Shape::Bool,
+            Slot::Int(_) | Slot::Float { .. } => Shape::Number,
+            Slot::Str { .. } | Slot::Escaped { .. } => Shape::Str,
+            Slot::Array { .. } => Shape::Array,
+            Slot::Object { .. } => Shape::Object,
+        }
+    }
+
+    fn as_text(&self) -> Option<Text<'_>> {
+        self.tape.text(self.at)
+    }
+
+    fn str_units(&self) -> Option<usize> {
+        match self.slot() {
+            Slot::Str { start, end } => self.tape.input.get(start..end).map(|s| Text::Utf8(s).utf16_len()),
+            Slot::Escaped { id } => {
+                let escaped = self.tape.escaped.get(id)?;
+                let raw = self.tape.input.get(escaped.start..escaped.end)?;
+                Some(Text::Utf8(raw).utf16_len() - escaped.saved)
+            }
+            _ => None,
+        }
+    }
+
+    fn str_json_len(&self) -> Option<usize> {
+        // Unescaped input holds no byte JSON escapes: its JSON is itself, quoted.
+        match self.slot() {
+            Slot::Str { start, end } => self.tape.input.get(start..end).map(|s| Text::Utf8(s).utf16_len() + 2),
+            Slot::Escaped { id } => {
+                let escaped = self.tape.escaped.get(id)?;
+                let raw = self.tape.input.get(escaped.start..escaped.end)?;
+                Some(Text::Utf8(raw).utf16_len() - escaped.json_saved + 2)
+            }
+            _ => None,
+        }
+    }
+
+    fn get(&self, key: Key) -> Option<Self> {
+        let name = key.as_str();
+        self.all_entries()?.filter(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(name))).last().map(|(_, v)| v)
+    }
+
+    fn message_fields(&self) -> MessageFields<Self> {
+        let mut out = MessageFields { role: None, content: None, tool_calls: None };
+        for (k, v) in self.all_entries().into_iter().flatten() {
+            let Some(Text::Utf8(name)) = k.as_text() else { continue };
+            match name {
+                "role" => out.role = Some(v),
+                "content" => out.content = Some(v),
+                "tool_calls" => out.tool_calls = Some(v),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn type_name(&self) -> String {
+        match self.slot() {
+            Slot::Null => "NoneType",
+            Slot::Bool(_) => "bool",
+            Slot::Int(_) | Slot::Float { int: true, .. } => "int",
+            Slot::Float { .. } => "float",
+            Slot::Str { .. } | Slot::Escaped { .. } => "str",
+            Slot::Array { .. } => "list",
+            Slot::Object { .. } => "dict",
+        }
+        .into()
+    }
+}

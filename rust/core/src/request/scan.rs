@@ -1,0 +1,740 @@
+//! One pass over a JSON text into a [`Tape`]: the values in preorder, strings borrowed
+//! from the input when they hold no escape, decoded once when they do.
+//!
+//! The grammar is what Python's `json.loads` accepts (so a body packs exactly when the
+//! object path can load it): RFC 8259 plus `NaN`, `Infinity` and `-Infinity`, duplicate
+//! keys (the last one wins), integers of at most 4,300 digits (Python's default limit for
+//! int conversion). The input must be UTF-8 (a leading byte-order mark is skipped, as
+//! `json.loads` skips it in bytes).
+//!
+//! While scanning, the scanner notes where the request's `messages` array and each of
+//! its items lie in the input, so a packed body can be spliced from the input's bytes.
+//!
+//! Performance notes: the input is validated as UTF-8 once up front (the standard
+//! library's validator runs word-at-a-time over ASCII), so the string scan only looks for
+//! `"`, `\` and control bytes. It does so simdjson's way: bitmasks of those bytes a
+//! 64-byte block (SSE2 compares, part of every x86_64), the escaped bytes found from the
+//! backslash mask without a branch, and the escapes counted by popcount, so the escapes
+//! of a long tool output (a `\n` every line) cost no step of their own. Two versions
+//! were dropped: a search for the next special byte from each escape (32-byte compares
+//! behind run-time dispatch: the call dominated), and a step a special byte within a
+//! block mask (a mispredicted branch an escape: 5 ns each, an escape every 26 bytes).
+//! A string without an escape is never copied. Containers are walked with an explicit
+//! stack: no recursion.
+
+use crate::json::MAX_DEPTH;
+
+/// A string that holds escapes: where it lies in the input, and its text once decoded.
+#[derive(Debug)]
+pub struct Escaped {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// Input bytes the escapes take beyond the UTF-16 units they stand for, so the
+    /// string's UTF-16 length is known without decoding it.
+    pub(super) saved: usize,
+    /// Input bytes the escapes take beyond what `JSON.stringify` writes for them, so the
+    /// string's JSON length is known without decoding it.
+    pub(super) json_saved: usize,
+    pub(super) text: std::cell::OnceCell<Decoded>,
+}
+
+/// An escaped string's text.
+#[derive(Debug)]
+pub enum Decoded {
+    Utf8(String),
+    /// The string holds a lone surrogate (`"\ud800"`), which UTF-8 cannot.
+    Wide(Vec<u16>),
+}
+
+/// One value on the tape.
+#[derive(Debug, Clone, Copy)]
+pub enum Slot {
+    Null,
+    Bool(bool),
+    /// An integer that fits an i64 (Python's `int`).
+    Int(i64),
+    /// A fraction or exponent, or an integer beyond i64 (as a double, as JavaScript holds
+    /// it; too large for one is infinite).
+    Float {
+        value: f64,
+        int: bool,
+    },
+    /// A string without escapes: `input[start..end]`.
+    Str {
+        start: usize,
+        end: usize,
+    },
+    /// A string with escapes: `escaped[id]`.
+    Escaped {
+        id: usize,
+    },
+    /// `len` items; the subtree ends before slot `end`.
+    Array {
+        len: usize,
+        end: usize,
+    },
+    /// `len` entries (key, value, key, value…); `duplicates` when a key repeats.
+    Object {
+        len: usize,
+        end: usize,
+        duplicates: bool,
+    },
+}
+
+/// Byte positions of the array whose items are the messages.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    /// The `[` and the `]`.
+    pub open: usize,
+    pub close: usize,
+    /// Each item's first byte and one past its last.
+    pub items: Vec<(usize, usize)>,
+}
+
+/// A parsed JSON text.
+#[derive(Debug)]
+pub struct Tape<'a> {
+    pub(super) input: &'a str,
+    pub(super) slots: Vec<Slot>,
+    pub(super) escaped: Vec<Escaped>,
+    /// The last `messages` member of a root object (slot), or the root array.
+    pub(super) messages: Option<usize>,
+    /// The last `system` member of a root object (slot).
+    pub(super) system: Option<usize>,
+    /// Where the items of the messages array lie (when it is one).
+    pub(super) layout: Layout,
+}
+
+/// Why a text is not JSON that `json.loads` would load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanError {
+    /// Nothing but whitespace.
+    Empty,
+    /// Not UTF-8 from byte `offset` on.
+    NotUtf8 { offset: usize },
+    /// A syntax error at byte `offset`.
+    Syntax { offset: usize, expected: &'static str },
+    /// Containers nested deeper than [`MAX_DEPTH`], at byte `offset`.
+    TooDeep { offset: usize },
+}
+
+impl std::fmt::Display for ScanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScanError::Empty => f.write_str("not JSON: the body is empty"),
+            ScanError::NotUtf8 { offset } => write!(f, "not UTF-8: invalid byte at byte {offset}"),
+            ScanError::Syntax { offset, expected } => write!(f, "not JSON: {expected} at byte {offset}"),
+            ScanError::TooDeep { offset } => {
+                write!(f, "not JSON that can be loaded: nested deeper than {MAX_DEPTH} levels at byte {offset}")
+            }
+        }
+    }
+}
+
+/// Which root member a key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    Messages,
+    System,
+    Other,
+}
+
+struct Frame {
+    slot: usize,
+    object: bool,
+    len: usize,
+    /// Items of this array are messages: their spans are recorded.
+    tracked: bool,
+    /// First byte of the item being read (tracked arrays).
+    item_start: usize,
+    /// Key of the member being read (the root object).
+    member: Member,
+}
+
+/// Whether the scan looks for messages in a root object only, or also takes a root
+/// array as the messages themselves (a transcript line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    Request,
+    RequestOrTranscript,
+}
+
+/// Digits an integer may have (`sys.get_int_max_str_digits()`'s default).
+const MAX_INT_DIGITS: usize = 4300;
+
+/// Parses `input`.
+///
+/// # Errors
+/// The first reason, by position, that `json.loads` would refuse the text.
+pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
+    let text = std::str::from_utf8(input).map_err(|e| ScanError::NotUtf8 { offset: e.valid_up_to() })?;
+    let mut scanner = Scanner {
+        bytes: input,
+        text,
+        pos: usize::from(input.starts_with(b"\xEF\xBB\xBF")) * 3,
+        tape: Tape {
+            input: text,
+            slots: Vec::with_capacity(input.len() / 32 + 8),
+            escaped: Vec::new(),
+            messages: None,
+            system: None,
+            layout: Layout::default(),
+        },
+        stack: Vec::with_capacity(16),
+        root,
+    };
+    scanner.run()?;
+    Ok(scanner.tape)
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    text: &'a str,
+    pos: usize,
+    tape: Tape<'a>,
+    stack: Vec<Frame>,
+    root: Root,
+}
+
+/// Masks of the bytes of a 64-byte block a string scan needs: bit `i` for byte `i`.
+#[derive(Debug, Clone, Copy)]
+struct Masks {
+    quote: u64,
+    backslash: u64,
+    control: u64,
+}
+
+/// Bit `i` set when byte `i` of `block` is `byte`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn byte_mask(block: &[u8; 64], byte: u8) -> u64 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    let mut mask = 0u64;
+    // SAFETY: SSE2 is part of the x86_64 baseline, so these intrinsics are always
+    // available; each load reads the 16 bytes of `part`, unaligned.
+    unsafe {
+        let wanted = _mm_set1_epi8(byte as i8);
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            let hits = _mm_cmpeq_epi8(_mm_loadu_si128(part.as_ptr().cast()), wanted);
+            mask |= u64::from(_mm_movemask_epi8(hits) as u16) << (16 * k);
+        }
+    }
+    mask
+}
+
+/// Bit `i` set when byte `i` of `block` is a control byte (below 0x20).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn control_mask(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_set1_epi8};
+    let mut mask = 0u64;
+    // SAFETY: as in `byte_mask`.
+    unsafe {
+        let last_control = _mm_set1_epi8(0x1f);
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            let v = _mm_loadu_si128(part.as_ptr().cast());
+            let hits = _mm_cmpeq_epi8(_mm_min_epu8(v, last_control), v);
+            mask |= u64::from(_mm_movemask_epi8(hits) as u16) << (16 * k);
+        }
+    }
+    mask
+}
+
+/// Bit `i` set when byte `i` of `block` is `byte`.
+#[cfg(not(target_arch = "x86_64"))]
+fn byte_mask(block: &[u8; 64], byte: u8) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b == byte) << i))
+}
+
+/// Bit `i` set when byte `i` of `block` is a control byte (below 0x20).
+#[cfg(not(target_arch = "x86_64"))]
+fn control_mask(block: &[u8; 64]) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b < 0x20) << i))
+}
+
+/// The 64 bytes from `at` (spaces past the end, which are nothing special).
+#[inline]
+fn block_at(bytes: &[u8], at: usize) -> [u8; 64] {
+    match bytes.get(at..at + 64).and_then(|b| <[u8; 64]>::try_from(b).ok()) {
+        Some(block) => block,
+        None => {
+            let mut block = [b' '; 64];
+            let rest = bytes.get(at..).unwrap_or_default();
+            if let Some(head) = block.get_mut(..rest.len()) {
+                head.copy_from_slice(rest);
+            }
+            block
+        }
+    }
+}
+
+fn masks(block: &[u8; 64]) -> Masks {
+    Masks { quote: byte_mask(block, b'"'), backslash: byte_mask(block, b'\\'), control: control_mask(block) }
+}
+
+/// The bytes a backslash escapes, and the escaping backslashes, of a block whose
+/// `backslash` mask is given; `carry` says whether the block's first byte is escaped
+/// (a backslash ended the previous block) and is updated for the next block.
+///
+/// simdjson's branch-free method: runs of backslashes alternate escaping and escaped,
+/// and a subtraction tells the runs that start on an odd bit from those on an even one.
+fn escaped_bytes(backslash: u64, carry: &mut u64) -> (u64, u64) {
+    const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+    let potential = backslash & !*carry;
+    let escape_and_code = ((potential << 1) | ODD).wrapping_sub(potential) ^ ODD;
+    let escaped = escape_and_code ^ (backslash | *carry);
+    let escape = escape_and_code & backslash;
+    *carry = escape >> 63;
+    (escaped, escape)
+}
+
+fn hex4(bytes: &[u8]) -> Option<u16> {
+    let digits = bytes.get(..4)?;
+    let mut value = 0u16;
+    for &d in digits {
+        let v = char::from(d).to_digit(16)?;
+        value = value * 16 + u16::try_from(v).ok()?;
+    }
+    Some(value)
+}
+
+const fn is_high(u: u16) -> bool {
+    matches!(u, 0xD800..=0xDBFF)
+}
+
+const fn is_low(u: u16) -> bool {
+    matches!(u, 0xDC00..=0xDFFF)
+}
+
+/// One escape after its `\`: the UTF-16 units it stands for (two for an escaped pair)
+/// and the bytes it takes, backslash included. `None` when malformed.
+fn escape(bytes: &[u8], at: usize) -> Option<([u16; 2], usize, usize)> {
+    let unit = match bytes.get(at + 1)? {
+        b'"' => u16::from(b'"'),
+        b'\\' => u16::from(b'\\'),
+        b'/' => u16::from(b'/'),
+        b'b' => 0x08,
+        b'f' => 0x0c,
+        b'n' => u16::from(b'\n'),
+        b'r' => u16::from(b'\r'),
+        b't' => u16::from(b'\t'),
+        b'u' => {
+            let u = hex4(bytes.get(at + 2..)?)?;
+            // A high surrogate escape followed by a low one is one character, as Python
+            // joins them; anything else leaves it alone.
+            if is_high(u) && bytes.get(at + 6..at + 8) == Some(b"\\u") {
+                if let Some(low) = bytes.get(at + 8..).and_then(hex4).filter(|&l| is_low(l)) {
+                    return Some(([u, low], 2, 12));
+                }
+            }
+            return Some(([u, 0], 1, 6));
+        }
+        _ => return None,
+    };
+    Some(([unit, 0], 1, 2))
+}
+
+impl<'a> Scanner<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    #[cold]
+    fn error(&self, expected: &'static str) -> ScanError {
+        ScanError::Syntax { offset: self.pos, expected }
+    }
+
+    fn push(&mut self, slot: Slot) -> usize {
+        self.tape.slots.push(slot);
+        self.tape.slots.len() - 1
+    }
+
+    fn run(&mut self) -> Result<(), ScanError> {
+        self.skip_ws();
+        if self.pos >= self.bytes.len() {
+            return Err(ScanError::Empty);
+        }
+        'value: loop {
+            // A value starts at `pos`.
+            let slot = self.tape.slots.len();
+            let depth = self.stack.len();
+            if let Some(top) = self.stack.last_mut() {
+                if top.tracked {
+                    top.item_start = self.pos;
+                }
+                if depth == 1 && top.object {
+                    match top.member {
+                        Member::Messages => self.tape.messages = Some(slot),
+                        Member::System => self.tape.system = Some(slot),
+                        Member::Other => {}
+                    }
+                }
+            }
+            match self.peek() {
+                Some(open @ (b'{' | b'[')) => {
+                    if self.stack.len() >= MAX_DEPTH {
+                        return Err(ScanError::TooDeep { offset: self.pos });
+                    }
+                    let object = open == b'{';
+                    let at = if object {
+                        self.push(Slot::Object { len: 0, end: 0, duplicates: false })
+                    } else {
+                        self.push(Slot::Array { len: 0, end: 0 })
+                    };
+                    let tracked = !object && self.tracks_array();
+                    if tracked {
+                        self.tape.layout = Layout { open: self.pos, close: 0, items: Vec::new() };
+                        if self.stack.is_empty() {
+                            self.tape.messages = Some(at);
+                        }
+                    }
+                    self.stack.push(Frame { slot: at, object, len: 0, tracked, item_start: 0, member: Member::Other });
+                    self.pos += 1;
+                    self.skip_ws();
+                    let close = if object { b'}' } else { b']' };
+                    if self.peek() == Some(close) {
+                        self.close()?;
+                    } else if object {
+                        self.key()?;
+                        continue 'value;
+                    } else {
+                        continue 'value;
+                    }
+                }
+                Some(b'"') => {
+                    let slot = self.string()?;
+                    self.push(slot);
+                }
+                Some(b'-' | b'0'..=b'9') => self.number()?,
+                Some(b't') => self.literal("true", Slot::Bool(true))?,
+                Some(b'f') => self.literal("false", Slot::Bool(false))?,
+                Some(b'n') => self.literal("null", Slot::Null)?,
+                Some(b'N') => self.literal("NaN", Slot::Float { value: f64::NAN, int: false })?,
+                Some(b'I') => self.literal("Infinity", Slot::Float { value: f64::INFINITY, int: false })?,
+                _ => return Err(self.error("expecting a value")),
+            }
+            // After a value: close containers, or move to the next item or member.
+            loop {
+                let Some(top) = self.stack.last_mut() else { break 'value };
+                top.len += 1;
+                if top.tracked {
+                    let span = (top.item_start, self.pos);
+                    self.tape.layout.items.push(span);
+                }
+                let object = top.object;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        self.skip_ws();
+                        if object {
+                            self.key()?;
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if object => self.close()?,
+                    Some(b']') if !object => self.close()?,
+                    _ => return Err(self.error(if object { "expecting ',' or '}'" } else { "expecting ',' or ']'" })),
+                }
+            }
+        }
+        self.skip_ws();
+        if self.pos < self.bytes.len() {
+            return Err(self.error("extra data after the value"));
+        }
+        Ok(())
+    }
+
+    /// Whether the array starting now holds the messages.
+    fn tracks_array(&self) -> bool {
+        match self.stack.last() {
+            None => self.root == Root::RequestOrTranscript,
+            Some(top) => self.stack.len() == 1 && top.object && top.member == Member::Messages,
+        }
+    }
+
+    /// Reads `"key" :` of an object member, leaving `pos` at the value.
+    fn key(&mut self) -> Result<(), ScanError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.error("expecting a property name in double quotes"));
+        }
+        let slot = self.string()?;
+        let at = self.push(slot);
+        if self.stack.len() == 1 {
+            let member = match self.tape.text(at) {
+                Some(crate::Text::Utf8("messages")) => Member::Messages,
+                Some(crate::Text::Utf8("system")) => Member::System,
+                _ => Member::Other,
+            };
+            if let Some(top) = self.stack.last_mut() {
+                top.member = member;
+            }
+        }
+        self.skip_ws();
+        if self.peek() != Some(b':') {
+            return Err(self.error("expecting ':'"));
+        }
+        self.pos += 1;
+        self.skip_ws();
+        Ok(())
+    }
+
+    /// Closes the container on top of the stack at its closing bracket.
+    fn close(&mut self) -> Result<(), ScanError> {
+        let Some(frame) = self.stack.pop() else { return Err(self.error("unbalanced brackets")) };
+        let end = self.tape.slots.len();
+        if frame.tracked {
+            self.tape.layout.close = self.pos;
+        }
+        let duplicates = frame.object && frame.len > 1 && self.tape.has_duplicate_keys(frame.slot, frame.len);
+        if let Some(slot) = self.tape.slots.get_mut(frame.slot) {
+            *slot = if frame.object {
+                Slot::Object { len: frame.len, end, duplicates }
+            } else {
+                Slot::Array { len: frame.len, end }
+            };
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &'static str, slot: Slot) -> Result<(), ScanError> {
+        if !self.bytes.get(self.pos..).is_some_and(|rest| rest.starts_with(word.as_bytes())) {
+            return Err(self.error("expecting a value"));
+        }
+        self.pos += word.len();
+        self.push(slot);
+        Ok(())
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    fn number(&mut self) -> Result<(), ScanError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+            if self.peek() == Some(b'I') {
+                return self.literal("Infinity", Slot::Float { value: f64::NEG_INFINITY, int: false });
+            }
+        }
+        let int_start = self.pos;
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => {
+                self.pos = start;
+                return Err(self.error("expecting a value"));
+            }
+        }
+        let int_digits = self.pos - int_start;
+        let mut integer = true;
+        if self.peek() == Some(b'.') && matches!(self.bytes.get(self.pos + 1), Some(b'0'..=b'9')) {
+            self.pos += 1;
+            self.digits();
+            integer = false;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            let sign = usize::from(matches!(self.bytes.get(self.pos + 1), Some(b'+' | b'-')));
+            if matches!(self.bytes.get(self.pos + 1 + sign), Some(b'0'..=b'9')) {
+                self.pos += 1 + sign;
+                self.digits();
+                integer = false;
+            }
+        }
+        let literal = self.text.get(start..self.pos).unwrap_or("0");
+        let slot = if integer && int_digits <= 18 {
+            // At most 18 digits always fit.
+            let magnitude = literal.bytes().filter(u8::is_ascii_digit).fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+            Slot::Int(if literal.starts_with('-') { -magnitude } else { magnitude })
+        } else if integer {
+            if int_digits > MAX_INT_DIGITS {
+                self.pos = start;
+                return Err(self.error("an integer of more than 4300 digits"));
+            }
+            match literal.parse::<i64>() {
+                Ok(i) => Slot::Int(i),
+                Err(_) => Slot::Float { value: literal.parse::<f64>().unwrap_or(f64::INFINITY), int: true },
+            }
+        } else {
+            Slot::Float { value: literal.parse::<f64>().unwrap_or(f64::NAN), int: false }
+        };
+        self.push(slot);
+        Ok(())
+    }
+
+    /// Reads a string from its opening quote: its slot. Escapes are checked and
+    /// measured, not decoded (see [`decode`]).
+    ///
+    /// One step a 64-byte block: masks of quotes, backslashes and control bytes, the
+    /// escaped bytes from the backslash mask, and the escapes counted by popcount; only
+    /// `\u` escapes (rare) are looked at one by one.
+    fn string(&mut self) -> Result<Slot, ScanError> {
+        let quote = self.pos;
+        let first = quote + 1;
+        let mut block = first;
+        let mut carry = 0u64;
+        let (mut saved, mut json_saved, mut escapes) = (0usize, 0usize, 0u32);
+        // Escapes before this position are counted (the second half of a `\u` pair).
+        let mut counted = first;
+        loop {
+            let bytes = block_at(self.bytes, block);
+            let Masks { quote: quotes, backslash, control } = masks(&bytes);
+            let (escaped, _) = escaped_bytes(backslash, &mut carry);
+            let ends = quotes & !escaped;
+            // Bits before the closing quote (all of them when it is not in this block).
+            let inside = (ends & ends.wrapping_neg()).wrapping_sub(1);
+            let at = |mask: u64| block + mask.trailing_zeros() as usize;
+            if control & inside != 0 {
+                self.pos = at(control & inside);
+                return Err(self.error("an unescaped control character in a string"));
+            }
+            let codes = escaped & inside;
+            if codes != 0 {
+                let valid = [b'"', b'\\', b'/', b'b', b'f', b'n', b'r', b't', b'u']
+                    .iter()
+                    .fold(0, |mask, &c| mask | byte_mask(&bytes, c));
+                if codes & !valid != 0 {
+                    // The backslash before the code (in the previous block for bit 0).
+                    self.pos = at(codes & !valid) - 1;
+                    return Err(self.error("an invalid escape"));
+                }
+                let n = codes.count_ones();
+                escapes += n;
+                saved += n as usize;
+                json_saved += (codes & byte_mask(&bytes, b'/')).count_ones() as usize;
+                let mut unicode = codes & byte_mask(&bytes, b'u');
+                while unicode != 0 {
+                    let backslash_at = at(unicode) - 1;
+                    unicode &= unicode - 1;
+                    if backslash_at < counted {
+                        saved -= 1; // the low half of a pair, counted with its high half
+                        continue;
+                    }
+                    let Some((units, count, taken)) = escape(self.bytes, backslash_at) else {
+                        self.pos = backslash_at;
+                        return Err(self.error("an invalid escape"));
+                    };
+                    saved += taken - count - 1;
+                    json_saved += taken - written_len(units, count);
+                    counted = backslash_at + taken;
+                }
+            }
+            if ends != 0 {
+                let end = at(ends);
+                self.pos = end + 1;
+                if escapes == 0 {
+                    return Ok(Slot::Str { start: first, end });
+                }
+                self.tape.escaped.push(Escaped {
+                    start: first,
+                    end,
+                    saved,
+                    json_saved,
+                    text: std::cell::OnceCell::new(),
+                });
+                return Ok(Slot::Escaped { id: self.tape.escaped.len() - 1 });
+            }
+            block += 64;
+            if block >= self.bytes.len() {
+                self.pos = quote;
+                return Err(self.error("an unterminated string"));
+            }
+        }
+    }
+}
+
+/// The text of the (already validated) escaped string body `input[from..to]`: UTF-8,
+/// unless a lone surrogate makes it UTF-16.
+pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
+    let body = input.get(from..to).unwrap_or_default();
+    let mut out = String::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(rest.get(..at).unwrap_or_default());
+        let Some((units, count, taken)) = escape(rest.as_bytes(), at) else { break };
+        match units.get(..count).and_then(|u| char::decode_utf16(u.iter().copied()).next()) {
+            Some(Ok(c)) => out.push(c),
+            _ => {
+                let mut wide = Vec::with_capacity(body.len());
+                decode_wide(input.as_bytes(), from, to, &mut wide);
+                return Decoded::Wide(wide);
+            }
+        }
+        rest = rest.get(at + taken..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    Decoded::Utf8(out)
+}
+
+/// Length of what `JSON.stringify` writes for the character(s) an escape stands for.
+fn written_len(units: [u16; 2], count: usize) -> usize {
+    match units {
+        _ if count == 2 => 2,
+        [0x08 | 0x09 | 0x0a | 0x0c | 0x0d | 0x22 | 0x5c, _] => 2,
+        [0x00..=0x1f | 0xD800..=0xDFFF, _] => 6,
+        _ => 1,
+    }
+}
+
+/// Decodes the (already validated) string body `bytes[from..to]` as UTF-16 units.
+#[inline]
+fn decode_wide(bytes: &[u8], from: usize, to: usize, out: &mut Vec<u16>) {
+    let body = bytes.get(from..to).unwrap_or_default();
+    let mut i = 0;
+    while i < body.len() {
+        let next = body.get(i..).and_then(|r| r.iter().position(|&b| b == b'\\')).map_or(body.len(), |p| i + p);
+        if let Some(run) = body.get(i..next).and_then(|r| std::str::from_utf8(r).ok()) {
+            out.extend(run.encode_utf16());
+        }
+        if next >= body.len() {
+            break;
+        }
+        match escape(body, next) {
+            Some((units, count, taken)) => {
+                out.extend(units.iter().take(count));
+                i = next + taken;
+            }
+            None => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn escaped_bytes_match_a_byte_by_byte_walk(text in proptest::collection::vec(proptest::sample::select(vec![b'\\', b'a', b'"']), 0..200)) {
+            let (mut carry, mut naive_escaped) = (0u64, false);
+            for (k, chunk) in text.chunks(64).enumerate() {
+                let mut block = [b' '; 64];
+                block[..chunk.len()].copy_from_slice(chunk);
+                let (escaped, escape) = escaped_bytes(byte_mask(&block, b'\\'), &mut carry);
+                for (i, &b) in chunk.iter().enumerate() {
+                    let is_escaped = naive_escaped;
+                    naive_escaped = !is_escaped && b == b'\\';
+                    prop_assert_eq!(escaped >> i & 1 == 1, is_escaped, "block {} byte {}", k, i);
+                    prop_assert_eq!(escape >> i & 1 == 1, naive_escaped, "block {} byte {}", k, i);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+use super::*;
+use crate::json::{json_len, View};
+use crate::pack::Cut;
+use crate::Text;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+/// The tape's value at `at` rebuilt as a serde_json value (numbers as f64 when not i64).
+fn value(node: Node<'_, '_>) -> Value {
+    match node.view().unwrap() {
+        View::Null => Value::Null,
+        View::Bool(b) => Value::Bool(b),
+        View::Int(i) => json!(i),
+        View::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        View::Str(t) => {
+            // The length known without decoding is the decoded text's.
+            assert_eq!(node.str_units(), Some(t.utf16_len()));
+            assert_eq!(node.str_json_len(), Some(t.json_len()));
+            Value::String(t.to_string_lossy())
+        }
+        View::Array { items, .. } => Value::Array(items.map(value).collect()),
+        View::Object { entries, .. } => {
+            Value::Object(entries.map(|(k, v)| (k.as_text().unwrap().to_string_lossy(), value(v))).collect())
+        }
+    }
+}
+
+fn parsed(text: &str) -> Result<Value, ScanError> {
+    scan::parse(text.as_bytes(), Root::Request).map(|tape| value(tape.node(0)))
+}
+
+fn options(budget: u64) -> PackOptions {
+    PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut: Cut::Greedy }
+}
+
+#[test]
+fn values_read_as_json_loads_reads_them() {
+    assert_eq!(
+        parsed(r#" {"a": [1, -2.5, true, null, "x\ny", {}], "b": "é😀"} "#),
+        Ok(json!({"a": [1, -2.5, true, null, "x\ny", {}], "b": "é😀"}))
+    );
+    // Escapes, an escaped pair joined, the last of repeated keys.
+    assert_eq!(parsed(r#"{"k":"\u0041\/\ud83d\ude00\"","k":2}"#), Ok(json!({"k": 2})));
+    assert_eq!(parsed(r#"["\u0041\/\ud83d\ude00\"\\\b\f\n\r\t"]"#), Ok(json!(["A/😀\"\\\u{8}\u{c}\n\r\t"])));
+    // Python's extra literals; big integers become doubles.
+    let tape = scan::parse(b"[NaN, Infinity, -Infinity, 123456789012345678901, -0, 1e400]", Root::Request).unwrap();
+    let items: Vec<String> = match tape.node(0).view().unwrap() {
+        View::Array { items, .. } => items.map(|n| n.type_name()).collect(),
+        _ => vec![],
+    };
+    assert_eq!(items, ["float", "float", "float", "int", "int", "float"]);
+}
+
+#[test]
+fn lone_surrogates_stay_utf16() {
+    let tape = scan::parse(br#"["a\ud800b", "\udc00", "\ud83d\u0041"]"#, Root::Request).unwrap();
+    let units: Vec<Vec<u16>> = match tape.node(0).view().unwrap() {
+        View::Array { items, .. } => items.map(|n| n.as_text().unwrap().utf16_units().collect()).collect(),
+        _ => vec![],
+    };
+    assert_eq!(units, [vec![0x61, 0xD800, 0x62], vec![0xDC00], vec![0xD83D, 0x41]]);
+    let first = tape.node(1);
+    assert!(matches!(first.as_text(), Some(Text::Ucs2(_))));
+    assert_eq!(first.as_text().unwrap().json_len(), 2 + 1 + 6 + 1);
+}
+
+#[test]
+fn bad_input_is_reported_with_its_offset() {
+    let err = |s: &[u8]| scan::parse(s, Root::Request).err();
+    assert_eq!(err(b"  "), Some(ScanError::Empty));
+    assert_eq!(err(b"{\"a\":\xff}"), Some(ScanError::NotUtf8 { offset: 5 }));
+    assert!(matches!(err(b"{\"a\" 1}"), Some(ScanError::Syntax { offset: 5, .. })));
+    assert!(matches!(err(b"[1,]"), Some(ScanError::Syntax { offset: 3, .. })));
+    assert!(matches!(err(b"{} x"), Some(ScanError::Syntax { offset: 3, .. })));
+    assert!(matches!(err(b"[\"a\x01\"]"), Some(ScanError::Syntax { offset: 3, .. })));
+    assert!(matches!(err(b"[\"a\\x\"]"), Some(ScanError::Syntax { offset: 3, .. })));
+    assert!(matches!(err(b"[\"abc"), Some(ScanError::Syntax { offset: 1, .. })));
+    assert!(matches!(err(b"[01]"), Some(ScanError::Syntax { offset: 2, .. })));
+    assert!(matches!(err(b"[-]"), Some(ScanError::Syntax { offset: 1, .. })));
+    assert!(matches!(err(b"[1.]"), Some(ScanError::Syntax { offset: 2, .. })));
+    assert!(matches!(err(b"[tru]"), Some(ScanError::Syntax { offset: 1, .. })));
+    let long = format!("[{}]", "1".repeat(4301));
+    assert!(matches!(err(long.as_bytes()), Some(ScanError::Syntax { offset: 1, .. })));
+    assert!(err(format!("[{}]", "1".repeat(4300)).as_bytes()).is_none());
+    let deep = "[".repeat(crate::json::MAX_DEPTH + 1);
+    assert_eq!(err(deep.as_bytes()), Some(ScanError::TooDeep { offset: crate::json::MAX_DEPTH }));
+    assert!(err(b"\xEF\xBB\xBF{}").is_none());
+}
+
+#[test]
+fn request_errors_come_in_the_object_paths_order() {
+    let pack = |s: &str| pack_body(s.as_bytes(), &options(100), Root::Request, false).err().map(|e| e.to_string());
+    assert_eq!(pack("[1]").as_deref(), Some("request body: expected a JSON object, got list"));
+    assert_eq!(pack("{}").as_deref(), Some("request body: no 'messages' member"));
+    assert_eq!(
+        pack(r#"{"messages": {}, "system": 1}"#).as_deref(),
+        Some("system: expected str, list or None, got int")
+    );
+    assert_eq!(pack(r#"{"messages": {}}"#).as_deref(), Some("messages: expected a list, got dict"));
+    assert_eq!(pack(r#"{"messages": [{"role": "user"}, 3]}"#).as_deref(), Some("message 1: expected a dict, got int"));
+    assert_eq!(
+        pack(r#"{"messages": [{"role": "user", "content": 1.5}]}"#).as_deref(),
+        Some("message 0, field 'content': expected str, list or None, got float")
+    );
+    let transcript = |s: &str| pack_body(s.as_bytes(), &options(100), Root::RequestOrTranscript, false);
+    assert!(transcript(r#"[{"role": "user", "content": "hi"}]"#).is_ok());
+    assert_eq!(transcript("3").err().map(|e| e.to_string()).as_deref(), Some(NO_TRANSCRIPT));
+}
+
+fn message(role: &str, text: &str) -> Value {
+    json!({"role": role, "content": text})
+}
+
+#[test]
+fn a_body_that_fits_is_unchanged_and_a_packed_one_keeps_its_bytes() {
+    let body = r#"{"model": "m",  "messages" : [ {"role":"system","content":"s"} ,
+        {"content": "old", "role": "user"}, {"role":"assistant","content":"LONG"},
+        {"role":"user",  "content":"now \u00e9"} ], "stream": true}"#
+        .replace("LONG", &"y".repeat(400));
+    let fits = pack_body(body.as_bytes(), &options(1000), Root::Request, true).unwrap();
+    assert_eq!((fits.body, fits.dropped, fits.input_tokens), (None, 0, Some(fits.packed.tokens)));
+    let packed = pack_body(body.as_bytes(), &options(60), Root::Request, false).unwrap();
+    let out = String::from_utf8(packed.body.unwrap()).unwrap();
+    assert_eq!(packed.packed.kept, [0, 3]);
+    let note = packed.packed.note.as_ref().unwrap();
+    let mut note_json = Vec::new();
+    write_note(&mut note_json, note);
+    let note_json = String::from_utf8(note_json).unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "{{\"model\": \"m\",  \"messages\" : [ {{\"role\":\"system\",\"content\":\"s\"}} ,\n        {note_json},\n        {{\"role\":\"user\",  \"content\":\"now \\u00e9\"}} ], \"stream\": true}}"
+        )
+    );
+    let value: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(value["messages"][1]["content"], note.text.as_str());
+}
+
+#[test]
+fn note_strings_are_escaped_as_json_stringify_does() {
+    let mut out = Vec::new();
+    write_json_string(&mut out, "a\"\\\n\u{1}é\u{7f}\u{2028}");
+    assert_eq!(String::from_utf8(out).unwrap(), "\"a\\\"\\\\\\n\\u0001é\u{7f}\u{2028}\"");
+}
+
+/// Any JSON value, with tricky strings and numbers.
+fn any_value() -> impl Strategy<Value = Value> {
+    let text = prop_oneof![
+        any::<String>(),
+        proptest::collection::vec(
+            proptest::sample::select(vec!["a", "\"", "\\", "\n", "\u{1}", "é", "😀", "/", "\u{2028}"]),
+            0..8
+        )
+        .prop_map(|parts| parts.concat()),
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|i| json!(i)),
+        any::<u64>().prop_map(|i| json!(i)),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        text.clone().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            proptest::collection::btree_map(text.clone(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// serde_json's value with every number as JavaScript holds it (a double beyond ±2^53).
+fn as_doubles(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => json!(i),
+            None => serde_json::Number::from_f64(n.as_f64().unwrap_or(0.0)).map_or(Value::Null, Value::Number),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(as_doubles).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), as_doubles(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+proptest! {
+    #[test]
+    fn scanner_agrees_with_serde_json(v in any_value(), pretty in any::<bool>()) {
+        let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { serde_json::to_string(&v).unwrap() };
+        let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+        prop_assert_eq!(value(tape.node(0)), as_doubles(&v));
+        prop_assert_eq!(json_len(&tape.node(0)), json_len(&&v));
+    }
+
+    #[test]
+    fn scanner_never_panics_and_agrees_on_validity(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let ours = scan::parse(&bytes, Root::Request);
+        // serde_json refuses NaN/Infinity and accepts big integers: compare where both apply.
+        let plain = !bytes.iter().any(|&b| matches!(b, b'N' | b'I' | b'\xEF' | b'e' | b'E' | b'\\')) && !bytes.iter().all(u8::is_ascii_whitespace);
+        if plain && bytes.iter().filter(|b| b.is_ascii_digit()).count() < 19 {
+            prop_assert_eq!(ours.is_ok(), serde_json::from_slice::<Value>(&bytes).is_ok(), "{:?}", String::from_utf8_lossy(&bytes));
+        }
+    }
+
+    #[test]
+    fn packing_a_body_equals_packing_its_values(
+        sizes in proptest::collection::vec((0u8..3, 0usize..300), 1..20),
+        budget in 0u64..600,
+        pretty in any::<bool>(),
+    ) {
+        let mut messages = vec![message("system", "sys")];
+        for (kind, size) in sizes {
+            let text = "w ".repeat(size);
+            messages.push(match kind {
+                0 => message("user", &text),
+                1 => message("assistant", &text),
+                _ => json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": text}}]}),
+            });
+        }
+        let request = json!({"model": "x", "messages": messages, "n": 1});
+        let text = if pretty { serde_json::to_string_pretty(&request).unwrap() } else { serde_json::to_string(&request).unwrap() };
+        let out = pack_body(text.as_bytes(), &options(budget), Root::Request, false).unwrap();
+        let refs: Vec<&Value> = messages.iter().collect();
+        let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
+        let expected = pack::pack(&mut t, &options(budget)).unwrap();
+        prop_assert_eq!(&out.packed, &expected);
+        let body: Value = match &out.body {
+            Some(b) => serde_json::from_slice(b).unwrap(),
+            None => request.clone(),
+        };
+        let mut kept: Vec<Value> = expected.kept.iter().map(|&i| messages[i].clone()).collect();
+        if let Some(note) = &expected.note {
+            kept.insert(note.at, json!({"role": note.role.as_str(), "content": note.text}));
+        }
+        prop_assert_eq!(&body["messages"], &Value::Array(kept));
+        prop_assert_eq!(&body["model"], &request["model"]);
+    }
+}
+
+#[test]
+fn batches_equal_one_by_one_on_any_number_of_threads() {
+    let bodies: Vec<String> = (0..40)
+        .map(|k| {
+            let messages: Vec<Value> = (0..k % 7 + 1).map(|i| message("user", &"z ".repeat(37 * i + k))).collect();
+            if k % 9 == 0 {
+                "{not json".to_string()
+            } else {
+                json!({"messages": messages}).to_string()
+            }
+        })
+        .collect();
+    let inputs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), Root::Request, false)).collect();
+    for threads in [1, 2, 8, 1000] {
+        assert_eq!(pack_bodies(&inputs, &options(50), Root::Request, false, threads), one, "{threads}");
+    }
+}
+
+#[test]
+fn lines_are_packed_in_order_with_bad_ones_reported() {
+    let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
+    let block = format!("{long}\n\n  \r\n[1]\n{{\"id\": 7, \"messages\": []}}\n{{bad\n");
+    let lines = pack_lines(block.as_bytes(), &options(20), 2);
+    let output = String::from_utf8(lines.output).unwrap();
+    let out: Vec<&str> = output.lines().collect();
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1], "{\"id\": 7, \"messages\": []}");
+    assert!(out[0].len() < long.to_string().len());
+    assert_eq!((lines.packed, lines.dropped, lines.unfit), (2, 1, 0));
+    let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
+    assert_eq!(errors[0], (3, "message 0: expected a dict, got int".to_string()));
+    assert_eq!(errors[1].0, 5);
+    assert!(errors[1].1.starts_with("not JSON"));
+}

@@ -1,0 +1,197 @@
+//! `pack_request`, `pack_requests` and `pack_lines`: request bodies packed by the core
+//! with the GIL released for all of the work.
+//!
+//! A `bytes` object is immutable, so its buffer is borrowed as it lies while the calling
+//! thread holds a reference to it; nothing else of Python is read once the work starts.
+//! Any other body (bytearray, memoryview, str) goes through
+//! `contextfold._contract.as_bytes` first, which copies it. A batch runs in rounds, so
+//! Ctrl-C is seen between them; each body's outcome, a result or its exception, comes
+//! back in input order.
+
+use crate::args::RawArgs;
+use crate::errors;
+use contextfold_core::pack::PackOptions;
+use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
+
+/// Bodies packed between two checks for a pending signal.
+const ROUND: usize = 1024;
+
+/// The options of a call, read as `pack_handoff` reads its own (no estimator, no
+/// separate system prompt: a body carries its own), and the budget as Python holds it.
+#[allow(clippy::too_many_arguments)] // pack_request's keyword arguments
+fn options<'py>(
+    target: Bound<'py, PyAny>,
+    reserve: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
+) -> PyResult<(PackOptions, Bound<'py, PyAny>)> {
+    let py = target.py();
+    let none = py.None().into_bound(py);
+    let raw =
+        RawArgs { target, reserve, estimate: none.clone(), pinned, summary, system: none, shape, cut, chunk_tokens };
+    let args = raw.check(0)?;
+    let options = PackOptions {
+        budget: args.budget,
+        system_tokens: 0,
+        pinned: args.pinned,
+        summary: args.summary,
+        dialect: args.dialect,
+        cut: args.cut,
+    };
+    Ok((options, args.budget_int))
+}
+
+/// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
+fn as_bytes<'py>(body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    static AS_BYTES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if let Ok(bytes) = body.cast_exact::<PyBytes>() {
+        return Ok(bytes.clone());
+    }
+    let converted = AS_BYTES.import(body.py(), "contextfold._contract", "as_bytes")?.call1((body,))?;
+    Ok(converted.cast_into::<PyBytes>()?)
+}
+
+/// The Python exception for a body that could not be packed.
+#[cold]
+fn to_py(err: RequestError) -> PyErr {
+    let text = err.to_string();
+    match err {
+        RequestError::Pack(e) => errors::to_py(e),
+        RequestError::System { .. } => errors::message_type(text, "system"),
+        RequestError::MessagesNotAList { root: Root::Request, .. } => errors::message_type(text, ""),
+        RequestError::Scan(
+            ScanError::NotUtf8 { offset } | ScanError::Syntax { offset, .. } | ScanError::TooDeep { offset },
+        ) => errors::request(text, Some(offset)),
+        _ => errors::request(text, None),
+    }
+}
+
+/// The `PackedRequest` for a packed body; its `body` is `input` itself when unchanged.
+fn packed_request<'py>(
+    input: &Bound<'py, PyBytes>,
+    packed: PackedBody,
+    budget: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    static PACKED_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = input.py();
+    let body = match &packed.body {
+        Some(bytes) => PyBytes::new(py, bytes).into_any(),
+        None => input.clone().into_any(),
+    };
+    let note = match &packed.packed.note {
+        Some(note) => PyString::new(py, &note.text).into_any(),
+        None => py.None().into_bound(py),
+    };
+    let fields = [
+        body,
+        PyBool::new(py, packed.packed.fits).to_owned().into_any(),
+        packed.packed.tokens.into_pyobject(py)?.into_any(),
+        budget.clone(),
+        packed.dropped.into_pyobject(py)?.into_any(),
+        note,
+        PyList::new(py, &packed.packed.kept)?.into_any(),
+    ];
+    let class = PACKED_REQUEST.import(py, "contextfold._contract", "PackedRequest")?;
+    crate::result::named_tuple(class, fields)
+}
+
+/// Packs one request body into a `PackedRequest`.
+#[pyfunction]
+#[pyo3(signature = (body, target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens))]
+#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
+pub fn pack_request<'py>(
+    body: &Bound<'py, PyAny>,
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (options, budget) =
+        options(target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens)?;
+    let body = as_bytes(body)?;
+    let input = body.as_bytes();
+    let packed = body.py().detach(|| request::pack_body(input, &options, Root::Request, false)).map_err(to_py)?;
+    packed_request(&body, packed, &budget)
+}
+
+/// Packs each body on up to `threads` threads: a list holding, for each body in order,
+/// its `PackedRequest` or the exception `pack_request` raises for it.
+#[pyfunction]
+#[pyo3(signature = (
+    bodies, target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens, threads
+))]
+#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
+pub fn pack_requests<'py>(
+    bodies: &Bound<'py, PyList>,
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    pinned: Bound<'py, PyAny>,
+    summary: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    chunk_tokens: Bound<'py, PyAny>,
+    threads: usize,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let py = bodies.py();
+    let (options, budget) =
+        options(target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens)?;
+    // A body that cannot be read as bytes keeps its exception; the others are packed.
+    let held: Vec<Result<Bound<'py, PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b)).collect();
+    let empty = PyBytes::new(py, b"");
+    let mut out = Vec::with_capacity(held.len());
+    for round in held.chunks(ROUND) {
+        let inputs: Vec<&[u8]> = round.iter().map(|b| b.as_ref().map_or(empty.as_bytes(), |b| b.as_bytes())).collect();
+        let results = py.detach(|| request::pack_bodies(&inputs, &options, Root::Request, false, threads));
+        for (input, result) in round.iter().zip(results) {
+            out.push(match (input, result) {
+                (Err(err), _) => err.clone_ref(py).into_value(py).into_bound(py).into_any(),
+                (Ok(input), Ok(packed)) => packed_request(input, packed, &budget)?,
+                (Ok(_), Err(err)) => to_py(err).into_value(py).into_bound(py).into_any(),
+            });
+        }
+        py.check_signals()?;
+    }
+    Ok(out)
+}
+
+/// Packs the non-blank lines of a JSONL block (each a request body or a bare list of
+/// messages) on up to `threads` threads: `(output, packed, tokens_before, tokens_after,
+/// dropped, unfit, errors)`, where `output` holds the packed lines in order, each ended
+/// by a newline, and `errors` each bad line's index in the block and its message.
+#[pyfunction]
+#[pyo3(signature = (block, target_context_tokens, reserve_output_tokens, shape, cut, threads))]
+pub fn pack_lines<'py>(
+    block: &Bound<'py, PyBytes>,
+    target_context_tokens: Bound<'py, PyAny>,
+    reserve_output_tokens: Bound<'py, PyAny>,
+    shape: Bound<'py, PyAny>,
+    cut: Bound<'py, PyAny>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = block.py();
+    let none = py.None().into_bound(py);
+    let pinned = PyTuple::empty(py).into_any();
+    let (options, _) = options(target_context_tokens, reserve_output_tokens, pinned, none.clone(), shape, cut, none)?;
+    let input = block.as_bytes();
+    let lines = py.detach(|| request::pack_lines(input, &options, threads));
+    let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
+    (
+        PyBytes::new(py, &lines.output),
+        lines.packed,
+        lines.tokens_before,
+        lines.tokens_after,
+        lines.dropped,
+        lines.unfit,
+        errors,
+    )
+        .into_pyobject(py)
+}

@@ -1,0 +1,164 @@
+"""Pydantic AI history processor on corpus transcripts as real ModelMessage objects."""
+
+# ruff: noqa: E402  (the framework imports follow the check that it is installed)
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any
+
+import contextfold as cf
+import pytest
+
+from ..conftest import openai_corpus
+from . import need
+from .pairing import kept_positions
+
+pai = need("contextfold.integrations.pydantic_ai", "pydantic-ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def to_pydantic_ai(messages: list[dict[str, Any]]) -> list[ModelMessage]:
+    """Corpus dicts as Pydantic AI messages: a run of tool results is one ModelRequest."""
+    out: list[ModelMessage] = []
+    names: dict[str, str] = {}
+    for m in messages:
+        if m["role"] == "system":
+            out.append(ModelRequest(parts=[SystemPromptPart(content=_text(m["content"]))]))
+        elif m["role"] == "user":
+            out.append(ModelRequest(parts=[UserPromptPart(content=_text(m["content"]))]))
+        elif m["role"] == "assistant":
+            parts: list[Any] = [TextPart(content=_text(m["content"]))] if _text(m["content"]) else []
+            for c in m.get("tool_calls") or []:
+                names[c["id"]] = c["function"]["name"]
+                parts.append(ToolCallPart(c["function"]["name"], c["function"]["arguments"], tool_call_id=c["id"]))
+            out.append(ModelResponse(parts=parts or [TextPart(content="")]))
+        else:
+            call = m.get("tool_call_id") or ""
+            part = ToolReturnPart(names.get(call, "tool"), _text(m["content"]), tool_call_id=call)
+            previous = out[-1] if out else None
+            if isinstance(previous, ModelRequest) and all(isinstance(p, ToolReturnPart) for p in previous.parts):
+                out[-1] = ModelRequest(parts=[*previous.parts, part])
+            else:
+                out.append(ModelRequest(parts=[part]))
+    return out
+
+
+def corpus() -> list[list[ModelMessage]]:
+    return [to_pydantic_ai(messages) for messages in openai_corpus()]
+
+
+def calls(message: ModelMessage) -> bool:
+    return isinstance(message, ModelResponse) and any(isinstance(p, ToolCallPart) for p in message.parts)
+
+
+def returns(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in message.parts)
+
+
+def check(inputs: list[ModelMessage], outputs: list[ModelMessage], pack: cf.HandoffPack) -> None:
+    kept, others = kept_positions(inputs, outputs)
+    assert kept == pack.kept == sorted(kept)
+    chosen = set(kept)
+    for i, message in enumerate(inputs):  # a call and the request answering it: both or neither
+        if calls(message) and i + 1 < len(inputs) and returns(inputs[i + 1]):
+            assert (i in chosen) == (i + 1 in chosen), f"tool pair {i}, {i + 1} split"
+    assert len(others) == (pack.note is not None)
+    prompts = [
+        i for i, m in enumerate(inputs) if isinstance(m, ModelRequest) and isinstance(m.parts[-1], UserPromptPart)
+    ]
+    if prompts:
+        assert prompts[-1] in chosen
+    if inputs and isinstance(inputs[0].parts[0], SystemPromptPart):
+        assert outputs[0] is inputs[0]
+
+
+@pytest.mark.parametrize("budget", [800, 3_000])
+def test_history_processor_returns_the_original_objects_with_pairs_whole(budget: int) -> None:
+    folded = 0
+    for messages in corpus():
+        packed = pai.pack(messages, max_tokens=budget)
+        check(messages, packed.messages, packed.pack)
+        if packed.pack.fits:
+            assert cf.tokens_of(pai.to_dicts(packed.messages)) <= budget
+        folded += packed.pack.dropped > 0
+        processed = pai.history_processor(max_tokens=budget)(messages)
+        assert kept_positions(messages, processed)[0] == packed.pack.kept
+    assert folded >= 10
+
+
+def test_async_processor_matches_the_sync_one() -> None:
+    messages = max(corpus(), key=len)
+    sync = pai.history_processor(max_tokens=2_000)(messages)
+    via_async = asyncio.run(pai.async_history_processor(max_tokens=2_000)(messages))
+    assert kept_positions(messages, sync)[0] == kept_positions(messages, via_async)[0]
+
+
+def agent_with(model: FunctionModel, processor: Any) -> Agent[None, str]:
+    """An agent running ``processor`` on its history: ``history_processors=`` (Pydantic AI 1.x)
+    or the ``ProcessHistory`` capability that replaced it."""
+    if "history_processors" in inspect.signature(Agent.__init__).parameters:
+        return Agent(model, history_processors=[processor])
+    from pydantic_ai.capabilities import ProcessHistory
+
+    return Agent(model, capabilities=[ProcessHistory(processor)])
+
+
+def test_agent_sends_the_model_the_packed_history() -> None:
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart(content="done")])
+
+    history = max((m for m in corpus() if any(returns(x) for x in m)), key=len)
+    if isinstance(history[-1], ModelResponse) and calls(history[-1]):
+        history = history[:-1]  # the run's final call never got a result
+    for processor in (pai.history_processor(max_tokens=3_000), pai.async_history_processor(max_tokens=3_000)):
+        seen.clear()
+        agent = agent_with(FunctionModel(model), processor)
+        result = agent.run_sync("And now summarise what you did.", message_history=history)
+        assert result.output == "done"
+        (sent,) = seen
+        kept, others = kept_positions(history, sent)
+        assert 0 < len(kept) < len(history) and kept == sorted(kept)
+        assert len(others) == 2  # the note and the new prompt
+        assert cf.tokens_of(pai.to_dicts(sent)) <= 3_000
+
+
+def test_bad_input_names_the_index() -> None:
+    with pytest.raises(cf.MessageTypeError, match="message 1: expected a pydantic_ai ModelRequest"):
+        pai.pack([ModelRequest(parts=[UserPromptPart("hi")]), {"role": "user"}], max_tokens=100)  # type: ignore[list-item]
+
+
+def test_arguments_are_sized_as_sent() -> None:
+    call = ToolCallPart("run", json.dumps({"cmd": "ls"}), tool_call_id="c1")
+    (as_dict,) = pai.to_dicts([ModelResponse(parts=[TextPart("Listing."), call])])
+    assert as_dict["content"] == [
+        {"type": "text", "text": "Listing."},
+        {"type": "tool_use", "id": "c1", "name": "run", "input": '{"cmd": "ls"}'},
+    ]
+    (text_only,) = pai.to_dicts([ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Hi.")])])
+    assert text_only == {"role": "system", "content": "Be brief.\n\nHi."}

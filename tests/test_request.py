@@ -1,0 +1,405 @@
+"""pack_request / pack_requests: request bodies packed as bytes equal the object path
+(``json.loads`` + ``pack_handoff``) on every field, kept messages and the envelope are
+copied byte for byte, and bad bodies raise the documented errors, on both backends."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold import _backend
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .conftest import IMPLS, anthropic_corpus, openai_corpus
+from .strategies import transcripts
+
+# Rendering bodies ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a request is written as JSON."""
+
+    indent: int | None = None
+    ensure_ascii: bool = False
+    reverse_keys: bool = False
+    escape_solidus: bool = False
+    escape_ordinary: bool = False
+    exponent_floats: bool = False
+    extra_fields: bool = False
+    duplicate_keys: bool = False
+
+
+STYLES = [
+    Style(),
+    Style(indent=2, ensure_ascii=True),
+    Style(reverse_keys=True, extra_fields=True, duplicate_keys=True),
+    Style(indent=1, escape_solidus=True, escape_ordinary=True, exponent_floats=True, extra_fields=True),
+]
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass
+class Body:
+    data: bytes
+    open: int
+    """Byte offset of the messages array's ``[``."""
+    close: int
+    """Byte offset of its ``]``."""
+    messages: list[bytes]
+    """Each message exactly as written."""
+
+
+class _Writer:
+    def __init__(self, style: Style) -> None:
+        self.style = style
+        self.parts: list[str] = []
+
+    def string(self, s: str) -> str:
+        token = json.dumps(s, ensure_ascii=self.style.ensure_ascii)
+        if not self.style.ensure_ascii:
+            token = _LONE.sub(lambda m: f"\\u{ord(m.group()):04x}", token)
+        if self.style.escape_solidus:
+            token = token.replace("/", "\\/")
+        if self.style.escape_ordinary:  # letters no escape sequence uses
+            token = token.replace("o", "\\u006f").replace("s", "\\u0073")
+        return token
+
+    def number(self, x: int | float) -> str:
+        if isinstance(x, bool):
+            return "true" if x else "false"
+        if isinstance(x, int) or math.isnan(x) or math.isinf(x):
+            return json.dumps(x)
+        if self.style.exponent_floats and x.is_integer() and abs(x) < 1e15:
+            return f"{int(x)}e0"
+        return repr(x)
+
+    def value(self, v: Any, depth: int) -> str:
+        if v is None or isinstance(v, bool):
+            return json.dumps(v)
+        if isinstance(v, (int, float)):
+            return self.number(v)
+        if isinstance(v, str):
+            return self.string(v)
+        if isinstance(v, list):
+            return self.container("[", "]", [self.value(x, depth + 1) for x in v], depth)
+        keys = list(v)[::-1] if self.style.reverse_keys else list(v)
+        items = [f"{self.string(k)}{self.colon()}{self.value(v[k], depth + 1)}" for k in keys]
+        return self.container("{", "}", items, depth)
+
+    def colon(self) -> str:
+        return ": " if self.style.indent is not None else ":"
+
+    def container(self, open_: str, close: str, items: list[str], depth: int) -> str:
+        if not items:
+            return open_ + close
+        if self.style.indent is None:
+            return open_ + ",".join(items) + close
+        pad = "\n" + " " * (self.style.indent * (depth + 1))
+        return open_ + pad + ("," + pad).join(items) + "\n" + " " * (self.style.indent * depth) + close
+
+
+def render(request: dict[str, Any], style: Style) -> Body:
+    """The request as a body in ``style``, with the messages' byte positions."""
+    w = _Writer(style)
+    fields = {k: v for k, v in request.items() if k != "messages"}
+    if style.extra_fields:
+        fields = {"model": "gpt-x", "temperature": 0.5, "meta": {"tags": ["a/b", None]}, **fields, "stream": True}
+    keys = list(fields)[::-1] if style.reverse_keys else list(fields)
+    sep = "," + ("\n " if style.indent is not None else "")
+    head = "{"
+    if style.duplicate_keys:  # earlier values json.loads overrides
+        head += f'"messages"{w.colon()}{{"stale": 1}}{sep}"model"{w.colon()}"old"{sep}'
+    if style.extra_fields:  # numbers as people write them
+        head += f'"seed"{w.colon()}-0{sep}"scale"{w.colon()}1e2{sep}"top_p"{w.colon()}1.0{sep}'
+    members = [f"{w.string(k)}{w.colon()}{w.value(fields[k], 1)}" for k in keys[: len(keys) // 2]]
+    text = head + sep.join(members) + (sep if members else "") + f'"messages"{w.colon()}['
+    open_at = len(text.encode("utf-8")) - 1
+    pieces = [w.value(m, 2) for m in request["messages"]]
+    inner = "\n  " if style.indent is not None else ""
+    data = text.encode("utf-8")
+    written: list[bytes] = []
+    for k, piece in enumerate(pieces):
+        data += ((inner if k == 0 else "," + inner) + piece).encode("utf-8")
+        written.append(piece.encode("utf-8"))
+    data += ("\n " if style.indent is not None and pieces else "").encode("utf-8")
+    close_at = len(data)
+    rest = [f"{w.string(k)}{w.colon()}{w.value(fields[k], 1)}" for k in keys[len(keys) // 2 :]]
+    data += ("]" + "".join(sep + m for m in rest) + "}").encode("utf-8")
+    return Body(data, open_at, close_at, written)
+
+
+# The oracle ---------------------------------------------------------------------------------
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def object_path(data: bytes, **options: Any) -> tuple[dict[str, Any], cf.HandoffPack]:
+    request = json.loads(data)
+    return request, cf.pack_handoff(request["messages"], system=request.get("system"), **options)
+
+
+def check(body: Body, **options: Any) -> cf.PackedRequest:
+    """pack_request equals the object path on every field, and copies bytes exactly."""
+    request, pack = object_path(body.data, **options)
+    packed = cf.pack_request(body.data, **options)
+    assert (packed.fits, packed.tokens, packed.budget, packed.dropped, packed.note, packed.kept) == (
+        pack.fits,
+        pack.tokens,
+        pack.budget,
+        pack.dropped,
+        pack.note,
+        pack.kept,
+    )
+    assert canonical(json.loads(packed.body)) == canonical({**request, "messages": pack.messages})
+    if pack.note is None and pack.kept == list(range(len(request["messages"]))):
+        assert packed.body is body.data
+    # The envelope and every kept message, byte for byte, in order.
+    out = packed.body
+    assert out[: body.open + 1] == body.data[: body.open + 1]
+    assert out.endswith(body.data[body.close :])
+    at = body.open
+    for i in pack.kept:
+        found = out.find(body.messages[i], at)
+        assert found >= 0, i
+        at = found + len(body.messages[i])
+    return packed
+
+
+# Differential: corpus and generated transcripts -------------------------------------------
+
+
+@pytest.mark.parametrize("style", STYLES, ids=range(len(STYLES)))
+def test_corpus_bodies_equal_the_object_path(backend: str, style: Style) -> None:
+    requests = [{"model": "m", "messages": m} for m in openai_corpus()] + anthropic_corpus()
+    for request in requests:
+        body = render(request, style)
+        n = len(request["messages"])
+        for budget in (600, 3_000, 8_000):
+            for cut in ("greedy", "chunked"):
+                check(body, target_context_tokens=budget, reserve_output_tokens=100, cut=cut)
+        check(body, target_context_tokens=2_000, pinned=[n // 2, 1] if n > 1 else [], summary="Done: a, b; next c.")
+
+
+def test_backends_write_identical_bytes() -> None:
+    native, python = IMPLS["native"], IMPLS["python"]
+    if native is None:
+        pytest.skip("the native extension is not built")
+    requests = [{"messages": m} for m in openai_corpus()] + anthropic_corpus()
+    for k, request in enumerate(requests):
+        data = render(request, STYLES[k % len(STYLES)]).data
+        for budget in (700, 4_000):
+            with _backend.using(native):
+                ours = cf.pack_request(data, target_context_tokens=budget)
+            with _backend.using(python):
+                theirs = cf.pack_request(data, target_context_tokens=budget)
+            assert ours == theirs
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    transcripts(max_turns=14),
+    st.sampled_from(STYLES),
+    st.integers(0, 2_500),
+    st.sampled_from(["greedy", "chunked"]),
+    st.one_of(st.none(), st.text(max_size=30)),
+    st.one_of(st.none(), st.text(max_size=20), st.lists(st.fixed_dictionaries({"type": st.just("text")}), max_size=2)),
+)
+def test_generated_bodies_equal_the_object_path(
+    messages: list[Any], style: Style, budget: int, cut: str, summary: str | None, system: Any
+) -> None:
+    for impl in ("native", "python"):
+        if IMPLS[impl] is None:
+            continue
+        request: dict[str, Any] = {"messages": messages} if system is None else {"system": system, "messages": messages}
+        with _backend.using(impl):
+            check(render(request, style), target_context_tokens=budget, cut=cut, summary=summary)
+
+
+# Bad bodies -------------------------------------------------------------------------------
+
+
+def outcome(data: bytes, **options: Any) -> tuple[Any, ...]:
+    """What pack_request does: its result's fields, or its error's class and text."""
+    try:
+        p = cf.pack_request(data, **options)
+    except cf.ContextfoldError as exc:
+        return (type(exc), str(exc) if not isinstance(exc, cf.RequestError) else "")
+    return ("ok", p.fits, p.tokens, p.dropped, p.note, p.kept, canonical(json.loads(p.body)))
+
+
+def expected(data: bytes, **options: Any) -> tuple[Any, ...]:
+    """What the object path does with the same body."""
+    try:
+        text = data.decode("utf-8")
+        request = json.loads(text[1:] if text.startswith("\ufeff") else text)
+    except (ValueError, RecursionError):
+        return (cf.RequestError, "")
+    if not isinstance(request, dict) or "messages" not in request:
+        return (cf.RequestError, "")
+    try:
+        p = cf.pack_handoff(request["messages"], system=request.get("system"), **options)
+    except cf.ContextfoldError as exc:
+        return (type(exc), str(exc))
+    return ("ok", p.fits, p.tokens, p.dropped, p.note, p.kept, canonical({**request, "messages": p.messages}))
+
+
+BAD = {
+    "empty": b"",
+    "blank": b" \n\t ",
+    "not JSON": b"{messages: []}",
+    "trailing garbage": b'{"messages": []} x',
+    "two values": b'{"messages": []}{}',
+    "not UTF-8": b'{"messages": [{"role": "user", "content": "\xff"}]}',
+    "unterminated": b'{"messages": [{"role": "user", "content": "abc',
+    "control character": b'{"messages": [{"role": "user", "content": "a\x01b"}]}',
+    "bad escape": b'{"messages": [{"role": "user", "content": "a\\qb"}]}',
+    "not an object": b'[{"role": "user", "content": "hi"}]',
+    "a string": b'"messages"',
+    "no messages": b'{"model": "m"}',
+    "huge integer": b'{"messages": [], "n": ' + b"7" * 4301 + b"}",
+    "deep": b'{"messages": [], "x": ' + b"[" * 100_001 + b"]" * 100_001 + b"}",
+}
+LOADABLE = {
+    "messages not a list": b'{"messages": {"role": "user"}}',
+    "messages null": b'{"messages": null}',
+    "message not an object": b'{"messages": [{"role": "user", "content": "a"}, 3]}',
+    "role missing": b'{"messages": [{"content": "a"}]}',
+    "content a number": b'{"messages": [{"role": "user", "content": 1.5}]}',
+    "tool_calls a dict": b'{"messages": [{"role": "assistant", "content": null, "tool_calls": {}}]}',
+    "system a number": b'{"system": 3, "messages": []}',
+    "system a number, messages bad": b'{"system": {}, "messages": 1}',
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_bodies_raise_request_errors(backend: str, name: str) -> None:
+    with pytest.raises(cf.RequestError) as caught:
+        cf.pack_request(BAD[name], target_context_tokens=100)
+    assert isinstance(caught.value, ValueError)
+    assert str(caught.value)
+
+
+def test_request_errors_name_the_byte(backend: str) -> None:
+    with pytest.raises(cf.RequestError, match="byte 16") as caught:
+        cf.pack_request(b'{"messages": [1,]}', target_context_tokens=100)
+    assert caught.value.offset == 16
+    with pytest.raises(cf.RequestError, match="not UTF-8") as caught:
+        cf.pack_request(BAD["not UTF-8"], target_context_tokens=100)
+    assert caught.value.offset == BAD["not UTF-8"].index(b"\xff")
+
+
+@pytest.mark.parametrize("name", list(LOADABLE))
+def test_loadable_bodies_raise_what_pack_handoff_raises(backend: str, name: str) -> None:
+    data = LOADABLE[name]
+    assert outcome(data, target_context_tokens=100) == expected(data, target_context_tokens=100)
+    assert outcome(data, target_context_tokens=100)[0] is not cf.RequestError
+
+
+def test_pinned_out_of_range_and_bad_options(backend: str) -> None:
+    data = b'{"messages": [{"role": "user", "content": "hi"}]}'
+    with pytest.raises(cf.ArgumentError, match="pinned index 3 is out of range for 1 messages"):
+        cf.pack_request(data, target_context_tokens=100, pinned=[3])
+    with pytest.raises(cf.ArgumentError, match="reserve_output_tokens"):
+        cf.pack_request(data, target_context_tokens=100, reserve_output_tokens=200)
+    with pytest.raises(cf.ArgumentError, match="shape"):
+        cf.pack_request(data, target_context_tokens=100, shape="gemini")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="body must be bytes"):
+        cf.pack_request(42, target_context_tokens=100)  # type: ignore[arg-type]
+
+
+def mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    def mutate(edits: list[tuple[int, int, int]]) -> bytes:
+        out = bytearray(data)
+        for kind, where, byte in edits:
+            at = where % (len(out) + 1)
+            if kind == 0 and out:
+                del out[min(at, len(out) - 1)]
+            elif kind == 1:
+                out.insert(at, byte)
+            elif out:
+                out[min(at, len(out) - 1)] = byte
+        return bytes(out)
+
+    interesting = st.sampled_from(b'{}[]",:\\ 0123456789-eE.tfnNIu\x00\x1f\xc3\xa9\xff')
+    edit = st.tuples(st.integers(0, 2), st.integers(0, 10**6), st.one_of(interesting, st.integers(0, 255)))
+    return st.lists(edit, min_size=1, max_size=4).map(mutate)
+
+
+SEED = render(
+    {
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "first \u00e9 question " * 20},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": [1, 2.5]}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": "line\n" * 30},
+            {"role": "user", "content": [{"type": "text", "text": "now \ud83d\ude00"}]},
+        ],
+    },
+    STYLES[3],
+).data
+
+
+@settings(max_examples=400)
+@given(st.one_of(st.binary(max_size=80), mutations(SEED)), st.integers(0, 200))
+def test_arbitrary_and_mutated_bodies_never_crash(data: bytes, budget: int) -> None:
+    for impl in ("native", "python"):
+        if IMPLS[impl] is None:
+            continue
+        with _backend.using(impl):
+            assert outcome(data, target_context_tokens=budget) == expected(data, target_context_tokens=budget)
+
+
+# Inputs, batches ---------------------------------------------------------------------------
+
+
+def test_body_types_and_identity(backend: str) -> None:
+    data = render({"messages": openai_corpus()[0]}, STYLES[0]).data
+    small = cf.pack_request(data, target_context_tokens=10**7)
+    assert small.body is data and small.fits and small.dropped == 0
+    packed = cf.pack_request(data, target_context_tokens=800)
+    for other in (bytearray(data), memoryview(data), data.decode("utf-8")):
+        assert cf.pack_request(other, target_context_tokens=800) == packed
+    copied = cf.pack_request(bytearray(data), target_context_tokens=10**7).body
+    assert type(copied) is bytes and copied == data
+    with pytest.raises(cf.RequestError, match="lone surrogate"):
+        cf.pack_request('{"messages": ["\ud800"]}', target_context_tokens=100)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        return type(a) is type(b) and str(a) == str(b)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_batches_equal_one_by_one(backend: str, threads: int) -> None:
+    bodies: list[Any] = [render({"messages": m}, STYLES[k % 4]).data for k, m in enumerate(openai_corpus())]
+    bodies[3:3] = [BAD["not JSON"], LOADABLE["role missing"], 17, bytearray(bodies[0])]
+    options: dict[str, Any] = {"target_context_tokens": 2_000, "cut": "chunked"}
+    batch = cf.pack_requests(bodies, threads=threads, **options)
+    assert len(batch) == len(bodies)
+    for body, result in zip(bodies, batch, strict=True):
+        try:
+            alone: Any = cf.pack_request(body, **options)
+        except (cf.ContextfoldError, TypeError) as exc:
+            alone = exc
+        assert _same(result, alone)
+    with pytest.raises(cf.ArgumentError):
+        cf.pack_requests(bodies, target_context_tokens=-1)
+    with pytest.raises(cf.ArgumentError):
+        cf.pack_requests(bodies, target_context_tokens=100, threads=0)
