@@ -204,3 +204,10 @@ def test_closed_streams_are_one_message(monkeypatch: pytest.MonkeyPatch, capsys:
     err_bytes = proc.stderr.read()
     assert proc.wait(timeout=60) == 2
     assert b"standard output was closed" in err_bytes and b"Traceback" not in err_bytes
+
+
+def test_window_with_a_huge_window_is_one_message(capsys: pytest.CaptureFixture[str]) -> None:
+    transcript = [{"role": "user", "content": "x"}] * 3
+    code, _, err = run(["window", "-", "--window", "1" + "0" * 23], capsys, stdin=json.dumps(transcript) + "\n")
+    assert code in (0, 2) and "Traceback" not in err
+    assert code == 0 or err.count("contextfold:") == 1

@@ -36,13 +36,15 @@ def segments_of(messages: list[dict[str, Any]]) -> list[list[int]]:
     return out
 
 
-def check_contract(messages: list[dict[str, Any]], budget: int, pack: cf.HandoffPack, pinned: list[int]) -> None:
-    """SPEC §5, points 1-8, on one result."""
+def check_contract(
+    messages: list[dict[str, Any]], budget: int, pack: cf.HandoffPack, pinned: list[int], estimate: Any = None
+) -> None:
+    """SPEC §5, points 1-8, on one result packed with ``estimate_tokens=estimate``."""
     n = len(messages)
     kept = pack.kept
     assert pack.budget == budget
     # 1. under budget: unchanged
-    if cf.tokens_of(messages) <= budget:
+    if cf.tokens_of(messages, estimate_tokens=estimate) <= budget:
         assert pack.messages == messages and all(a is b for a, b in zip(pack.messages, messages, strict=True))
         assert pack.dropped == 0 and pack.note is None and pack.fits
         return
@@ -86,9 +88,9 @@ def check_contract(messages: list[dict[str, Any]], budget: int, pack: cf.Handoff
         assert pack.note.startswith(("Earlier conversation", "Summary of the earlier"))
     if pack.fits:
         assert pack.tokens <= budget
-        expected = cf.tokens_of([messages[i] for i in kept])
+        expected = cf.tokens_of([messages[i] for i in kept], estimate_tokens=estimate)
         if pack.note is not None:
-            expected += cf.message_tokens({"role": "user", "content": pack.note})
+            expected += cf.message_tokens({"role": "user", "content": pack.note}, estimate_tokens=estimate)
         assert pack.tokens == expected
     else:
         assert pack.note is None

@@ -75,7 +75,7 @@ from .pack import (
 )
 from .request import PackedRequest, pack_request, pack_requests
 from .store import DEFAULT_TTL, CodeMapStore, RedisCodeMapStore, SQLiteCodeMapStore
-from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
+from .tokens import count_tokens, estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
 from .window import (
     COMPACT_TAIL_MAX_MESSAGES,
     COMPACT_TAIL_TOKEN_BUDGET,
@@ -148,6 +148,7 @@ __all__ = [
     "consolidated_key",
     "consolidation_marker_of",
     "consolidation_metadata",
+    "count_tokens",
     "elision_marker",
     "estimate_tokens",
     "handoff_budget",

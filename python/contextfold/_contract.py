@@ -11,8 +11,9 @@ package; the extension calls back into it only for the uncommon argument forms.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ._js import compact_json
 from .errors import ArgumentError, EstimatorError, MessageTypeError, RequestError
@@ -31,6 +32,12 @@ PerMessage = Callable[[int | None, Any], int]
 PerText = Callable[[str], int]
 Sizers = tuple[PerMessage, PerText]
 """What the backends take for a custom estimator: per-message and per-text sizing."""
+EncodingName = Literal["o200k_base", "cl100k_base"]
+"""An OpenAI encoding whose vocabulary the extension embeds."""
+ENCODINGS: tuple[EncodingName, ...] = ("o200k_base", "cl100k_base")
+Sizing = Sizers | EncodingName | None
+"""What the backends take: None (chars/4), an embedded encoding's name (counted exactly),
+or a custom estimator's pair."""
 
 
 U64_MAX = 2**64 - 1
@@ -62,7 +69,7 @@ def add_note(exc: BaseException, note: str) -> None:
         exc.add_note(note)
     else:
         notes = getattr(exc, "__notes__", None)
-        exc.__notes__ = [*notes, note] if isinstance(notes, list) else [note]
+        setattr(exc, "__notes__", [*notes, note] if isinstance(notes, list) else [note])  # noqa: B010
 
 
 # A message's fields -------------------------------------------------------------------
@@ -145,8 +152,9 @@ def estimator_text(message: Any, index: int | None = None) -> str:
     return text if calls is None else text + compact_json(calls)
 
 
-def sizers(estimate: Estimator | None) -> Sizers | None:
-    """The ``(per_message, per_text)`` pair the backends take, or None for chars/4.
+def sizers(estimate: Estimator | str | None) -> Sizing:
+    """What the backends take for ``estimate_tokens=``: None for chars/4, the name of an
+    embedded encoding as it is, or the ``(per_message, per_text)`` pair for a callable.
 
     A message then costs ``estimate(text) + 4`` (see :func:`estimator_text`); both
     backends call these same two functions, so a custom estimator gives identical
@@ -154,9 +162,14 @@ def sizers(estimate: Estimator | None) -> Sizers | None:
     """
     if estimate is None:
         return None
+    if isinstance(estimate, str):
+        return encoding_name(estimate)
     if not callable(estimate):
-        raise EstimatorError(f"estimate_tokens must be callable, got {type(estimate).__name__}")
+        raise EstimatorError(f"estimate_tokens must be callable or an encoding name, got {type(estimate).__name__}")
+    return _pair(estimate)
 
+
+def _pair(estimate: Estimator) -> Sizers:
     def per_message(index: int | None, message: Any) -> int:
         return checked(estimate, estimator_text(message, index)) + MESSAGE_OVERHEAD
 
@@ -164,6 +177,48 @@ def sizers(estimate: Estimator | None) -> Sizers | None:
         return checked(estimate, text)
 
     return per_message, per_text
+
+
+def encoding_name(name: Any) -> EncodingName:
+    """``name``, checked to be one of :data:`ENCODINGS`."""
+    for known in ENCODINGS:
+        if name == known:
+            return known
+    raise ArgumentError(f"unknown encoding {name!r}: expected one of 'o200k_base', 'cl100k_base'")
+
+
+def tiktoken_count(name: str) -> Estimator:
+    """``len(encoding.encode(text, disallowed_special=()))`` for tiktoken's encoding
+    ``name``: the exact count the native backend computes for an embedded encoding.
+
+    Raises :class:`~contextfold.ArgumentError` when tiktoken is not installed or the
+    encoding cannot be loaded (not in tiktoken's cache and no network).
+    """
+    try:
+        import tiktoken
+    except ImportError:
+        raise ArgumentError("tiktoken is not installed: pip install 'contextfold[tiktoken]'") from None
+    try:
+        encoding = tiktoken.get_encoding(name)
+    except Exception as exc:  # missing file, no network, unknown name: all mean "not available"
+        raise ArgumentError(f"tiktoken encoding {name!r} is not available offline: {exc}") from None
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    count.__name__ = f"tiktoken_{name}"
+    return count
+
+
+@functools.cache
+def _exact_pair(name: EncodingName) -> Sizers:
+    return _pair(tiktoken_count(name))
+
+
+def resolved(sizing: Sizing) -> Sizers | None:
+    """The reference backend's view of ``sizing``: an embedded encoding's name becomes
+    the pair counting through tiktoken (the native backend counts it itself)."""
+    return _exact_pair(sizing) if isinstance(sizing, str) else sizing
 
 
 # Handoff packing ----------------------------------------------------------------------
@@ -240,7 +295,7 @@ class PackArguments(NamedTuple):
     """``pack_handoff``'s arguments, checked: what a backend packs with."""
 
     budget: int
-    sizers: Sizers | None
+    sizers: Sizing
     pinned: list[int]
     summary: str | None
     system: str | list[Any] | None
@@ -253,7 +308,7 @@ class PackArguments(NamedTuple):
 def pack_arguments(
     target_context_tokens: int,
     reserve_output_tokens: int,
-    estimate_tokens: Estimator | None,
+    estimate_tokens: Estimator | str | None,
     pinned: Iterable[int],
     summary: str | None,
     system: str | list[Any] | None,
@@ -264,9 +319,9 @@ def pack_arguments(
     """Checks ``pack_handoff``'s arguments in order; the first at fault raises.
 
     The one place these rules are written: the reference calls it on every call; the
-    extension reads the plain case (int budget, no estimator, pins a list or tuple of
-    ints, known shape and cut) itself and hands anything else here, so both raise the
-    same errors in the same order.
+    extension reads the plain case (int budget, no estimator or an encoding name, pins a
+    list or tuple of ints, known shape and cut) itself and hands anything else here, so
+    both raise the same errors in the same order.
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     pins = [whole("pinned index", p) for p in pinned]

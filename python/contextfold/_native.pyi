@@ -9,6 +9,7 @@ from typing import Any
 
 from contextfold.reference import canonical_path as canonical_path
 from contextfold.reference import compact_tail_start_for_budget as compact_tail_start_for_budget
+from contextfold.reference import count_tokens as count_tokens
 from contextfold.reference import estimate_tokens as estimate_tokens
 from contextfold.reference import handoff_line as handoff_line
 from contextfold.reference import message_tokens as message_tokens

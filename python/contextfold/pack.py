@@ -31,6 +31,7 @@ from . import _backend
 from ._contract import (
     VOLATILE_TAIL_CLOSE,
     VOLATILE_TAIL_TAG,
+    EncodingName,
     Estimator,
     HandoffPack,
     add_note,
@@ -39,6 +40,7 @@ from ._contract import (
     elision_marker,
     handoff_budget,
     is_volatile_content,
+    sizers,
     whole,
 )
 from ._js import js_trim
@@ -87,7 +89,7 @@ def pack_handoff(
     *,
     target_context_tokens: int,
     reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
     pinned: Iterable[int] = (),
     summary: str | None = None,
     system: str | list[Any] | None = None,
@@ -128,7 +130,7 @@ def pack_many(
     *,
     target_context_tokens: int,
     reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
     systems: Sequence[str | list[Any] | None] | None = None,
     shape: Literal["auto", "openai", "anthropic"] = "auto",
     cut: Literal["greedy", "chunked"] = "greedy",
@@ -144,8 +146,10 @@ def pack_many(
     passes through the interpreter every quarter switch interval, so other Python threads
     get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
     safe to call from many threads at once. The results equal packing one by one.
-    ``systems`` gives each transcript's separate system prompt (Anthropic shape). A custom
-    ``estimate_tokens`` is Python code, so those batches are packed one by one.
+    ``systems`` gives each transcript's separate system prompt (Anthropic shape). An
+    embedded encoding (``estimate_tokens="o200k_base"``) is counted natively, so those
+    batches stay native and GIL-free too; a custom ``estimate_tokens`` is Python code, so
+    those batches are packed one by one.
 
     Each transcript list is read once, when packing it begins, and its result comes from
     that reading: a thread changing a transcript during the batch changes no field of its
@@ -158,7 +162,8 @@ def pack_many(
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):
         raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
-    if estimate_tokens is not None:  # Python code sizes every message: one by one
+    sizing = sizers(estimate_tokens)
+    if sizing is not None and not isinstance(sizing, str):  # Python code sizes every message: one by one
         packs = []
         for i, (messages, system) in enumerate(zip(transcripts, systems or [None] * len(transcripts), strict=True)):
             try:
@@ -178,10 +183,16 @@ def pack_many(
                 add_note(exc, f"in transcript {i}")
                 raise
         return packs
-    system_tokens = [_system_tokens(s) for s in systems] if systems is not None else [0] * len(transcripts)
-    return _backend.impl.pack_many(transcripts, budget, system_tokens, shape, chunk, count)  # type: ignore[no-any-return]
+    encoding: EncodingName | None = sizing
+    if systems is None:
+        system_tokens = [0] * len(transcripts)
+    else:
+        system_tokens = [_system_tokens(s, encoding) for s in systems]
+    return _backend.impl.pack_many(  # type: ignore[no-any-return]
+        transcripts, budget, system_tokens, shape, chunk, count, encoding
+    )
 
 
-def _system_tokens(system: Any) -> int:
+def _system_tokens(system: Any, encoding: EncodingName | None) -> int:
     check_system(system)
-    return 0 if system is None else message_tokens({"role": "system", "content": system})
+    return 0 if system is None else message_tokens({"role": "system", "content": system}, estimate_tokens=encoding)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _backend
-from ._contract import I64_MAX, Estimator, sizers, whole
+from ._contract import I64_MAX, EncodingName, Estimator, sizers, whole
 from .errors import ArgumentError
 from .tokens import Message
 
@@ -52,7 +52,7 @@ def window_start(
     *,
     window: int = HISTORY_WINDOW,
     token_budget: int = HISTORY_TOKEN_BUDGET,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
 ) -> int:
     """Index where :func:`windowed`'s window starts."""
     window = whole("window", window, 4)
@@ -65,7 +65,7 @@ def windowed(
     *,
     window: int = HISTORY_WINDOW,
     token_budget: int = HISTORY_TOKEN_BUDGET,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
 ) -> list[Message]:
     """The newest part of ``convo`` that the history window keeps (a new list of the same
     message objects).
@@ -115,7 +115,7 @@ def compact_tail_start_for_budget(
     convo: Sequence[Message],
     budget: int = COMPACT_TAIL_TOKEN_BUDGET,
     *,
-    estimate_tokens: Estimator | None = None,
+    estimate_tokens: Estimator | EncodingName | None = None,
 ) -> int:
     """Start of the verbatim tail a compaction keeps under ``budget`` tokens.
 

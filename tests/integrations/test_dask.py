@@ -34,14 +34,18 @@ def test_bag_pipeline_equals_one_by_one_packing(tmp_path: Path, scheduler: str) 
     assert sum(len(o["messages"]) < len(r["messages"]) for o, r in zip(out, rows, strict=True)) >= 20
 
 
-def test_pack_lines_takes_bare_lists_and_reports_bad_lines() -> None:
+def test_pack_lines_takes_bare_lists_keeps_bytes_and_reports_bad_lines() -> None:
     path = SHARED / "corpus" / "transcripts.jsonl"
     if not path.exists():
         pytest.skip(f"corpus not found at {path}")
     messages = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["messages"]
-    (line,) = pack_lines([json.dumps(messages), "  \n"], target_context_tokens=2_000)
-    assert json.loads(line) == cf.pack_handoff(messages, target_context_tokens=2_000).messages
-    with pytest.raises(ValueError, match="line 1: not JSON"):
+    spaced = [json.dumps(m, separators=(" , ", " : ")) for m in messages]  # spacing json.dumps never writes
+    (line,) = pack_lines(["[" + " , ".join(spaced) + "]\n", "  \n"], target_context_tokens=2_000)
+    pack = cf.pack_handoff(messages, target_context_tokens=2_000)
+    assert pack.dropped > 0 and json.loads(line) == pack.messages
+    assert all(spaced[i] in line for i in pack.kept)  # kept messages byte for byte
+    with pytest.raises(cf.RequestError) as bad:
         pack_lines([json.dumps(messages), "{oops"], target_context_tokens=2_000)
-    with pytest.raises(ValueError, match="line 0: expected a list of messages"):
+    assert "in line 1 of the batch" in bad.value.__notes__
+    with pytest.raises(cf.RequestError, match="messages"):
         pack_lines(['{"id": 1}'], target_context_tokens=2_000)

@@ -15,6 +15,8 @@ extra to install. ``import contextfold`` never imports any of them.
   processor.
 - :mod:`contextfold.integrations.dask` (``contextfold[dask]``): pack stored JSONL
   transcripts on a Dask bag.
+- :mod:`contextfold.integrations.asgi` (no extra): a middleware packing raw request bodies
+  on the bytes path, for proxies in front of vLLM or SGLang.
 
 Every adapter returns the caller's own message objects (by ``kept`` index of
 :func:`contextfold.pack_handoff`) plus the note converted to the framework's message type.

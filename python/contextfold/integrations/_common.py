@@ -1,10 +1,12 @@
-"""What every adapter shares: the missing-extra error and packing a converted transcript."""
+"""What every adapter shares: the missing-extra error, the packing options, and packing a
+transcript converted to dicts with the result mapped back to the caller's objects."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
 
@@ -25,6 +27,36 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
+    """``text``'s tokens by ``estimate_tokens``, or by the default estimate."""
+    return estimate_tokens(text) if estimate_tokens is not None else cf.estimate_tokens(text)
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """The options every adapter packs with; bad numbers fail when they are given."""
+
+    max_tokens: int
+    reserve_output_tokens: int = 0
+    estimate_tokens: Estimator | None = None
+    cut: Literal["greedy", "chunked"] = "greedy"
+    chunk_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        cf.handoff_budget(self.max_tokens, self.reserve_output_tokens)
+
+    def handoff(self, fixed_tokens: int = 0) -> dict[str, Any]:
+        """``pack_handoff`` keywords, with ``fixed_tokens`` (a system prompt, tool schemas
+        sent beside the messages) added to the reserve, up to the whole window."""
+        return {
+            "target_context_tokens": self.max_tokens,
+            "reserve_output_tokens": min(self.max_tokens, self.reserve_output_tokens + fixed_tokens),
+            "estimate_tokens": self.estimate_tokens,
+            "cut": self.cut,
+            "chunk_tokens": self.chunk_tokens,
+        }
+
+
 class Packed(NamedTuple):
     """A framework transcript packed: its own objects plus the note, and the pack itself."""
 
@@ -38,14 +70,17 @@ def pack_converted(
     originals: Sequence[T],
     converted: Sequence[dict[str, Any]],
     make_note: Callable[[dict[str, Any]], Any],
-    **options: Any,
+    options: PackOptions,
+    *,
+    shape: Literal["openai", "anthropic"],
+    fixed_tokens: int = 0,
 ) -> Packed:
     """Packs ``converted`` (one dict per original, same order) and maps the result back.
 
     The kept messages come back as the ``originals`` at the ``kept`` indices; the note
     (the one output dict that is not an input) goes through ``make_note``.
     """
-    pack = cf.pack_handoff(converted, **options)
+    pack = cf.pack_handoff(converted, shape=shape, **options.handoff(fixed_tokens))
     out: list[Any] = []
     kept = pack.kept
     j = 0

@@ -2,10 +2,10 @@
 
 ``pip install 'contextfold[dask]'``. A line is what ``contextfold pack`` reads: a list of
 messages, or an object with ``messages`` (and, for Anthropic, ``system``); the packed line
-is the same JSON with ``messages`` replaced, every other field kept. :func:`pack_lines` is
-the whole job for one partition or batch (``json.loads``, :func:`contextfold.pack_many`,
-``json.dumps``), so the same function is the body of a Dask ``map_partitions``, a Ray Data
-``map_batches`` and a Spark ``mapInArrow``::
+is the line with the dropped messages replaced by the note, every other byte as it came.
+:func:`pack_lines` is the whole job for one partition or batch, on the bytes path
+(:func:`contextfold.pack_requests`), so the same function is the body of a Dask
+``map_partitions``, a Ray Data ``map_batches`` and a Spark ``mapInArrow``::
 
     import dask.bag as db
     from contextfold.integrations.dask import pack_lines
@@ -19,15 +19,19 @@ the whole job for one partition or batch (``json.loads``, :func:`contextfold.pac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
 import contextfold as cf
+from contextfold._contract import add_note  # exc.add_note, also on Python 3.10
 
 from ._common import missing_extra
 
 __all__ = ["pack_jsonl", "pack_lines"]
+
+
+_WRAP = b'{"messages":'
+"""A bare message-list line is packed as the body ``{"messages":<line>}``, then unwrapped."""
 
 
 def pack_lines(
@@ -42,47 +46,41 @@ def pack_lines(
 ) -> list[str]:
     """Packs JSONL lines (blank lines skipped); one packed line out per line in, in order.
 
-    ``threads`` goes to :func:`contextfold.pack_many` (default 1: Dask, Ray and Spark already
-    run one task per core). A line that is not a transcript raises ``ValueError`` naming
-    its index in ``lines``; a transcript that ``pack_handoff`` rejects raises its error,
-    with the index added as a note.
+    The lines go through :func:`contextfold.pack_requests`, the bytes path: nothing is
+    loaded into Python objects, the GIL is released for the work, and each output line is
+    its input line with the dropped messages replaced by the note, every other byte as it
+    came. ``threads`` is ``pack_requests``' (default 1: Dask, Ray and Spark already run
+    one task per core). A bad line raises the error ``pack_request`` raises for it, with
+    its index in ``lines`` added as a note.
     """
-    rows: list[Any] = []
+    bodies: list[bytes] = []
+    wrapped: list[bool] = []
+    indices: list[int] = []
     for index, line in enumerate(lines):
-        if not line.strip():
+        body = (line.encode() if isinstance(line, str) else bytes(line)).strip()
+        if not body:
             continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"line {index}: not JSON: {exc}") from None
-        if not (isinstance(row, list) or (isinstance(row, dict) and isinstance(row.get("messages"), list))):
-            raise ValueError(f"line {index}: expected a list of messages or an object with a 'messages' list")
-        rows.append(row)
-    transcripts = [row if isinstance(row, list) else row["messages"] for row in rows]
-    systems = [None if isinstance(row, list) else row.get("system") for row in rows]
-    packs = cf.pack_many(
-        transcripts,
+        bare = body.startswith(b"[")
+        bodies.append(_WRAP + body + b"}" if bare else body)
+        wrapped.append(bare)
+        indices.append(index)
+    results = cf.pack_requests(
+        bodies,
         target_context_tokens=target_context_tokens,
         reserve_output_tokens=reserve_output_tokens,
-        systems=systems,
         shape=shape,
         cut=cut,
         chunk_tokens=chunk_tokens,
         threads=threads,
     )
-    return [
-        _dump(pack.messages if isinstance(row, list) else {**row, "messages": pack.messages})
-        for row, pack in zip(rows, packs, strict=True)
-    ]
-
-
-def _dump(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate cannot be written as UTF-8: escape it
-        text = json.dumps(value)
-    return text
+    out: list[str] = []
+    for index, bare, result in zip(indices, wrapped, results, strict=True):
+        if isinstance(result, Exception):
+            add_note(result, f"in line {index} of the batch")
+            raise result
+        body = result.body[len(_WRAP) : -1] if bare else result.body  # bytes outside messages come back as sent
+        out.append(body.decode())
+    return out
 
 
 def pack_jsonl(paths: str | list[str], *, blocksize: int | str | None = "64MiB", **options: Any) -> Any:

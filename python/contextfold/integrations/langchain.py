@@ -18,12 +18,11 @@ Anthropic ``tool_use`` blocks inside an ``AIMessage``'s content are sized, not r
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
 from typing import Any, Literal
 
 import contextfold as cf
 
-from ._common import Estimator, Packed, compact_json, missing_extra, pack_converted
+from ._common import Estimator, Packed, PackOptions, compact_json, missing_extra, pack_converted, text_tokens
 
 try:
     from langchain.agents.middleware import AgentMiddleware
@@ -34,7 +33,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise missing_extra("langchain", exc) from exc
 
-__all__ = ["ContextfoldMiddleware", "TokenCounter", "pack", "pack_messages", "to_dicts", "tools_tokens"]
+__all__ = [
+    "ContextfoldMiddleware",
+    "PackOptions",
+    "TokenCounter",
+    "pack",
+    "pack_messages",
+    "pack_with",
+    "to_dicts",
+    "tools_tokens",
+]
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool", "function": "tool"}
 _CHAT_ROLES = {"system", "user", "assistant", "tool", "developer"}
@@ -85,26 +93,22 @@ def pack(
     estimate_tokens: Estimator | None = None,
     cut: Literal["greedy", "chunked"] = "greedy",
     chunk_tokens: int | None = None,
-    summary: str | None = None,
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens`` tokens.
 
     Returns the packed list (the caller's own objects plus the note message) together
     with the :class:`~contextfold.HandoffPack` (``kept``, ``dropped``, ``fits``, ``tokens``).
     """
+    return pack_with(messages, PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
+
+
+def pack_with(messages: Sequence[BaseMessage] | PromptValue, options: PackOptions, fixed_tokens: int = 0) -> Packed:
+    """:func:`pack` with its options in one object, ``fixed_tokens`` (what is sent beside
+    the messages: a system prompt, tool schemas) taken off the budget."""
     if isinstance(messages, PromptValue):
         messages = messages.to_messages()
     return pack_converted(
-        messages,
-        to_dicts(messages),
-        _note_message,
-        target_context_tokens=max_tokens,
-        reserve_output_tokens=reserve_output_tokens,
-        estimate_tokens=estimate_tokens,
-        cut=cut,
-        chunk_tokens=chunk_tokens,
-        summary=summary,
-        shape="openai",
+        messages, to_dicts(messages), _note_message, options, shape="openai", fixed_tokens=fixed_tokens
     )
 
 
@@ -123,16 +127,10 @@ def pack_messages(
     packs whatever it is invoked with (a message list or a prompt value), so
     ``prompt | pack_messages(max_tokens=8_000) | model`` works as with ``trim_messages``.
     """
-    options: dict[str, Any] = {
-        "max_tokens": max_tokens,
-        "reserve_output_tokens": reserve_output_tokens,
-        "estimate_tokens": estimate_tokens,
-        "cut": cut,
-        "chunk_tokens": chunk_tokens,
-    }
+    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
     if messages is None:
-        return RunnableLambda(partial(pack_messages, **options), name="pack_messages")
-    return pack(messages, **options).messages
+        return RunnableLambda(lambda given: pack_with(given, options).messages, name="pack_messages")
+    return pack_with(messages, options).messages
 
 
 class TokenCounter:
@@ -154,8 +152,7 @@ def tools_tokens(tools: Sequence[Any], estimate_tokens: Estimator | None = None)
     if not tools:
         return 0
     schemas = [t if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools]
-    text = compact_json(schemas)
-    return estimate_tokens(text) if estimate_tokens is not None else cf.estimate_tokens(text)
+    return text_tokens(compact_json(schemas), estimate_tokens)
 
 
 class ContextfoldMiddleware(AgentMiddleware):
@@ -177,26 +174,14 @@ class ContextfoldMiddleware(AgentMiddleware):
         chunk_tokens: int | None = None,
     ) -> None:
         super().__init__()
-        cf.handoff_budget(max_tokens, reserve_output_tokens)  # bad numbers fail here, not mid-run
-        self.max_tokens = max_tokens
-        self.reserve_output_tokens = reserve_output_tokens
-        self.estimate_tokens = estimate_tokens
-        self.cut = cut
-        self.chunk_tokens = chunk_tokens
+        self.options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     def _packed(self, request: Any) -> Any:
+        estimate = self.options.estimate_tokens
         system = request.system_message
-        fixed = 0 if system is None else TokenCounter(self.estimate_tokens)([system])
-        fixed += tools_tokens(request.tools, self.estimate_tokens)
-        packed = pack(
-            request.messages,
-            max_tokens=self.max_tokens,
-            reserve_output_tokens=min(self.max_tokens, self.reserve_output_tokens + fixed),
-            estimate_tokens=self.estimate_tokens,
-            cut=self.cut,
-            chunk_tokens=self.chunk_tokens,
-        )
-        return request.override(messages=packed.messages)
+        fixed = 0 if system is None else TokenCounter(estimate)([system])
+        fixed += tools_tokens(request.tools, estimate)
+        return request.override(messages=pack_with(request.messages, self.options, fixed).messages)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._packed(request))

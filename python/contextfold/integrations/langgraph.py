@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-import contextfold as cf
-
-from ._common import Estimator, missing_extra
+from ._common import Estimator, PackOptions, missing_extra
 
 try:
     import langgraph  # noqa: F401  # the hook is for LangGraph's agent: require it like the others
 
-    from .langchain import pack
+    from .langchain import pack_with
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise missing_extra("langgraph", exc) from exc
 
@@ -39,17 +37,9 @@ def pre_model_hook(
     The agent's ``prompt`` (its system message) is added after the hook runs: leave room
     for it, and for the tool definitions, in ``reserve_output_tokens``.
     """
-    cf.handoff_budget(max_tokens, reserve_output_tokens)  # bad numbers fail here, not mid-run
+    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     def hook(state: Mapping[str, Any]) -> dict[str, Any]:
-        packed = pack(
-            state["messages"],
-            max_tokens=max_tokens,
-            reserve_output_tokens=reserve_output_tokens,
-            estimate_tokens=estimate_tokens,
-            cut=cut,
-            chunk_tokens=chunk_tokens,
-        )
-        return {"llm_input_messages": packed.messages}
+        return {"llm_input_messages": pack_with(state["messages"], options).messages}
 
     return hook

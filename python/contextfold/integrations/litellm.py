@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import contextfold as cf
 
-from ._common import Estimator, compact_json, missing_extra
+from ._common import Estimator, compact_json, missing_extra, text_tokens
 
 try:
     import litellm
@@ -112,8 +112,7 @@ def tools_tokens(data: Mapping[str, Any], estimate: Estimator | None) -> int:
     for key in ("tools", "tool_choice"):
         value = data.get(key)
         if isinstance(value, (list, dict)) and value:
-            text = compact_json(value)
-            total += estimate(text) if estimate is not None else cf.estimate_tokens(text)
+            total += text_tokens(compact_json(value), estimate)
     return total
 
 

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import contextfold as cf
 
-from ._common import Estimator, Packed, missing_extra, pack_converted
+from ._common import Estimator, Packed, PackOptions, missing_extra, pack_converted
 
 try:
     from pydantic_ai.messages import (
@@ -130,17 +130,11 @@ def pack(
     chunk_tokens: int | None = None,
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens``; the list and the pack."""
-    return pack_converted(
-        messages,
-        to_dicts(messages),
-        _note_message,
-        target_context_tokens=max_tokens,
-        reserve_output_tokens=reserve_output_tokens,
-        estimate_tokens=estimate_tokens,
-        cut=cut,
-        chunk_tokens=chunk_tokens,
-        shape="anthropic",
-    )
+    return _pack(messages, PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
+
+
+def _pack(messages: Sequence[ModelMessage], options: PackOptions) -> Packed:
+    return pack_converted(messages, to_dicts(messages), _note_message, options, shape="anthropic")
 
 
 def history_processor(
@@ -156,17 +150,10 @@ def history_processor(
     ``reserve_output_tokens`` should cover the reply and what Pydantic AI adds outside the
     history: the agent's ``instructions`` and the tool definitions.
     """
-    cf.handoff_budget(max_tokens, reserve_output_tokens)  # bad numbers fail here, not mid-run
-    options: dict[str, Any] = {
-        "max_tokens": max_tokens,
-        "reserve_output_tokens": reserve_output_tokens,
-        "estimate_tokens": estimate_tokens,
-        "cut": cut,
-        "chunk_tokens": chunk_tokens,
-    }
+    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return pack(messages, **options).messages
+        return _pack(messages, options).messages
 
     return process
 
@@ -183,15 +170,9 @@ def async_history_processor(
 
     Packing is native and short (microseconds), so it runs inline rather than in a thread.
     """
-    process = history_processor(
-        max_tokens=max_tokens,
-        reserve_output_tokens=reserve_output_tokens,
-        estimate_tokens=estimate_tokens,
-        cut=cut,
-        chunk_tokens=chunk_tokens,
-    )
+    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
-    async def process_async(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return process(messages)
+    async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return _pack(messages, options).messages
 
-    return process_async
+    return process

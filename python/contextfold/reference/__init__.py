@@ -9,7 +9,7 @@ the benchmarks measure the extension against.
 from .pack import handoff_line, pack_handoff, pack_many
 from .paths import canonical_path, rank_by_count, repo_path
 from .request import pack_lines, pack_request, pack_requests
-from .tokens import estimate_tokens, message_tokens, message_tokens_array, tokens_of
+from .tokens import count_tokens, estimate_tokens, message_tokens, message_tokens_array, tokens_of
 from .window import (
     compact_tail_start_for_budget,
     pinned_directive_index,
@@ -21,6 +21,7 @@ from .window import (
 __all__ = [
     "canonical_path",
     "compact_tail_start_for_budget",
+    "count_tokens",
     "estimate_tokens",
     "handoff_line",
     "message_tokens",

@@ -14,10 +14,13 @@ from .._contract import (
     Estimator,
     HandoffPack,
     Sizers,
+    Sizing,
     add_note,
     elision_marker,
+    encoding_name,
     is_volatile_content,
     pack_arguments,
+    resolved,
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
@@ -336,7 +339,7 @@ def pack_handoff(
     messages: Any,
     target_context_tokens: int,
     reserve_output_tokens: int,
-    estimate_tokens: Estimator | None,
+    estimate_tokens: Estimator | str | None,
     pinned: Iterable[int],
     summary: str | None,
     system: str | list[Any] | None,
@@ -355,13 +358,14 @@ def pack_handoff(
 def _pack(
     messages: Any,
     budget: int,
-    estimate: Sizers | None,
+    sizing: Sizing,
     pinned: list[int],
     summary: str | None,
     system_tokens: int,
     dialect: str,
     chunk_tokens: int | None,
 ) -> HandoffPack:
+    estimate = resolved(sizing)
     t = Transcript(messages, estimate)
     n = len(t)
     for p in pinned:
@@ -404,12 +408,14 @@ def pack_many(
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
+    encoding: str | None = None,
 ) -> list[HandoffPack]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
+    sizing = None if encoding is None else encoding_name(encoding)
     out = []
     for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):
         try:
-            out.append(_pack(messages, budget, None, [], None, system, dialect, chunk_tokens))
+            out.append(_pack(messages, budget, sizing, [], None, system, dialect, chunk_tokens))
         except Exception as exc:
             add_note(exc, f"in transcript {i}")
             raise

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._contract import I64_MAX, MESSAGE_OVERHEAD, PerMessage, Sizers, content_and_calls, role_of
+from .._contract import (
+    I64_MAX,
+    MESSAGE_OVERHEAD,
+    PerMessage,
+    Sizing,
+    content_and_calls,
+    encoding_name,
+    resolved,
+    role_of,
+    tiktoken_count,
+)
 from .._js import json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 
@@ -45,12 +55,13 @@ class Transcript:
 
     __slots__ = ("_size", "messages", "roles", "sizes")
 
-    def __init__(self, messages: Any, sizers: Sizers | None = None) -> None:
+    def __init__(self, messages: Any, sizing: Sizing = None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = list(messages)
         self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
         self.sizes: list[int | None] = [None] * len(self.messages)
+        sizers = resolved(sizing)
         self._size: PerMessage = _default_tokens if sizers is None else sizers[0]
 
     def __len__(self) -> int:
@@ -71,17 +82,22 @@ def estimate_tokens(text: str) -> int:
     return -(-utf16_len(text) // 4)
 
 
-def message_tokens(message: Any, estimate: Sizers | None = None) -> int:
+def count_tokens(text: str, name: str) -> int:
+    return tiktoken_count(encoding_name(name))(text)
+
+
+def message_tokens(message: Any, estimate: Sizing = None) -> int:
     role_of(message)
-    return (_default_tokens if estimate is None else estimate[0])(None, message)
+    sizers = resolved(estimate)
+    return (_default_tokens if sizers is None else sizers[0])(None, message)
 
 
-def tokens_of(messages: Any, estimate: Sizers | None = None) -> int:
+def tokens_of(messages: Any, estimate: Sizing = None) -> int:
     t = Transcript(messages, estimate)
     return t.sum(0, len(t))
 
 
-def message_tokens_array(messages: Any, estimate: Sizers | None = None) -> np.ndarray:
+def message_tokens_array(messages: Any, estimate: Sizing = None) -> np.ndarray:
     t = Transcript(messages, estimate)
     import numpy as np
 

@@ -1,5 +1,6 @@
-//! The accessor trait messages are read through, and the length of a value as
-//! JavaScript's `JSON.stringify` writes it, computed without building the text.
+//! The accessor trait messages are read through, and a value as JavaScript's
+//! `JSON.stringify` writes it: its length, computed without building the text, and the
+//! text itself (what an exact tokenizer reads), from one walk.
 //!
 //! The walk is iterative with an explicit stack, so 10,000-deep content parts cannot
 //! overflow the native stack; [`MAX_DEPTH`] bounds it, which also stops circular lists.
@@ -136,38 +137,121 @@ pub trait JsonNode: Sized {
 }
 
 enum Frame<N: JsonNode> {
-    Items(N::Items),
-    Entries(N::Entries),
+    Items { items: N::Items, first: bool },
+    Entries { entries: N::Entries, first: bool },
 }
 
 type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
 
-/// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact), saturating at
-/// `usize::MAX` (see [`crate::tokens`]: only a value repeating one object past what memory
-/// could hold written out gets there).
+/// Where [`walk`] puts what it reads: the output's length, or the output itself.
+trait Sink {
+    /// ASCII punctuation and literals (`[`, `,`, `null`, …).
+    fn ascii(&mut self, s: &'static str);
+    /// Takes a string by its JSON length alone, when the sink needs no more (`false`:
+    /// it needs the text).
+    fn string_len(&mut self, json_len: usize) -> bool;
+    fn string(&mut self, text: Text<'_>);
+    fn number(&mut self, x: f64);
+    fn int(&mut self, i: i64);
+}
+
+/// Counts UTF-16 units, saturating at `usize::MAX` (see [`crate::tokens`]: only a value
+/// repeating one object past what memory could hold written out gets there).
+struct Length(usize);
+
+impl Sink for Length {
+    fn ascii(&mut self, s: &'static str) {
+        self.0 = self.0.saturating_add(s.len());
+    }
+    fn string_len(&mut self, json_len: usize) -> bool {
+        self.0 = self.0.saturating_add(json_len);
+        true
+    }
+    fn string(&mut self, text: Text<'_>) {
+        self.0 = self.0.saturating_add(text.json_len());
+    }
+    fn number(&mut self, x: f64) {
+        self.0 = self.0.saturating_add(js_number_len(x));
+    }
+    fn int(&mut self, i: i64) {
+        self.0 = self.0.saturating_add(int_len(i));
+    }
+}
+
+impl Sink for String {
+    fn ascii(&mut self, s: &'static str) {
+        self.push_str(s);
+    }
+    fn string_len(&mut self, _json_len: usize) -> bool {
+        false
+    }
+    fn string(&mut self, text: Text<'_>) {
+        text.write_json(self);
+    }
+    fn number(&mut self, x: f64) {
+        write_js_number(x, self);
+    }
+    fn int(&mut self, i: i64) {
+        write_int(i, self);
+    }
+}
+
+/// Output length, in UTF-16 units, of `JSON.stringify(value)` (compact).
 ///
 /// # Errors
 /// [`Problem::WrongType`] for a value with no JSON form or a non-string object key;
 /// [`Problem::TooDeep`] past [`MAX_DEPTH`] levels.
 pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
+    let mut length = Length(0);
+    walk(value, &mut length)?;
+    Ok(length.0)
+}
+
+/// Appends `JSON.stringify(value)` (compact) to `out`; on error `out` holds a prefix.
+///
+/// # Errors
+/// As [`json_len`].
+pub fn write_json<N: JsonNode>(value: &N, out: &mut String) -> Result<(), Problem> {
+    walk(value, out)
+}
+
+/// The one walk behind [`json_len`] and [`write_json`].
+fn walk<N: JsonNode, S: Sink>(value: &N, sink: &mut S) -> Result<(), Problem> {
     // Messages nest a few levels deep: their frames stay on the native stack.
     let mut stack: Stack<N> = Stack::new();
-    let mut len = open(value, &mut stack)?;
+    open(value, &mut stack, sink)?;
     while let Some(top) = stack.last_mut() {
         let child = match top {
-            Frame::Items(items) => items.next(),
-            Frame::Entries(entries) => match entries.next() {
-                Some((key, child)) => {
-                    len = len.saturating_add(match key.str_json_len() {
-                        Some(key_len) => key_len,
-                        None => match key.view()? {
-                            View::Str(k) => k.json_len(),
-                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
-                        },
-                    });
+            Frame::Items { items, first } => match items.next() {
+                Some(child) => {
+                    if !std::mem::replace(first, false) {
+                        sink.ascii(",");
+                    }
                     Some(child)
                 }
-                None => None,
+                None => {
+                    sink.ascii("]");
+                    None
+                }
+            },
+            Frame::Entries { entries, first } => match entries.next() {
+                Some((key, child)) => {
+                    if !std::mem::replace(first, false) {
+                        sink.ascii(",");
+                    }
+                    if !key.str_json_len().is_some_and(|len| sink.string_len(len)) {
+                        match key.view()? {
+                            View::Str(k) => sink.string(k),
+                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                        }
+                    }
+                    sink.ascii(":");
+                    Some(child)
+                }
+                None => {
+                    sink.ascii("}");
+                    None
+                }
             },
         };
         match child {
@@ -175,55 +259,65 @@ pub fn json_len<N: JsonNode>(value: &N) -> Result<usize, Problem> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(Problem::TooDeep);
                 }
-                len = len.saturating_add(open(&child, &mut stack)?);
+                open(&child, &mut stack, sink)?;
             }
             None => {
                 stack.pop();
             }
         }
     }
-    Ok(len)
+    Ok(())
 }
 
-/// Length of a scalar, or of a container's brackets and separators (its children are
-/// pushed for the caller to walk).
-fn open<N: JsonNode>(value: &N, stack: &mut Stack<N>) -> Result<usize, Problem> {
-    if let Some(len) = value.str_json_len() {
-        return Ok(len);
+/// Writes a scalar, or a container's opening bracket (its children are pushed for the
+/// caller to walk).
+fn open<N: JsonNode, S: Sink>(value: &N, stack: &mut Stack<N>, sink: &mut S) -> Result<(), Problem> {
+    if value.str_json_len().is_some_and(|len| sink.string_len(len)) {
+        return Ok(());
     }
-    Ok(match value.view()? {
-        View::Null => 4,
-        View::Bool(b) => {
-            if b {
-                4
-            } else {
-                5
-            }
+    match value.view()? {
+        View::Null => sink.ascii("null"),
+        View::Bool(b) => sink.ascii(if b { "true" } else { "false" }),
+        View::Int(i) => sink.int(i),
+        View::Float(f) => sink.number(f),
+        View::Str(t) => sink.string(t),
+        View::Array { items, .. } => {
+            stack.push(Frame::Items { items, first: true });
+            sink.ascii("[");
         }
-        View::Int(i) => int_len(i),
-        View::Float(f) => js_number_len(f),
-        View::Str(t) => t.json_len(),
-        View::Array { items, len } => {
-            stack.push(Frame::Items(items));
-            2 + len.saturating_sub(1)
+        View::Object { entries, .. } => {
+            stack.push(Frame::Entries { entries, first: true });
+            sink.ascii("{");
         }
-        View::Object { entries, len } => {
-            stack.push(Frame::Entries(entries));
-            2 + len.saturating_sub(1) + len
-        }
-    })
+    }
+    Ok(())
 }
 
 /// Largest integer a double holds exactly; beyond it JavaScript prints the rounded double.
 const MAX_SAFE: u64 = 1 << 53;
 
 fn int_len(i: i64) -> usize {
+    let mut count = Counter(0);
+    write_int(i, &mut count);
+    count.0
+}
+
+fn write_int(i: i64, out: &mut impl Write) {
     if i.unsigned_abs() > MAX_SAFE {
         #[allow(clippy::cast_precision_loss)] // the rounding is what JavaScript does
-        return js_number_len(i as f64);
+        return write_js_number(i as f64, out);
     }
-    let digits = i.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1);
-    digits + usize::from(i < 0)
+    let _ = write!(out, "{i}");
+}
+
+/// Counts the bytes written to it (the output is ASCII: bytes are UTF-16 units).
+struct Counter(usize);
+
+impl Write for Counter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
 }
 
 /// A fixed buffer for formatting one float.
@@ -260,28 +354,55 @@ fn shortest_digits(x: f64) -> Option<(NumberBuf, usize, i32)> {
 
 /// Length of `Number.prototype.toString(x)`; `NaN` and the infinities are `null` in JSON.
 pub fn js_number_len(x: f64) -> usize {
+    let mut count = Counter(0);
+    write_js_number(x, &mut count);
+    count.0
+}
+
+/// Writes `Number.prototype.toString(x)` (ECMAScript's rules); `NaN` and the infinities
+/// as `null`, as JSON has them.
+fn write_js_number(x: f64, out: &mut impl Write) {
     if !x.is_finite() {
-        return 4;
+        let _ = out.write_str("null");
+        return;
     }
     if x == 0.0 {
-        return 1;
+        let _ = out.write_char('0');
+        return;
     }
-    let Some((_, k, n)) = shortest_digits(x) else { return 4 };
+    let Some((digits, k, n)) = shortest_digits(x) else {
+        let _ = out.write_str("null");
+        return;
+    };
+    let digits = digits.bytes.get(..k).and_then(|d| std::str::from_utf8(d).ok()).unwrap_or("0");
     let k_i = i32::try_from(k).unwrap_or(i32::MAX);
-    let sign = usize::from(x < 0.0);
-    let body = if k_i <= n && n <= 21 {
-        n.unsigned_abs() as usize
+    if x < 0.0 {
+        let _ = out.write_char('-');
+    }
+    let zeros = |out: &mut dyn Write, count: i32| {
+        for _ in 0..count {
+            let _ = out.write_char('0');
+        }
+    };
+    if k_i <= n && n <= 21 {
+        let _ = out.write_str(digits);
+        zeros(out, n - k_i);
     } else if 0 < n && n <= 21 {
-        k + 1
+        let (int, frac) = digits.split_at_checked(n.unsigned_abs() as usize).unwrap_or((digits, ""));
+        let _ = write!(out, "{int}.{frac}");
     } else if -6 < n && n <= 0 {
-        2 + n.unsigned_abs() as usize + k
+        let _ = out.write_str("0.");
+        zeros(out, -n);
+        let _ = out.write_str(digits);
     } else {
         let e = n - 1;
-        let mantissa = if k == 1 { 1 } else { k + 1 };
-        let exp_digits = e.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1);
-        mantissa + 2 + exp_digits
-    };
-    sign + body
+        let (first, rest) = digits.split_at_checked(1).unwrap_or((digits, ""));
+        let _ = out.write_str(first);
+        if !rest.is_empty() {
+            let _ = write!(out, ".{rest}");
+        }
+        let _ = write!(out, "e{}{}", if e < 0 { '-' } else { '+' }, e.unsigned_abs());
+    }
 }
 
 #[cfg(test)]
@@ -328,6 +449,21 @@ pub(crate) mod tests {
         assert_eq!(json_len(&&v), Ok(serde_json::to_string(&v).unwrap_or_default().encode_utf16().count()));
     }
 
+    fn written(v: &Value) -> String {
+        let mut out = String::new();
+        write_json(&v, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn written_json_is_compact_serialisation() {
+        let source = r#"[{"a":"x\ny\u0001\"\\","b":[1,-2,true,false,null,1.5,1e21]},{},[],"é😀\u007f",{"c":{"d":[]}}]"#;
+        let v: Value = serde_json::from_str(source).unwrap();
+        let js = "[{\"a\":\"x\\ny\\u0001\\\"\\\\\",\"b\":[1,-2,true,false,null,1.5,1e+21]},{},[],\"é😀\u{7f}\",{\"c\":{\"d\":[]}}]";
+        assert_eq!(written(&v), js);
+        assert_eq!(json_len(&&v), Ok(js.encode_utf16().count()));
+    }
+
     #[test]
     fn numbers_print_as_javascript_does() {
         for (x, js) in [
@@ -345,6 +481,9 @@ pub(crate) mod tests {
             (5e-324, "5e-324"),
         ] {
             assert_eq!(js_number_len(x), js.len(), "{x}");
+            let mut out = String::new();
+            write_js_number(x, &mut out);
+            assert_eq!(out, js, "{x}");
         }
         assert_eq!(js_number_len(f64::NAN), 4);
         assert_eq!(int_len(-42), 3);

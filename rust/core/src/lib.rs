@@ -9,6 +9,7 @@
 // Tests may index and unwrap: a panic there is a test failure, not a crash in production.
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod encoding;
 pub mod error;
 pub mod json;
 pub mod pack;

@@ -175,6 +175,44 @@ impl Text<'_> {
         body + 2
     }
 
+    /// Appends the text as `JSON.stringify` writes it (the text [`Text::json_len`]
+    /// measures): quoted, `"` `\` and control characters escaped, non-ASCII kept, a high
+    /// surrogate code point followed by a low one written as the character they pair
+    /// into, a lone surrogate as `\udxxx`.
+    pub fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
+        out.push('"');
+        let mut pending_high: Option<u32> = None;
+        for c in self.code_points() {
+            if let Some(high) = pending_high.take() {
+                if (0xDC00..=0xDFFF).contains(&c) {
+                    let paired = 0x10000 + ((high - 0xD800) << 10) + (c - 0xDC00);
+                    out.push(char::from_u32(paired).unwrap_or('\u{FFFD}'));
+                    continue;
+                }
+                let _ = write!(out, "\\u{high:04x}");
+            }
+            match c {
+                0xD800..=0xDBFF => pending_high = Some(c),
+                0x22 => out.push_str("\\\""),
+                0x5c => out.push_str("\\\\"),
+                0x08 => out.push_str("\\b"),
+                0x09 => out.push_str("\\t"),
+                0x0a => out.push_str("\\n"),
+                0x0c => out.push_str("\\f"),
+                0x0d => out.push_str("\\r"),
+                0x00..=0x1f | 0xDC00..=0xDFFF => {
+                    let _ = write!(out, "\\u{c:04x}");
+                }
+                _ => out.push(char::from_u32(c).unwrap_or('\u{FFFD}')),
+            }
+        }
+        if let Some(high) = pending_high {
+            let _ = write!(out, "\\u{high:04x}");
+        }
+        out.push('"');
+    }
+
     /// Whether the text opens with `prefix` (ASCII).
     pub fn starts_with(&self, prefix: &str) -> bool {
         let p = prefix.as_bytes();
@@ -405,6 +443,23 @@ mod tests {
         let mut long = vec![0x1F600u32; 300];
         long[299] = 0xDC00;
         assert_eq!(Text::Ucs4(&long).json_len(), 2 + 2 * 299 + 6);
+    }
+
+    fn written(text: Text<'_>) -> String {
+        let mut out = String::new();
+        text.write_json(&mut out);
+        assert_eq!(out.encode_utf16().count(), text.json_len(), "{out:?}");
+        out
+    }
+
+    #[test]
+    fn written_json_escapes_as_javascript_does() {
+        for s in ["", "plain", "q\"b\\s", "\n\t\r\u{8}\u{c}", "\u{1}\u{1f}", "é😀\u{7f}", "\u{2028}"] {
+            assert_eq!(written(Text::Utf8(s)), serde_json::to_string(s).unwrap(), "{s:?}");
+        }
+        assert_eq!(written(Text::Latin1(b"caf\xe9\x01")), "\"café\\u0001\"");
+        assert_eq!(written(Text::Ucs2(&[0xD83D, 0xDE00, 0xD83D, 0x61, 0xDE00])), "\"😀\\ud83da\\ude00\"");
+        assert_eq!(written(Text::Ucs4(&[0x1F600, 0xDBFF])), "\"😀\\udbff\"");
     }
 
     fn snippet<'a>(parts: impl IntoIterator<Item = Text<'a>>, max_units: usize) -> String {

@@ -1,10 +1,12 @@
 //! `pack_handoff`'s arguments, read without a round trip through Python in the plain case.
 //!
 //! The rules live once, in `contextfold._contract.pack_arguments`. This module only
-//! recognises arguments that are plainly valid (exact ints in range, no estimator, pins a
-//! list or tuple of ints, known shape and cut) and reads them directly; anything else goes
-//! to `pack_arguments`, which raises the error or normalises the value.
+//! recognises arguments that are plainly valid (exact ints in range, no estimator or an
+//! embedded encoding's name, pins a list or tuple of ints, known shape and cut) and reads
+//! them directly; anything else goes to `pack_arguments`, which raises the error or
+//! normalises the value.
 
+use contextfold_core::encoding::Encoding;
 use contextfold_core::pack::{Cut, Dialect};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -40,7 +42,8 @@ pub struct PackArgs<'py> {
     pub budget: u64,
     /// The budget as the result reports it.
     pub budget_int: Bound<'py, PyAny>,
-    /// `contextfold._contract`'s helper pair for a custom estimator.
+    /// An embedded encoding's name, or `contextfold._contract`'s helper pair for a custom
+    /// estimator.
     pub sizers: Option<Bound<'py, PyAny>>,
     pub pinned: Vec<usize>,
     pub summary: Option<String>,
@@ -64,9 +67,14 @@ impl<'py> RawArgs<'py> {
         let target = exact_u64(&self.target)?;
         let reserve = exact_u64(&self.reserve)?;
         let budget = target.checked_sub(reserve)?;
-        if !self.estimate.is_none() {
-            return None;
-        }
+        // No estimator, or an embedded encoding's name: both are sized natively.
+        let sizers = if self.estimate.is_none() {
+            None
+        } else {
+            let name = self.estimate.cast_exact::<PyString>().ok()?;
+            Encoding::from_name(name.to_str().ok()?)?;
+            Some(self.estimate.clone())
+        };
         let pinned = if let Ok(list) = self.pinned.cast_exact::<PyList>() {
             list.iter().map(|p| exact_u64(&p).and_then(|p| usize::try_from(p).ok())).collect::<Option<Vec<_>>>()?
         } else {
@@ -94,7 +102,7 @@ impl<'py> RawArgs<'py> {
         Some(PackArgs {
             budget,
             budget_int: budget.into_pyobject(self.target.py()).ok()?.into_any(),
-            sizers: None,
+            sizers,
             pinned,
             summary,
             system: (!self.system.is_none()).then(|| self.system.clone()),

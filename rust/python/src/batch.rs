@@ -18,6 +18,7 @@
 //! packing does.
 
 use crate::node::{shape_of, text_of};
+use contextfold_core::encoding::{Encoding, ExactTokens};
 use contextfold_core::pack::{self, PackOptions, Packed};
 use contextfold_core::tokens::CharsPerToken;
 use contextfold_core::transcript::Transcript;
@@ -205,25 +206,30 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
     chunk.transcripts.push(Extracted { index, roots, messages, outcome: None });
 }
 
-/// Packs every transcript of the chunk.
-fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions]) {
+/// Packs every transcript of the chunk, sized by `exact` (chars/4 when `None`).
+fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions], exact: Option<Encoding>) {
     let Chunk { arena, transcripts, .. } = chunk;
     for t in transcripts.iter_mut() {
         let Some(opts) = options.get(t.index) else { continue };
         let messages: Vec<Node<'_, 'static>> = t.roots.iter().map(|&at| arena.node(at)).collect();
-        t.outcome = Some(Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts)));
+        t.outcome = Some(match exact {
+            None => Transcript::new(&messages, CharsPerToken).and_then(|mut t| pack::pack(&mut t, opts)),
+            Some(encoding) => {
+                Transcript::new(&messages, ExactTokens::new(encoding)).and_then(|mut t| pack::pack(&mut t, opts))
+            }
+        });
     }
 }
 
 /// Packs chunks from the queue until it is closed and empty, sending each back.
-fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions]) {
+fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions], exact: Option<Encoding>) {
     loop {
         let next = match queue.lock() {
             Ok(queue) => queue.recv(),
             Err(_) => return,
         };
         let Ok(mut chunk) = next else { return };
-        pack_chunk(&mut chunk, options);
+        pack_chunk(&mut chunk, options, exact);
         if done.send(chunk).is_err() {
             return;
         }
@@ -286,6 +292,7 @@ pub fn thread_count(requested: usize) -> usize {
 pub fn pack_detached(
     transcripts: &Bound<'_, PyList>,
     options: &[PackOptions],
+    exact: Option<Encoding>,
     threads: usize,
     fairness: &mut Fairness<'_>,
 ) -> PyResult<Vec<Option<Detached>>> {
@@ -300,7 +307,7 @@ pub fn pack_detached(
         for _ in 1..threads {
             let done = done_tx.clone();
             let queue = &queue;
-            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options));
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options, exact));
             if spawned.is_err() {
                 break;
             }
@@ -321,7 +328,7 @@ pub fn pack_detached(
                 Err(TrySendError::Full(mut mine) | TrySendError::Disconnected(mut mine)) => {
                     // The workers are busy: pack this chunk here, without a GIL round
                     // trip per chunk (see `Fairness`).
-                    pack_chunk(&mut mine, options);
+                    pack_chunk(&mut mine, options, exact);
                     mine.recycle(py, &mut results);
                     chunk.recycle(py, &mut results);
                     chunk = mine;
@@ -331,7 +338,7 @@ pub fn pack_detached(
             fairness.tick()?;
         }
         drop(queue_tx);
-        py.detach(|| work(&queue, &done_tx, options));
+        py.detach(|| work(&queue, &done_tx, options, exact));
         drop(done_tx);
         // Leaving the scope joins the workers; every chunk has been sent back by then.
         Ok(())

@@ -43,13 +43,13 @@ fn with_transcript<'py, T>(
     with_nodes(&nodes(messages)?, new_sizer(estimate)?, f)
 }
 
-/// A sizer for `estimate` (chars/4 when `None`); for a custom estimator, which may call
-/// contextfold again, only with stack left for it.
+/// A sizer for `estimate` (chars/4 when `None`, or an encoding name); for a custom
+/// estimator, which may call contextfold again, only with stack left for it.
 fn new_sizer(estimate: Option<Bound<'_, PyAny>>) -> PyResult<PySizer<'_>> {
     if estimate.is_some() {
         sizer::check_stack()?;
     }
-    Ok(PySizer::new(estimate))
+    PySizer::new(estimate)
 }
 
 /// Runs `f` on a transcript of `nodes` sized by `sizer`.
@@ -70,6 +70,15 @@ fn with_nodes<'py, T>(
 fn estimate_tokens(text: &Bound<'_, PyString>) -> PyResult<u64> {
     let units = node::with_text(text, |t: Text<'_>| t.utf16_len())?;
     Ok(contextfold_core::tokens::estimate_units(units))
+}
+
+/// Exact tokens of `text` in the embedded encoding `name` (the GIL released for long
+/// texts).
+#[pyfunction]
+fn count_tokens(text: &Bound<'_, PyString>, name: &str) -> PyResult<usize> {
+    let encoding = sizer::encoding(name)?;
+    let mut transcoded = String::new();
+    node::with_text(text, |t: Text<'_>| sizer::count(text.py(), encoding, t, &mut transcoded))
 }
 
 /// Tokens of one message.
@@ -226,7 +235,8 @@ fn pack_handoff<'py>(
 /// Packs many transcripts (the same options for each, a system-prompt size each) on up
 /// to `threads` threads with the GIL released; a list of what `pack_handoff` returns.
 #[pyfunction]
-#[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads))]
+#[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads, encoding=None))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python wrapper's arguments
 fn pack_many<'py>(
     transcripts: &Bound<'py, PyList>,
     budget: Bound<'py, PyInt>,
@@ -234,8 +244,10 @@ fn pack_many<'py>(
     dialect: &str,
     chunk_tokens: Option<Bound<'py, PyInt>>,
     threads: Bound<'py, PyInt>,
+    encoding: Option<Bound<'py, PyString>>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
+    let exact = encoding.as_ref().map(|name| sizer::encoding(&name.to_cow()?)).transpose()?;
     let budget_int = budget.clone().into_any();
     let budget = args::whole_u64("budget", &budget)?;
     let dialect = args::dialect(dialect)
@@ -256,8 +268,11 @@ fn pack_many<'py>(
         .collect();
     let mut fairness = batch::Fairness::new(py);
     let threads = batch::thread_count(threads.extract().unwrap_or(usize::MAX));
-    let detached =
-        if threads > 1 { batch::pack_detached(transcripts, &options, threads, &mut fairness)? } else { Vec::new() };
+    let detached = if threads > 1 {
+        batch::pack_detached(transcripts, &options, exact, threads, &mut fairness)?
+    } else {
+        Vec::new()
+    };
     let mut out = Vec::with_capacity(options.len());
     let mut detached = detached.into_iter();
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options) {
@@ -269,8 +284,9 @@ fn pack_many<'py>(
             // error exactly as one-by-one packing does.
             _ => {
                 let snapshot = nodes(&transcript).map_err(|e| in_transcript(py, e, i))?;
-                let packed = with_nodes(&snapshot, PySizer::new(None), |t| pack::pack(t, opts))
-                    .map_err(|e| in_transcript(py, e, i))?;
+                let sizer = PySizer::new(encoding.clone().map(Bound::into_any)).map_err(|e| in_transcript(py, e, i))?;
+                let packed =
+                    with_nodes(&snapshot, sizer, |t| pack::pack(t, opts)).map_err(|e| in_transcript(py, e, i))?;
                 (packed, snapshot)
             }
         };
@@ -472,9 +488,9 @@ fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
 mod _native {
     #[pymodule_export]
     use super::{
-        _scan_floor, canonical_path, compact_tail_start_for_budget, estimate_tokens, handoff_line, message_tokens,
-        message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests, pinned_directive_index,
-        rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
+        _scan_floor, canonical_path, compact_tail_start_for_budget, count_tokens, estimate_tokens, handoff_line,
+        message_tokens, message_tokens_array, pack_handoff, pack_lines, pack_many, pack_request, pack_requests,
+        pinned_directive_index, rank_by_count, repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]

@@ -182,8 +182,7 @@ pub struct PackedLines {
 /// Packs every non-blank line of `block` (lines end with `\n`; a line is a request
 /// body or a bare array of messages), on up to `threads` threads.
 pub fn pack_lines(block: &[u8], options: &PackOptions, threads: usize) -> PackedLines {
-    let lines: Vec<(usize, &[u8])> = block
-        .split(|&b| b == b'\n')
+    let lines: Vec<(usize, &[u8])> = scan::lines(block)
         .enumerate()
         .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
         .collect();

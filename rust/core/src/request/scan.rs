@@ -272,6 +272,33 @@ fn masks(block: &[u8; 64]) -> Masks {
     Masks { quote: byte_mask(block, b'"'), backslash: byte_mask(block, b'\\'), control: control_mask(block) }
 }
 
+/// The lines of `block` (split at `\n`, as `bytes.split(b"\n")` splits), found a
+/// 64-byte mask at a time: a byte-by-byte split was a fifth of the CLI's time.
+pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    let mut at = 0;
+    let mut mask = 0u64;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        while mask == 0 {
+            if at >= block.len() {
+                done = true;
+                return block.get(start..);
+            }
+            mask = byte_mask(&block_at(block, at), b'\n');
+            at += 64;
+        }
+        let end = at - 64 + mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        let line = block.get(start..end);
+        start = end + 1;
+        line
+    })
+}
+
 /// The bytes a backslash escapes, and the escaping backslashes, of a block whose
 /// `backslash` mask is given; `carry` says whether the block's first byte is escaped
 /// (a backslash ended the previous block) and is updated for the next block.
@@ -721,6 +748,13 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn lines_split_as_slices_split(text in proptest::collection::vec(proptest::sample::select(vec![b'\n', b'a', b' ']), 0..300)) {
+            let ours: Vec<&[u8]> = lines(&text).collect();
+            let theirs: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+            prop_assert_eq!(ours, theirs);
+        }
+
         #[test]
         fn escaped_bytes_match_a_byte_by_byte_walk(text in proptest::collection::vec(proptest::sample::select(vec![b'\\', b'a', b'"']), 0..200)) {
             let (mut carry, mut naive_escaped) = (0u64, false);
