@@ -174,3 +174,19 @@ def bench_pack_many_beside_a_busy_thread(
     }
     benchmark.group = f"2,000 transcripts @ {BUDGET}, beside a busy Python thread"
     benchmark.pedantic(runs[how], rounds=5, iterations=1)
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+def bench_pack_handoff_200_000_pins(benchmark: Any, backend: str) -> None:
+    """Every message pinned: each pin finds its segment in O(1), not by a scan."""
+    impl = native() if backend == "native" else reference
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(200_000)]
+    pins = list(range(len(messages)))
+    benchmark.group = "pack_handoff 200,000 pins"
+    saved = _backend.impl
+    _backend.impl = impl
+    try:
+        packed = benchmark(lambda: pack_handoff(messages, target_context_tokens=1_000, pinned=pins))
+    finally:
+        _backend.impl = saved
+    assert packed.kept == pins

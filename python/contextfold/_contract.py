@@ -40,12 +40,26 @@ Sizing = Sizers | EncodingName | None
 or a custom estimator's pair."""
 
 
-def whole(name: str, value: Any, minimum: int = 0) -> int:
-    """``value`` as an int of at least ``minimum``; bools and floats are refused."""
+U64_MAX = 2**64 - 1
+"""The largest count, index, budget or size the native core holds (a u64). Both backends
+refuse larger ints with an :class:`ArgumentError` naming the argument, rather than one
+computing and the other failing."""
+I64_MAX = 2**63 - 1
+"""The largest signed index the native core holds (``verbatim_start``'s ``i``)."""
+ESTIMATE_MAX = U64_MAX - MESSAGE_OVERHEAD
+"""The largest estimate a custom estimator may return: a message's size, the estimate
+plus its overhead, must fit a u64."""
+
+
+def whole(name: str, value: Any, minimum: int = 0, maximum: int | None = U64_MAX) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum`` (``None``: no bound, for a count
+    the backends cap themselves); bools and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ArgumentError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ArgumentError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
 
 
@@ -160,12 +174,14 @@ def image_tokens_for(sizing: str, image_tokens: int, estimate: Estimator | str |
 
 
 def checked(estimate: Estimator, text: str) -> int:
-    """``estimate(text)``, verified to be a non-negative int."""
+    """``estimate(text)``, verified to be an int from 0 to :data:`ESTIMATE_MAX`."""
     tokens = estimate(text)
     if isinstance(tokens, bool) or not isinstance(tokens, int):
         raise EstimatorError(f"estimate_tokens must return an int, got {type(tokens).__name__}")
     if tokens < 0:
         raise EstimatorError(f"estimate_tokens must return a non-negative int, got {tokens}")
+    if tokens > ESTIMATE_MAX:
+        raise EstimatorError(f"estimate_tokens must return at most {ESTIMATE_MAX}, got {tokens}")
     return int(tokens)
 
 

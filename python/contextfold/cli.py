@@ -117,7 +117,7 @@ def _pack(args: argparse.Namespace) -> int:
     # Options are checked once, before any line is read: a bad one is one message.
     handoff_budget(args.context_tokens, args.reserve_output_tokens)
     chunk_size(args.context_tokens - args.reserve_output_tokens, args.shape, args.cut, None)
-    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1)
+    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1, None)
     err = Console(stderr=True)
     summary = Summary()
     started = time.perf_counter()
@@ -155,6 +155,9 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 def _window(args: argparse.Namespace) -> int:
+    # Bad options are one error for the run, not one a line.
+    whole("--window", args.window, 4)
+    whole("--token-budget", args.token_budget, 4)
     failed = 0
     with _open_input(args.file) as stream:
         print("line\tmessages\ttokens\twindow_start\twindow_messages\twindow_tokens")

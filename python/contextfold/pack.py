@@ -210,7 +210,7 @@ def pack_many(
     """
     budget = handoff_budget(target_context_tokens, reserve_output_tokens)
     chunk = chunk_size(budget, shape, cut, chunk_tokens)
-    count = 0 if threads is None else whole("threads", threads, 1)  # 0: the backend picks
+    count = 0 if threads is None else whole("threads", threads, 1, None)  # 0: the backend picks
     if not isinstance(transcripts, list):
         transcripts = list(transcripts)
     if systems is not None and len(systems) != len(transcripts):

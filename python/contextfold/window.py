@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _backend
-from ._contract import EncodingName, Estimator, sizers, whole
+from ._contract import I64_MAX, EncodingName, Estimator, sizers, whole
 from .errors import ArgumentError
 from .tokens import Message
 
@@ -103,7 +103,7 @@ def window_start_array(
 
 def verbatim_start(convo: Sequence[Message], i: int) -> int:
     """``i`` clamped to ``[0, len(convo)]``, then moved forward past ``tool`` messages."""
-    return int(_backend.impl.verbatim_start(convo, whole("i", i, -(2**62))))
+    return int(_backend.impl.verbatim_start(convo, whole("i", i, -(2**62), I64_MAX)))
 
 
 def compact_tail_start(convo: Sequence[Message], n: int) -> int:
@@ -128,7 +128,7 @@ def compact_tail_start_for_budget(
 
 def pinned_directive_index(convo: Sequence[Message], tail_start: int) -> int:
     """Index of the last user message when it lies before ``tail_start``, else -1."""
-    return int(_backend.impl.pinned_directive_index(convo, whole("tail_start", tail_start, -(2**62))))
+    return int(_backend.impl.pinned_directive_index(convo, whole("tail_start", tail_start, -(2**62), I64_MAX)))
 
 
 def assemble_compacted(system_prompt: str, convo: Sequence[Message], note: str, covered_end: int) -> list[Any]:

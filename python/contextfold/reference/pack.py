@@ -26,8 +26,8 @@ from .._contract import (
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
-from .items import CALL, OUTPUT, REASONING
-from .tokens import Transcript, message_tokens
+from .items import CALL, OUTPUT, REASONING, check_item, marks_responses
+from .tokens import Transcript, checked_role, message_tokens
 
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
 SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
@@ -105,6 +105,14 @@ def snippet(parts: list[str], max_units: int) -> str:
 
 
 def handoff_line(message: dict[str, Any]) -> str:
+    if marks_responses(message):
+        check_item(message)
+    else:
+        checked_role(message)
+    return _line(message)
+
+
+def _line(message: dict[str, Any]) -> str:
     label = message.get("role")
     if not isinstance(label, str):
         label = message.get("type")
@@ -243,7 +251,7 @@ class _Packer:
             return None
         lines_units = 0
         for i in reversed(dropped[-NOTE_MAX_LINES:] if dropped else []):
-            line = handoff_line(self.t.messages[i])
+            line = _line(self.t.messages[i])
             units = lines_units + 3 + utf16_len(line)
             newest.append(line)
             cost = self.listing_cost(newest, total, units)
@@ -336,11 +344,12 @@ class _Packer:
             None,
         )
         pinned = [p for p in self.pinned if prefix <= p < end and roles[p] in ("user", "assistant")]
+        # Each message's segment, so that marking a pin costs O(1) however many there are.
+        segment_of = [0] * (end - prefix)
+        for k, (start, stop, _) in enumerate(segs):
+            segment_of[start - prefix : stop - prefix] = [k] * (stop - start)
         for i in ([] if directive is None else [directive]) + pinned:
-            for seg in segs:
-                if seg[0] <= i < seg[1]:
-                    seg[2] = True
-                    break
+            segs[segment_of[i - prefix]][2] = True
         core = t.sum(0, prefix)
         for seg in segs:
             if seg[2]:

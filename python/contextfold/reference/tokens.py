@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._contract import (
+    I64_MAX,
     MESSAGE_OVERHEAD,
     PerMessage,
     Sizing,
@@ -132,7 +133,13 @@ def message_tokens_array(messages: Any, estimate: Sizing = None, image_tokens: i
     t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 
-    return np.fromiter((t.tokens(i) for i in range(len(t))), dtype=np.int64, count=len(t))
+    return np.fromiter((_int64(i, t.tokens(i)) for i in range(len(t))), dtype=np.int64, count=len(t))
+
+
+def _int64(i: int, size: int) -> int:
+    if size > I64_MAX:
+        raise ArgumentError(f"message {i} costs {size} tokens, more than an int64 array holds")
+    return size
 
 
 def check_limits(window: int, token_budget: int) -> None:

@@ -314,8 +314,17 @@ impl ExactTokens {
 }
 
 impl<N: JsonNode> Sizer<N> for ExactTokens {
-    fn message_tokens(&mut self, _index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+    fn message_tokens(&mut self, _index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         let text = message_text(message, checked, &mut self.text)?;
+        Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
+        // A system prompt is a message, never sized whole, so only its content is read.
+        let Some(content) = checked.content.as_ref() else {
+            return Err(CoreError::Internal("a system prompt sized without content"));
+        };
+        let text = message_text(content, checked, &mut self.text)?;
         Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)
     }
 
@@ -358,7 +367,7 @@ mod tests {
 
     fn message_cost(message: &serde_json::Value) -> Result<u64, CoreError> {
         let checked = crate::tokens::check_message(&message)?;
-        ExactTokens::new(Encoding::O200kBase).message_tokens(0, &message, &checked)
+        ExactTokens::new(Encoding::O200kBase).message_tokens(None, &message, &checked)
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub enum CoreError {
     Argument(String),
     /// A caller-supplied callback failed; the binding keeps the original exception.
     Callback,
+    /// A state the core's own logic rules out (a bug if ever seen), named for the report.
+    Internal(&'static str),
 }
 
 impl CoreError {
@@ -43,6 +45,12 @@ impl CoreError {
     #[cold]
     pub fn argument(text: impl Into<String>) -> Self {
         CoreError::Argument(text.into())
+    }
+
+    /// An impossible state, reported instead of a panic.
+    #[cold]
+    pub fn internal(what: &'static str) -> Self {
+        CoreError::Internal(what)
     }
 
     /// The same error, attributed to message `index` when it names no message yet.
@@ -78,6 +86,7 @@ impl fmt::Display for CoreError {
             }
             CoreError::Argument(text) => f.write_str(text),
             CoreError::Callback => f.write_str("a callback raised"),
+            CoreError::Internal(what) => write!(f, "internal error in contextfold: {what} (please report it)"),
         }
     }
 }

@@ -195,25 +195,26 @@ trait Sink {
     fn int(&mut self, i: i64);
 }
 
-/// Counts UTF-16 units.
+/// Counts UTF-16 units, saturating at `usize::MAX` (see [`crate::tokens`]: only a value
+/// repeating one object past what memory could hold written out gets there).
 struct Length(usize);
 
 impl Sink for Length {
     fn ascii(&mut self, s: &'static str) {
-        self.0 += s.len();
+        self.0 = self.0.saturating_add(s.len());
     }
     fn string_len(&mut self, json_len: usize) -> bool {
-        self.0 += json_len;
+        self.0 = self.0.saturating_add(json_len);
         true
     }
     fn string(&mut self, text: Text<'_>) {
-        self.0 += text.json_len();
+        self.0 = self.0.saturating_add(text.json_len());
     }
     fn number(&mut self, x: f64) {
-        self.0 += js_number_len(x);
+        self.0 = self.0.saturating_add(js_number_len(x));
     }
     fn int(&mut self, i: i64) {
-        self.0 += int_len(i);
+        self.0 = self.0.saturating_add(int_len(i));
     }
 }
 

@@ -24,6 +24,9 @@ pub mod transcript;
 pub mod tree;
 pub mod window;
 
+#[cfg(test)]
+mod no_wrap_tests;
+
 pub use error::{CoreError, Problem};
 pub use json::{JsonNode, Key, MessageFields, Shape, View};
 pub use text::Text;

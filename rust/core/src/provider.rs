@@ -64,7 +64,7 @@ fn visit_kind(kind: &Text<'_>, blocks: &mut u64) -> Visit {
 }
 
 impl<N: JsonNode> Sizer<N> for Sizing {
-    fn message_tokens(&mut self, index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+    fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         let Sizing::Provider { image_tokens } = *self else {
             return CharsPerToken.message_tokens(index, message, checked);
         };
@@ -74,6 +74,15 @@ impl<N: JsonNode> Sizer<N> for Sizing {
         } else {
             message_units_with(checked, &mut opaque)?
         };
+        Ok((estimate_units(units) + MESSAGE_OVERHEAD).saturating_add(opaque.blocks.saturating_mul(image_tokens)))
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
+        let Sizing::Provider { image_tokens } = *self else {
+            return <CharsPerToken as Sizer<N>>::system_tokens(&mut CharsPerToken, checked);
+        };
+        let mut opaque = Opaque::default();
+        let units = message_units_with(checked, &mut opaque)?;
         Ok((estimate_units(units) + MESSAGE_OVERHEAD).saturating_add(opaque.blocks.saturating_mul(image_tokens)))
     }
 
@@ -95,7 +104,7 @@ mod tests {
     fn tokens(sizing: Sizing, v: &Value) -> u64 {
         let checked = check_message(&v).unwrap();
         let mut sizing = sizing;
-        sizing.message_tokens(0, &v, &checked).unwrap()
+        sizing.message_tokens(Some(0), &v, &checked).unwrap()
     }
 
     const PROVIDER: Sizing = Sizing::Provider { image_tokens: 1_000 };
@@ -125,6 +134,6 @@ mod tests {
         assert_eq!(tokens(PROVIDER, &m), 8 + 4);
         let item = json!({"type": "reasoning", "encrypted_content": sig});
         let checked = crate::items::check_item(&&item).unwrap();
-        assert_eq!(PROVIDER.clone().message_tokens(0, &&item, &checked), Ok(6 + 4));
+        assert_eq!(PROVIDER.clone().message_tokens(Some(0), &&item, &checked), Ok(6 + 4));
     }
 }

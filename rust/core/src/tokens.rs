@@ -6,6 +6,13 @@
 //! A Responses item other than a message ([`crate::items`]) is sized by its whole
 //! compact JSON; [`crate::provider`] sizes opaque payloads otherwise.
 //! [`crate::transcript::Transcript`] sizes messages lazily and remembers each size.
+//!
+//! Nothing wraps. One message's size is a `u64` (an estimate past that is refused where it
+//! enters); every sum of sizes is a `u128`, which holds the exact total of any transcript
+//! (fewer than 2^60 messages fit in memory, each below 2^64 tokens), so totals, cut points
+//! and comparisons are the true figures, as Python's ints give them in the reference.
+//! UTF-16 lengths are `usize` and saturate: only a value that repeats one object more often
+//! than memory could hold it written out comes near `usize::MAX`.
 
 use crate::error::{CoreError, Problem};
 use crate::items::Item;
@@ -165,16 +172,24 @@ pub fn message_units_with<N: JsonNode, V: Visitor<N>>(
         None => 0,
         Some(calls) => json_len_with(calls, visitor).map_err(|p| CoreError::field(None, "tool_calls", p))?,
     };
-    Ok(content + calls)
+    Ok(content.saturating_add(calls))
 }
 
 /// How messages and note texts are sized.
 pub trait Sizer<N> {
-    /// Tokens of message `index` (overhead included), given its checked fields.
+    /// Tokens of a message (overhead included), given its checked fields; `index` is its
+    /// place in a transcript, `None` for a message sized on its own.
     ///
     /// # Errors
     /// When the message is malformed or a custom estimator fails.
-    fn message_tokens(&mut self, index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError>;
+    fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError>;
+
+    /// Tokens of a separate system prompt: a system message whose content is
+    /// `checked.content` (see [`system_tokens`]).
+    ///
+    /// # Errors
+    /// When nested content has no JSON form or a custom estimator fails.
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError>;
 
     /// Tokens of a note's text (without the per-message overhead).
     ///
@@ -190,18 +205,52 @@ pub trait Sizer<N> {
     }
 }
 
+/// Tokens of one message sized on its own: errors name its field, not an index.
+///
+/// # Errors
+/// When the message is malformed or a custom estimator fails.
+pub fn message_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, message: &N) -> Result<u64, CoreError> {
+    let checked = check_message(message)?;
+    sizer.message_tokens(None, message, &checked)
+}
+
+/// Tokens of a separate system prompt (Anthropic's `system`): it costs what a system
+/// message with it as content costs. It is a str, a list of blocks, or null for none
+/// (0 tokens).
+///
+/// # Errors
+/// When it is none of those (field `system`), nested content has no JSON form, or a
+/// custom estimator fails.
+pub fn system_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, system: N) -> Result<u64, CoreError> {
+    match system.shape() {
+        Shape::Null => Ok(0),
+        Shape::Str | Shape::Array => sizer.system_tokens(&Checked {
+            role: Role::System,
+            content: Some(system),
+            tool_calls: None,
+            item: crate::items::Item::Message,
+            call_id: None,
+        }),
+        _ => Err(CoreError::wrong_type("system", "str, list or None", system.type_name())),
+    }
+}
+
 /// The default estimator: four UTF-16 units a token.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsPerToken;
 
 impl<N: JsonNode> Sizer<N> for CharsPerToken {
-    fn message_tokens(&mut self, _index: usize, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+    fn message_tokens(&mut self, _index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         let units = if checked.item.sized_whole() {
             json_len(message).map_err(|p| CoreError::field(None, "", p))?
         } else {
             message_units(checked)?
         };
         Ok(estimate_units(units) + MESSAGE_OVERHEAD)
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
+        Ok(estimate_units(message_units(checked)?) + MESSAGE_OVERHEAD)
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
@@ -272,7 +321,7 @@ impl Sizes for ArraySizes<'_> {
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        Ok(self.sizes.get(i).map_or(0, |&s| s.unsigned_abs()))
+        self.sizes.get(i).map(|&s| s.unsigned_abs()).ok_or(CoreError::internal("size index out of range"))
     }
 }
 
@@ -282,8 +331,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn tokens(v: &Value) -> Result<u64, CoreError> {
-        let checked = check_message(&v)?;
-        CharsPerToken.message_tokens(0, &v, &checked)
+        message_tokens(&mut CharsPerToken, &v)
     }
 
     #[test]

@@ -7,14 +7,13 @@ use crate::items::{check_item, marks_responses, Format};
 use crate::json::{JsonNode, Shape};
 use crate::tokens::{check_fields, check_message, Checked, Role, Sizer, Sizes};
 
-const UNSIZED: u64 = u64::MAX;
-
 /// A transcript whose roles are read (and validated) up front and whose sizes are
 /// computed on first use.
 pub struct Transcript<'m, N, S> {
     messages: &'m [N],
     checked: Vec<Checked<N>>,
-    sizes: Vec<u64>,
+    /// Each message's size once computed.
+    sizes: Vec<Option<u64>>,
     sizer: S,
     responses: bool,
 }
@@ -42,7 +41,7 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
             Some(checked) => (checked, false),
             None => (check_items(messages)?, true),
         };
-        Ok(Self { messages, checked, sizes: vec![UNSIZED; messages.len()], sizer, responses })
+        Ok(Self { messages, checked, sizes: vec![None; messages.len()], sizer, responses })
     }
 
     /// Whether the entries were read as Responses items.
@@ -65,12 +64,16 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
         &mut self.sizer
     }
 
-    /// Sum of the sizes of messages in `range`.
+    /// Sum of the sizes of messages in `range`: exact (see [`crate::tokens`]).
     ///
     /// # Errors
     /// As [`Sizes::tokens`].
-    pub fn sum(&mut self, range: std::ops::Range<usize>) -> Result<u64, CoreError> {
-        range.map(|i| self.tokens(i)).sum()
+    pub fn sum(&mut self, range: std::ops::Range<usize>) -> Result<u128, CoreError> {
+        let mut total = 0u128;
+        for i in range {
+            total += u128::from(self.tokens(i)?);
+        }
+        Ok(total)
     }
 }
 
@@ -114,12 +117,16 @@ impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
         let (Some(slot), Some(message), Some(checked)) =
             (self.sizes.get_mut(i), self.messages.get(i), self.checked.get(i))
         else {
-            return Err(CoreError::argument(format!("message index {i} out of range")));
+            return Err(CoreError::internal("message index out of range"));
         };
-        if *slot == UNSIZED {
-            *slot = self.sizer.message_tokens(i, message, checked).map_err(|e| e.at(i))?;
+        match *slot {
+            Some(size) => Ok(size),
+            None => {
+                let size = self.sizer.message_tokens(Some(i), message, checked).map_err(|e| e.at(i))?;
+                *slot = Some(size);
+                Ok(size)
+            }
         }
-        Ok(*slot)
     }
 }
 

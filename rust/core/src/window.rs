@@ -57,7 +57,7 @@ fn last_user<T: Sizes>(t: &T) -> Option<usize> {
     (0..t.len()).rev().find(|&i| t.role(i) == Role::User)
 }
 
-/// Where the chunked window starts: `convo[start..]` is what `windowed` keeps.
+/// Where the chunked window starts: `convo[start..]` is what Python's `windowed` keeps.
 ///
 /// # Errors
 /// When a message reached while sizing is malformed.
@@ -86,10 +86,10 @@ fn message_front(n: usize, window: usize) -> usize {
 /// Whether the messages from `from` on cost more than `budget`, sizing from the newest
 /// and stopping as soon as they do.
 fn suffix_exceeds<T: Sizes>(t: &mut T, from: usize, budget: u64) -> Result<bool, CoreError> {
-    let mut sum = 0u64;
+    let mut sum = 0u128;
     for i in (from..t.len()).rev() {
-        sum += t.tokens(i)?;
-        if sum > budget {
+        sum += u128::from(t.tokens(i)?);
+        if sum > u128::from(budget) {
             return Ok(true);
         }
     }
@@ -99,12 +99,12 @@ fn suffix_exceeds<T: Sizes>(t: &mut T, from: usize, budget: u64) -> Result<bool,
 /// `min(max(front, token cut), last_user)`, reading as few sizes as the answer needs.
 fn token_front<T: Sizes>(t: &mut T, limits: WindowLimits, front: usize, last_user: usize) -> Result<usize, CoreError> {
     let n = t.len();
-    let budget = limits.tokens;
-    let chunk = limits.tokens / 4;
-    let mut suffix = 0u64;
+    let budget = u128::from(limits.tokens);
+    let chunk = budget / 4;
+    let mut suffix = 0u128;
     let mut suffix_at_front = None;
     for p in (0..n).rev() {
-        suffix += t.tokens(p)?;
+        suffix += u128::from(t.tokens(p)?);
         if suffix > budget {
             // No cut before p + 1 leaves the rest within budget: the token cut is at or
             // after p + 1, and past the last user turn the answer is the last user turn.
@@ -134,18 +134,18 @@ fn token_front<T: Sizes>(t: &mut T, limits: WindowLimits, front: usize, last_use
 /// The token cut by its definition: the first cut point (where the running total from
 /// the start crosses a multiple of `chunk`) after which the rest fits `budget`; 0 when
 /// everything fits, `len` when no cut point does.
-fn token_cut_from_start<T: Sizes>(t: &mut T, budget: u64, chunk: u64) -> Result<usize, CoreError> {
+fn token_cut_from_start<T: Sizes>(t: &mut T, budget: u128, chunk: u128) -> Result<usize, CoreError> {
     let n = t.len();
-    let mut remaining = 0u64;
+    let mut remaining = 0u128;
     for i in 0..n {
-        remaining += t.tokens(i)?;
+        remaining += u128::from(t.tokens(i)?);
     }
     if remaining <= budget {
         return Ok(0);
     }
-    let mut dropped = 0u64;
+    let mut dropped = 0u128;
     for i in 0..n {
-        let size = t.tokens(i)?;
+        let size = u128::from(t.tokens(i)?);
         let crossed = (dropped + size) / chunk > dropped / chunk;
         dropped += size;
         remaining -= size;
@@ -172,14 +172,14 @@ pub fn verbatim_start<T: Sizes>(t: &T, i: usize) -> usize {
 pub fn compact_tail_start_for_budget<T: Sizes>(t: &mut T, budget: u64) -> Result<usize, CoreError> {
     let n = t.len();
     let mut start = n;
-    let mut sum = 0u64;
+    let mut sum = 0u128;
     while start > 0 {
         let taken = n - start;
         if taken >= COMPACT_TAIL_MAX_MESSAGES {
             break;
         }
-        let cost = t.tokens(start - 1)?;
-        if taken >= COMPACT_TAIL_TURNS && sum + cost > budget {
+        let cost = u128::from(t.tokens(start - 1)?);
+        if taken >= COMPACT_TAIL_TURNS && sum + cost > u128::from(budget) {
             break;
         }
         sum += cost;

@@ -99,8 +99,8 @@ impl<'py> RawArgs<'py> {
         let dialect = dialect(self.shape.cast_exact::<PyString>().ok()?.to_str().ok()?)?;
         let cut = match self.cut.cast_exact::<PyString>().ok()?.to_str().ok()? {
             "greedy" => Cut::Greedy,
-            "chunked" if self.chunk_tokens.is_none() => Cut::Chunked { chunk: (budget / 4).max(1) },
-            "chunked" => Cut::Chunked { chunk: exact_u64(&self.chunk_tokens).filter(|&c| c >= 1)? },
+            "chunked" if self.chunk_tokens.is_none() => Cut::Chunked { chunk: None },
+            "chunked" => Cut::Chunked { chunk: Some(exact_u64(&self.chunk_tokens).filter(|&c| c >= 1)?) },
             _ => return None,
         };
         Some(PackArgs {
@@ -139,9 +139,9 @@ impl<'py> RawArgs<'py> {
                     .map_err(|_| crate::errors::argument(format!("pinned index {p} is out of range for {n} messages")))
             })
             .collect::<PyResult<Vec<_>>>()?;
+        let chunk = chunk.map(|c| whole_u64("chunk_tokens", &c)).transpose()?;
         Ok(PackArgs {
-            // Beyond u64 is beyond any transcript: the core sees "unlimited".
-            budget: budget_int.extract::<u64>().unwrap_or(u64::MAX),
+            budget: whole_u64("budget", budget_int.cast::<PyInt>()?)?,
             budget_int,
             sizers,
             pinned,
@@ -149,9 +149,40 @@ impl<'py> RawArgs<'py> {
             system,
             tools,
             dialect: dialect(&shape).unwrap_or(None),
-            cut: chunk.map_or(Cut::Greedy, |c| Cut::Chunked { chunk: c.extract::<u64>().unwrap_or(u64::MAX) }),
+            cut: match chunk {
+                Some(c) => Cut::Chunked { chunk: Some(c) },
+                None if self.cut.eq("chunked").unwrap_or(false) => Cut::Chunked { chunk: None },
+                None => Cut::Greedy,
+            },
         })
     }
+}
+
+/// An int argument the core holds as a u64; past that, an `ArgumentError` naming it
+/// (worded as `contextfold._contract.whole` words it).
+pub fn whole_u64(name: &str, value: &Bound<'_, PyInt>) -> PyResult<u64> {
+    value.extract::<u64>().map_err(|_| out_of_range(name, value, 0, u64::MAX))
+}
+
+/// [`whole_u64`] for a count or index the core holds as a usize.
+pub fn whole_usize(name: &str, value: &Bound<'_, PyInt>) -> PyResult<usize> {
+    usize::try_from(whole_u64(name, value)?).map_err(|_| out_of_range(name, value, 0, usize::MAX))
+}
+
+/// [`whole_u64`] for a signed index the core holds as an i64.
+pub fn whole_i64(name: &str, value: &Bound<'_, PyInt>) -> PyResult<i64> {
+    value.extract::<i64>().map_err(|_| out_of_range(name, value, i64::MIN, i64::MAX))
+}
+
+#[cold]
+fn out_of_range(
+    name: &str,
+    value: &Bound<'_, PyInt>,
+    min: impl std::fmt::Display,
+    max: impl std::fmt::Display,
+) -> PyErr {
+    let bound = if value.lt(0).unwrap_or(false) { format!("at least {min}") } else { format!("at most {max}") };
+    crate::errors::argument(format!("{name} must be {bound}, got {value}"))
 }
 
 /// An exact `int` that fits a u64 (not a bool, not a subclass).

@@ -84,6 +84,7 @@ pub fn to_py(err: CoreError) -> PyErr {
         CoreError::Message { index, field, problem: Problem::TooDeep } => Class::MessageValue.err((text, index, field)),
         CoreError::Message { index, field, .. } => Class::MessageType.err((text, index, field)),
         CoreError::Argument(_) | CoreError::Callback => Class::Argument.err(text),
+        CoreError::Internal(_) => Class::Contextfold.err(text),
     }
 }
 

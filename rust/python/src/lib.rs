@@ -17,10 +17,10 @@ mod strings;
 use contextfold_core::items::{self, Format};
 use contextfold_core::pack::{self, Cut, PackOptions};
 use contextfold_core::provider::Sizing;
-use contextfold_core::tokens::{ArraySizes, Role, Sizes};
+use contextfold_core::tokens::{self, ArraySizes, Role, Sizes};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
-use contextfold_core::{JsonNode, Shape, Text};
+use contextfold_core::{CoreError, JsonNode, Shape, Text};
 use node::PyNode;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::intern;
@@ -112,7 +112,7 @@ fn tokens_of<'py>(
     messages: &Bound<'py, PyAny>,
     estimate: Option<Bound<'py, PyAny>>,
     image_tokens: Option<u64>,
-) -> PyResult<u64> {
+) -> PyResult<u128> {
     with_nodes(&nodes(messages)?, estimate, Format::Auto, sizing(image_tokens), |t| t.sum(0..t.len()))
 }
 
@@ -126,7 +126,14 @@ fn message_tokens_array<'py>(
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let py = messages.py();
     let sizes = with_nodes(&nodes(messages)?, estimate, Format::Auto, sizing(image_tokens), |t| {
-        (0..t.len()).map(|i| t.tokens(i).map(|s| i64::try_from(s).unwrap_or(i64::MAX))).collect::<Result<Vec<_>, _>>()
+        (0..t.len())
+            .map(|i| {
+                let size = t.tokens(i)?;
+                i64::try_from(size).map_err(|_| {
+                    CoreError::argument(format!("message {i} costs {size} tokens, more than an int64 array holds"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
     })?;
     Ok(PyArray1::from_vec(py, sizes))
 }
@@ -136,11 +143,11 @@ fn message_tokens_array<'py>(
 #[pyo3(signature = (messages, window, token_budget, estimate=None))]
 fn window_start<'py>(
     messages: &Bound<'py, PyAny>,
-    window: usize,
-    token_budget: u64,
+    window: &Bound<'py, PyInt>,
+    token_budget: &Bound<'py, PyInt>,
     estimate: Option<Bound<'py, PyAny>>,
 ) -> PyResult<usize> {
-    let limits = WindowLimits::new(window, token_budget).map_err(errors::to_py)?;
+    let limits = window_limits(window, token_budget)?;
     with_transcript(messages, estimate, |t| window::window_start(t, limits))
 }
 
@@ -149,18 +156,26 @@ fn window_start<'py>(
 fn window_start_array(
     sizes: PyReadonlyArray1<'_, i64>,
     user: PyReadonlyArray1<'_, bool>,
-    window: usize,
-    token_budget: u64,
+    window: &Bound<'_, PyInt>,
+    token_budget: &Bound<'_, PyInt>,
 ) -> PyResult<usize> {
-    let limits = WindowLimits::new(window, token_budget).map_err(errors::to_py)?;
+    let limits = window_limits(window, token_budget)?;
     let mut arrays = ArraySizes::new(sizes.as_slice()?, user.as_slice()?).map_err(errors::to_py)?;
     window::window_start(&mut arrays, limits).map_err(errors::to_py)
 }
 
+/// The window limits, checked.
+fn window_limits(window: &Bound<'_, PyInt>, token_budget: &Bound<'_, PyInt>) -> PyResult<WindowLimits> {
+    let window = args::whole_usize("window", window)?;
+    let token_budget = args::whole_u64("token_budget", token_budget)?;
+    WindowLimits::new(window, token_budget).map_err(errors::to_py)
+}
+
 /// `i` clamped, then moved past `tool` messages.
 #[pyfunction]
-fn verbatim_start(messages: &Bound<'_, PyAny>, i: i64) -> PyResult<usize> {
-    let at = usize::try_from(i.max(0)).unwrap_or(usize::MAX);
+fn verbatim_start(messages: &Bound<'_, PyAny>, i: &Bound<'_, PyInt>) -> PyResult<usize> {
+    // Clamped: any index past the end (usize::MAX included) means the end.
+    let at = usize::try_from(args::whole_i64("i", i)?.max(0)).unwrap_or(usize::MAX);
     with_transcript(messages, None, |t| Ok(window::verbatim_start(t, at)))
 }
 
@@ -169,16 +184,18 @@ fn verbatim_start(messages: &Bound<'_, PyAny>, i: i64) -> PyResult<usize> {
 #[pyo3(signature = (messages, budget, estimate=None))]
 fn compact_tail_start_for_budget<'py>(
     messages: &Bound<'py, PyAny>,
-    budget: u64,
+    budget: &Bound<'py, PyInt>,
     estimate: Option<Bound<'py, PyAny>>,
 ) -> PyResult<usize> {
+    let budget = args::whole_u64("budget", budget)?;
     with_transcript(messages, estimate, |t| window::compact_tail_start_for_budget(t, budget))
 }
 
 /// Index of the last user message when it lies before `tail_start`, else -1.
 #[pyfunction]
-fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: i64) -> PyResult<i64> {
-    let before = usize::try_from(tail_start.max(0)).unwrap_or(usize::MAX);
+fn pinned_directive_index(messages: &Bound<'_, PyAny>, tail_start: &Bound<'_, PyInt>) -> PyResult<i64> {
+    // Clamped, as in `verbatim_start`.
+    let before = usize::try_from(args::whole_i64("tail_start", tail_start)?.max(0)).unwrap_or(usize::MAX);
     with_transcript(messages, None, |t| {
         Ok(window::pinned_directive_index(t, before).and_then(|i| i64::try_from(i).ok()).unwrap_or(-1))
     })
@@ -222,13 +239,14 @@ fn pack_handoff<'py>(
     let n = messages.len().unwrap_or(0);
     let args = raw.check(n)?;
     // The separate system prompt and the tool definitions cost what a system message
-    // with that content costs.
+    // with that content costs (sums past u64 saturate: nothing that large fits).
+    if args.sizers.is_some() {
+        sizer::check_stack()?;
+    }
+    let mut sizer = PySizer::new(args.sizers.clone(), sizing(image_tokens))?;
     let mut system_tokens = 0u64;
     for content in [&args.system, &args.tools].into_iter().flatten() {
-        let message = PyDict::new(py);
-        message.set_item(intern!(py, "role"), intern!(py, "system"))?;
-        message.set_item(intern!(py, "content"), content)?;
-        let tokens = message_tokens(message.into_any(), args.sizers.clone(), image_tokens)?;
+        let tokens = tokens::system_tokens(&mut sizer, PyNode(content.clone())).map_err(|e| sizer.take_error(e))?;
         system_tokens = system_tokens.saturating_add(tokens);
     }
     let options = PackOptions {
@@ -263,13 +281,15 @@ fn pack_many<'py>(
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
     let exact = encoding.as_ref().map(|name| sizer::encoding(&name.to_cow()?)).transpose()?;
-    let budget_int = budget.into_any();
-    // Beyond u64 is beyond any transcript: the core sees "unlimited".
-    let budget = budget_int.extract::<u64>().unwrap_or(u64::MAX);
+    let budget_int = budget.clone().into_any();
+    let budget = args::whole_u64("budget", &budget)?;
     let dialect = args::dialect(dialect).ok_or_else(|| {
         errors::argument(format!("shape must be 'auto', 'openai', 'anthropic' or 'responses', not {dialect:?}"))
     })?;
-    let cut = chunk_tokens.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: chunk.extract().unwrap_or(u64::MAX) });
+    let cut = match chunk_tokens {
+        Some(chunk) => Cut::Chunked { chunk: Some(args::whole_u64("chunk_tokens", &chunk)?) },
+        None => Cut::Greedy,
+    };
     let options: Vec<PackOptions> = (0..transcripts.len())
         .map(|i| PackOptions {
             budget,
@@ -508,8 +528,8 @@ fn repo_path<'py>(
 
 /// One note line for `message`.
 #[pyfunction]
-fn handoff_line(message: Bound<'_, PyAny>) -> String {
-    pack::handoff_line(&PyNode(message))
+fn handoff_line(message: Bound<'_, PyAny>) -> PyResult<String> {
+    pack::handoff_line(&PyNode(message)).map_err(errors::to_py)
 }
 
 /// Reads each message's role and string content length: the least any windowing must

@@ -13,8 +13,9 @@ use contextfold_core::encoding::{message_text, Encoding, ExactTokens};
 use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{CharsPerToken, Checked, Sizer, MESSAGE_OVERHEAD};
 use contextfold_core::{CoreError, Text};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyDict, PyString};
 
 /// Texts at least this many UTF-16 units long are counted with the GIL released; for
 /// shorter ones the release and retake would cost more than the count.
@@ -94,7 +95,7 @@ impl<'py> PySizer<'py> {
                 self.call(result)
             }
             // chars/4 and exact counts do not depend on where the message stands.
-            Estimate::CharsPerToken | Estimate::Exact(_) => self.message_tokens(0, message, checked),
+            Estimate::CharsPerToken | Estimate::Exact(_) => self.message_tokens(None, message, checked),
         };
         sized.map_err(|err| self.take_error(err))
     }
@@ -113,7 +114,7 @@ impl<'py> PySizer<'py> {
 impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
     fn message_tokens(
         &mut self,
-        index: usize,
+        index: Option<usize>,
         message: &PyNode<'py>,
         checked: &Checked<PyNode<'py>>,
     ) -> Result<u64, CoreError> {
@@ -125,6 +126,24 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
             }
             Estimate::Custom(per_message, _) => {
                 let result = per_message.call1((index, message.0.clone(), checked.item.sized_whole()));
+                self.call(result)
+            }
+        }
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<PyNode<'py>>) -> Result<u64, CoreError> {
+        match &mut self.estimate {
+            Estimate::CharsPerToken => <Sizing as Sizer<PyNode<'py>>>::system_tokens(&mut self.sizing, checked),
+            Estimate::Exact(exact) => <ExactTokens as Sizer<PyNode<'py>>>::system_tokens(exact, checked),
+            Estimate::Custom(per_message, _) => {
+                // The estimator sees the system message the prompt stands for.
+                let py = per_message.py();
+                let message = PyDict::new(py);
+                let content = checked.content.as_ref().map_or_else(|| py.None().into_bound(py), |c| c.0.clone());
+                let result = message
+                    .set_item(intern!(py, "role"), intern!(py, "system"))
+                    .and_then(|()| message.set_item(intern!(py, "content"), content))
+                    .and_then(|()| per_message.call1((py.None(), message, false)));
                 self.call(result)
             }
         }

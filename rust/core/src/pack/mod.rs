@@ -67,8 +67,19 @@ pub const fn format_for(dialect: Option<Dialect>) -> Format {
 pub enum Cut {
     /// The longest run of newest segments that fits.
     Greedy,
-    /// Only at fixed cut points, every `chunk` tokens from the first non-system message.
-    Chunked { chunk: u64 },
+    /// Only at fixed cut points, every `chunk` tokens from the first non-system message
+    /// (`None`: a quarter of the budget; at least 1 either way).
+    Chunked { chunk: Option<u64> },
+}
+
+impl Cut {
+    /// The chunk size under `budget`, `None` for the greedy cut.
+    pub fn chunk_size(self, budget: u64) -> Option<u64> {
+        match self {
+            Cut::Greedy => None,
+            Cut::Chunked { chunk } => Some(chunk.unwrap_or(budget / 4).max(1)),
+        }
+    }
 }
 
 /// What to pack and how.
@@ -76,7 +87,8 @@ pub enum Cut {
 pub struct PackOptions {
     /// Tokens available (target minus reserved output).
     pub budget: u64,
-    /// Tokens of a separate system prompt (Anthropic's `system`), counted, never dropped.
+    /// Tokens of a separate system prompt (Anthropic's `system`), counted, never dropped:
+    /// what [`crate::tokens::system_tokens`] gives for it.
     pub system_tokens: u64,
     /// Indices of messages to keep (user and assistant roles; others are ignored).
     pub pinned: Vec<usize>,
@@ -107,8 +119,9 @@ pub struct Packed {
     pub kept: Vec<usize>,
     pub note: Option<Note>,
     pub fits: bool,
-    /// Tokens of the output: kept messages, the note and the separate system prompt.
-    pub tokens: u64,
+    /// Tokens of the output: kept messages, the note and the separate system prompt
+    /// (exact: see [`crate::tokens`]).
+    pub tokens: u128,
 }
 
 /// Packs `t` under `options`.
@@ -125,7 +138,7 @@ pub fn pack<N: JsonNode, S: Sizer<N>>(
         return Err(CoreError::argument(format!("pinned index {bad} is out of range for {n} messages")));
     }
     let mut packed = pack_transcript(t, options)?;
-    packed.tokens += options.system_tokens;
+    packed.tokens += u128::from(options.system_tokens);
     // The note's role is decided on the final output, the volatile tail put back.
     if let Some(note) = packed.note.as_mut() {
         let next = packed.kept.get(note.at).map(|&i| t.role(i));
@@ -155,7 +168,7 @@ fn pack_transcript<N: JsonNode, S: Sizer<N>>(
     }
     if volatile < n {
         let tail_tokens = t.sum(volatile..n)?;
-        let mut with_tail = pack_history(t, volatile, budget - i128::from(tail_tokens), dialect, options)?;
+        let mut with_tail = pack_history(t, volatile, budget - signed(tail_tokens)?, dialect, options)?;
         if with_tail.fits {
             with_tail.kept.extend(volatile..n);
             with_tail.tokens += tail_tokens;
@@ -205,12 +218,19 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
         .iter()
         .copied()
         .filter(|&p| p >= prefix && p < end && matches!(t.role(p), Role::User | Role::Assistant));
+    // Each message's segment, so that marking a pin costs O(1) however many there are.
+    let mut segment_of = vec![0usize; end - prefix];
+    for (k, s) in segs.iter().enumerate() {
+        if let Some(slots) = segment_of.get_mut(s.start - prefix..s.end - prefix) {
+            slots.fill(k);
+        }
+    }
     for i in directive.into_iter().chain(pinned) {
-        if let Some(s) = segs.iter_mut().find(|s| s.start <= i && i < s.end) {
+        if let Some(s) = segment_of.get(i - prefix).and_then(|&k| segs.get_mut(k)) {
             s.core = true;
         }
     }
-    let mut core = i128::from(t.sum(0..prefix)?);
+    let mut core = signed(t.sum(0..prefix)?)?;
     for s in segs.iter().filter(|s| s.core).copied().collect::<Vec<_>>() {
         core += seg_tokens(t, s)?;
     }
@@ -220,12 +240,12 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
     if core > budget {
         let mut kept: Vec<usize> = (0..prefix).collect();
         kept.extend(kept_core(&segs, segs.len()));
-        return Ok(Packed { kept, note: None, fits: false, tokens: u64::try_from(core).unwrap_or(0) });
+        return Ok(Packed { kept, note: None, fits: false, tokens: unsigned(core)? });
     }
     let room = budget - core;
-    let (tail_seg, tail_tokens, note) = match options.cut {
-        Cut::Greedy => greedy_tail(t, &segs, room, options)?,
-        Cut::Chunked { chunk } => chunked_tail(t, &segs, room, chunk, options)?,
+    let (tail_seg, tail_tokens, note) = match options.cut.chunk_size(options.budget) {
+        None => greedy_tail(t, &segs, room, options)?,
+        Some(chunk) => chunked_tail(t, &segs, room, chunk, options)?,
     };
     let mut kept: Vec<usize> = (0..prefix).collect();
     kept.extend(kept_core(&segs, tail_seg));
@@ -238,7 +258,18 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
             Some(Note { text, role: Role::User, at: prefix, message_item: dialect == Dialect::Responses })
         }
     };
-    Ok(Packed { kept, note, fits: true, tokens: u64::try_from(tokens).unwrap_or(0) })
+    Ok(Packed { kept, note, fits: true, tokens: unsigned(tokens)? })
+}
+
+/// A total as a signed figure, for budgets less what is set aside (which may go
+/// negative): exact, since totals stay far below 2^127 (see [`crate::tokens`]).
+fn signed(total: u128) -> Result<i128, CoreError> {
+    i128::try_from(total).map_err(|_| CoreError::internal("a token total past 2^127"))
+}
+
+/// A total of sizes back as an unsigned figure.
+fn unsigned(total: i128) -> Result<u128, CoreError> {
+    u128::try_from(total).map_err(|_| CoreError::internal("a negative token total"))
 }
 
 #[cfg(test)]
@@ -282,11 +313,22 @@ mod tests {
     fn lines_name_the_role_the_tools_and_the_first_words() {
         let call = json!({"id": "a", "type": "function", "function": {"name": "grep", "arguments": "{}"}});
         let m = json!({"role": "assistant", "content": "  Looking\n\tfirst ", "tool_calls": [call.clone(), call]});
-        assert_eq!(handoff_line(&&m), "assistant [grep, grep]: Looking first");
+        assert_eq!(handoff_line(&&m).unwrap(), "assistant [grep, grep]: Looking first");
         let m = json!({"role": "tool", "name": "read", "content": [{"type": "text", "text": "a"}, {"content": "b"}]});
-        assert_eq!(handoff_line(&&m), "tool [read]: a b");
-        assert_eq!(handoff_line(&&json!({"role": "user", "content": " \n "})), "user");
-        assert_eq!(handoff_line(&&json!({"role": "user", "content": 3})), "user");
+        assert_eq!(handoff_line(&&m).unwrap(), "tool [read]: a b");
+        assert_eq!(handoff_line(&&json!({"role": "user", "content": " \n "})).unwrap(), "user");
+        assert_eq!(handoff_line(&&json!({"role": "developer", "content": "x"})).unwrap(), "developer: x");
+    }
+
+    #[test]
+    fn a_malformed_message_gets_no_line_but_the_error_packing_gives() {
+        let error = |m: Value| handoff_line(&&m).unwrap_err().to_string();
+        assert_eq!(error(json!({"role": 5, "content": "hello"})), "message, field 'role': expected str, got value");
+        assert_eq!(error(json!({"content": "hello"})), "message, field 'role': missing");
+        assert_eq!(
+            error(json!({"role": "user", "content": 3})),
+            "message, field 'content': expected str, list or None, got value"
+        );
     }
 
     #[test]
@@ -345,7 +387,7 @@ mod tests {
             let values = build(&steps);
             let refs: Vec<&Value> = values.iter().collect();
             let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
-            let cut = if chunked { Cut::Chunked { chunk: (budget / 4).max(1) } } else { Cut::Greedy };
+            let cut = if chunked { Cut::Chunked { chunk: None } } else { Cut::Greedy };
             let options = PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut };
             let p = pack(&mut t, &options).unwrap();
             // Output order is input order; the system prompt is always kept first.
@@ -353,7 +395,7 @@ mod tests {
             prop_assert_eq!(p.kept.first(), Some(&0));
             // Within budget when it fits, the note counted.
             if p.fits {
-                prop_assert!(p.tokens <= budget);
+                prop_assert!(p.tokens <= u128::from(budget));
             }
             // Tool exchanges are whole: a tool result is kept only with its call.
             for &k in &p.kept {

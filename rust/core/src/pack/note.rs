@@ -3,26 +3,25 @@
 use super::segments::{block_is, blocks};
 use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMARY_HEADER};
 use crate::error::CoreError;
-use crate::items::{check_item, Item};
+use crate::items::{check_item, marks_responses};
 use crate::json::{JsonNode, Key, Shape, View};
 use crate::text::{Snippet, Text};
-use crate::tokens::{check_message, Checked, Role, Sizer, MESSAGE_OVERHEAD};
+use crate::tokens::{check_message, Checked, Sizer, MESSAGE_OVERHEAD};
 use crate::transcript::Transcript;
 
 /// One line for a dropped message: `role [tool, names]: first words…`; an item with no
 /// role (a Responses call, output or reasoning item) is named by its `type`.
-pub fn handoff_line<N: JsonNode>(message: &N) -> String {
-    // A malformed message still gets a line: whatever reads cleanly.
-    let checked = check_message(message).or_else(|_| check_item(message)).unwrap_or(Checked {
-        role: Role::Other,
-        content: None,
-        tool_calls: None,
-        item: Item::Other,
-        call_id: None,
-    });
+///
+/// # Errors
+/// When the message is malformed as packing would find it: the same error, naming the
+/// field (a line made of whatever reads cleanly would differ between readers). An entry
+/// is read as a Responses item when it marks one, as `message_tokens` reads it.
+pub fn handoff_line<N: JsonNode>(message: &N) -> Result<String, CoreError> {
+    let is_item = message.shape() == Shape::Object && marks_responses(&message.message_fields());
+    let checked = if is_item { check_item(message)? } else { check_message(message)? };
     let mut line = String::new();
     write_handoff_line(&mut line, message, &checked);
-    line
+    Ok(line)
 }
 
 /// Appends [`handoff_line`] of `message` (whose fields are `checked`) to `out`.
@@ -146,7 +145,7 @@ pub fn summary_note(summary: &str) -> String {
 }
 
 fn note_tokens<N: JsonNode, S: Sizer<N>>(t: &mut Transcript<'_, N, S>, text: &str) -> Result<i128, CoreError> {
-    Ok(i128::from(t.sizer().text_tokens(text)? + MESSAGE_OVERHEAD))
+    Ok(i128::from(t.sizer().text_tokens(text)?) + i128::from(MESSAGE_OVERHEAD))
 }
 
 /// Tokens of a listing note: `newest` lines (newest first, `lines_units` UTF-16 units
@@ -160,7 +159,7 @@ pub(super) fn listing_tokens<N: JsonNode, S: Sizer<N>>(
 ) -> Result<i128, CoreError> {
     let marker = if unlisted > 0 { 1 + elision_marker_units(unlisted) } else { 0 };
     match t.sizer().units_tokens(NOTE_HEADER_UNITS + marker + lines_units) {
-        Some(tokens) => Ok(i128::from(tokens + MESSAGE_OVERHEAD)),
+        Some(tokens) => Ok(i128::from(tokens) + i128::from(MESSAGE_OVERHEAD)),
         None => note_tokens(t, &listing(newest, unlisted)),
     }
 }

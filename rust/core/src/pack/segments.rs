@@ -161,7 +161,7 @@ pub(super) fn seg_tokens<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
     s: Segment,
 ) -> Result<i128, CoreError> {
-    Ok(i128::from(t.sum(s.start..s.end)?))
+    i128::try_from(t.sum(s.start..s.end)?).map_err(|_| CoreError::internal("a segment's tokens past 2^127"))
 }
 
 /// Messages dropped when the tail starts at segment `from`: non-core segments before it.

@@ -46,7 +46,8 @@ pub(super) fn greedy_tail<N: JsonNode, S: Sizer<N>>(
     Ok((start, tail, note))
 }
 
-/// Chunked: the tail starts at the earliest fixed cut point where core + note + tail fit.
+/// Chunked: the tail starts at the earliest fixed cut point where core + note + tail fit
+/// (`chunk` at least 1).
 pub(super) fn chunked_tail<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
     segs: &[Segment],
@@ -54,15 +55,14 @@ pub(super) fn chunked_tail<N: JsonNode, S: Sizer<N>>(
     chunk: u64,
     options: &PackOptions,
 ) -> Result<TailChoice, CoreError> {
-    let chunk = chunk.max(1);
     // Cut points: where the running total from the first non-system message crosses a
     // multiple of `chunk`, moved forward to the next segment start.
     let mut candidates = Vec::new();
-    let mut running = 0u64;
+    let mut running = 0u128;
     for (k, &seg) in segs.iter().enumerate() {
         let before = running;
         running += t.sum(seg.start..seg.end)?;
-        if running / chunk > before / chunk {
+        if running / u128::from(chunk) > before / u128::from(chunk) {
             candidates.push(k + 1);
         }
     }

@@ -17,7 +17,7 @@ pub use scan::{Root, ScanError};
 use crate::error::CoreError;
 use crate::json::{JsonNode, Shape};
 use crate::pack::{self, Note, PackOptions, Packed};
-use crate::tokens::{CharsPerToken, Checked, Role, Sizer};
+use crate::tokens::CharsPerToken;
 use crate::transcript::Transcript;
 use scan::Layout;
 use std::fmt;
@@ -69,7 +69,7 @@ pub struct PackedBody {
     /// The packed body; `None` when it is the input unchanged (everything fits).
     pub body: Option<Vec<u8>>,
     /// Tokens of all input messages (the separate system prompt aside), when asked for.
-    pub input_tokens: Option<u64>,
+    pub input_tokens: Option<u128>,
 }
 
 /// Packs the request body `input` under `options` (whose `system_tokens` is replaced by
@@ -172,8 +172,8 @@ pub struct PackedLines {
     /// The packed lines, each ended by `\n`, in input order; bad lines left out.
     pub output: Vec<u8>,
     pub packed: usize,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
+    pub tokens_before: u128,
+    pub tokens_after: u128,
     pub dropped: usize,
     pub unfit: usize,
     /// Each bad line's index in the block (0-based) and error.
@@ -207,19 +207,12 @@ pub fn pack_lines(block: &[u8], options: &PackOptions, threads: usize) -> Packed
     out
 }
 
-/// Tokens of a separate system prompt, sized as a system message whose content it is.
+/// Tokens of the body's separate system prompt ([`crate::tokens::system_tokens`]), after
+/// checking its type as a request's.
 fn system_tokens(system: Node<'_, '_>) -> Result<u64, RequestError> {
     match system.shape() {
-        Shape::Null => Ok(0),
-        Shape::Str | Shape::Array => {
-            let checked = Checked {
-                role: Role::System,
-                content: Some(system),
-                tool_calls: None,
-                item: crate::items::Item::Message,
-                call_id: None,
-            };
-            CharsPerToken.message_tokens(0, &system, &checked).map_err(RequestError::Pack)
+        Shape::Null | Shape::Str | Shape::Array => {
+            crate::tokens::system_tokens(&mut CharsPerToken, system).map_err(RequestError::Pack)
         }
         _ => Err(RequestError::System { got: system.type_name() }),
     }

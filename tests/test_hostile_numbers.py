@@ -1,0 +1,215 @@
+"""Hostile numbers and shapes at the core's edge: sizes near and past 2**64, ints past what
+the native core holds, many pins, malformed messages for handoff_line, the system prompt.
+
+The rules, the same on both backends: every token total is exact (never wrapped or
+clamped); an int argument past a u64 (an i64 for ``verbatim_start``'s ``i`` and
+``pinned_directive_index``'s ``tail_start``) is an ``ArgumentError`` naming it; an
+estimate past ``ESTIMATE_MAX`` (so that a message's size, the estimate plus 4, fits a u64)
+is an ``EstimatorError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import contextfold as cf
+import numpy as np
+import pytest
+from contextfold import _backend
+from contextfold._contract import ESTIMATE_MAX, U64_MAX
+from contextfold.errors import ArgumentError, ContextfoldError, EstimatorError, MessageTypeError
+from contextfold.reference.pack import NOTE_HEADER
+
+from .conftest import IMPLS
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def turns(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(n)]
+
+
+@pytest.mark.parametrize("size", [2**62, 2**63, ESTIMATE_MAX])
+def test_token_totals_are_exact_past_2_to_the_64(size: int) -> None:
+    assert cf.tokens_of(turns(8), estimate_tokens=lambda _: size) == 8 * (size + 4)
+
+
+def test_window_cut_points_are_found_past_2_to_the_64() -> None:
+    # Running totals pass 2**64 from the second turn on: a wrapping sum would keep all.
+    sizes = np.full(5, 2**62, dtype=np.int64)
+    user = np.ones(5, dtype=bool)
+    assert cf.window_start_array(sizes, user, window=80, token_budget=U64_MAX) == 2
+    convo = [{"role": "user", "content": "x"}] * 5
+    assert cf.window_start(convo, window=80, token_budget=U64_MAX, estimate_tokens=lambda _: 2**62 - 4) == 2
+
+
+def test_compaction_tail_stops_at_the_budget_past_2_to_the_64() -> None:
+    convo = [{"role": "user", "content": "x"}] * 12
+    assert cf.compact_tail_start_for_budget(convo, U64_MAX, estimate_tokens=lambda _: 2**63 - 4) == 4
+
+
+def test_an_overflowing_core_reports_its_exact_total() -> None:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    packed = cf.pack_handoff(messages, target_context_tokens=U64_MAX, estimate_tokens=lambda _: 2**63)
+    assert (packed.fits, packed.tokens, packed.kept) == (False, 2 * (2**63 + 4), [0, 1])
+
+
+@pytest.mark.parametrize("cut", ["greedy", "chunked"])
+def test_a_note_costing_past_2_to_the_64_is_not_kept(cut: str) -> None:
+    def estimate(text: str) -> int:
+        return ESTIMATE_MAX if text.startswith(NOTE_HEADER) else 6
+
+    packed = cf.pack_handoff(turns(9), target_context_tokens=40, estimate_tokens=estimate, cut=cut)  # type: ignore[arg-type]
+    assert (packed.note, packed.fits, packed.tokens, packed.kept) == (None, True, 40, [5, 6, 7, 8])
+
+
+def test_chunk_cut_points_past_2_to_the_64_are_counted() -> None:
+    packed = cf.pack_handoff(
+        turns(6), target_context_tokens=U64_MAX, estimate_tokens=lambda _: 2**62 - 4, cut="chunked", chunk_tokens=2**63
+    )
+    assert packed.kept == [4, 5]
+    assert packed.fits and packed.note is not None
+    assert packed.tokens == 3 * 2**62
+
+
+def test_an_int64_array_refuses_a_size_it_cannot_hold() -> None:
+    with pytest.raises(ArgumentError, match=r"^message 0 costs 9223372036854775812 tokens, more than an int64"):
+        cf.message_tokens_array(turns(2), estimate_tokens=lambda _: 2**63)
+
+
+# Ints past what the core holds --------------------------------------------------------
+
+PAST = [
+    ("window", lambda: cf.window_start(turns(4), window=2**70), "window must be at most 18446744073709551615"),
+    ("token_budget", lambda: cf.window_start(turns(4), token_budget=2**64), "token_budget must be at most"),
+    (
+        "window array",
+        lambda: cf.window_start_array(np.zeros(2, dtype=np.int64), np.ones(2, dtype=bool), window=2**64),
+        "window must be at most",
+    ),
+    ("i", lambda: cf.verbatim_start(turns(4), 2**63), "i must be at most 9223372036854775807, got 9223372036854775808"),
+    ("tail_start", lambda: cf.pinned_directive_index(turns(4), 2**63), "tail_start must be at most"),
+    ("budget", lambda: cf.compact_tail_start_for_budget(turns(4), 2**64), "budget must be at most"),
+    ("target", lambda: cf.pack_handoff(turns(4), target_context_tokens=2**64), "target_context_tokens must be at most"),
+    (
+        "chunk",
+        lambda: cf.pack_handoff(turns(4), target_context_tokens=9, cut="chunked", chunk_tokens=2**64),
+        "chunk_tokens must be at most",
+    ),
+    ("pin", lambda: cf.pack_handoff(turns(4), target_context_tokens=9, pinned=[2**64]), "pinned index must be at most"),
+    ("many", lambda: cf.pack_many([turns(4)], target_context_tokens=2**64), "target_context_tokens must be at most"),
+]
+
+
+@pytest.mark.parametrize(("call", "text"), [(call, text) for _, call, text in PAST], ids=[name for name, _, _ in PAST])
+def test_ints_past_the_core_are_argument_errors_naming_them(call: Any, text: str) -> None:
+    with pytest.raises(ArgumentError, match=rf"^{text}"):
+        call()
+
+
+@pytest.mark.parametrize("estimate", [ESTIMATE_MAX + 1, 2**64, 2**100])
+def test_an_estimate_past_the_core_is_an_estimator_error(estimate: int) -> None:
+    with pytest.raises(EstimatorError, match=rf"^estimate_tokens must return at most {ESTIMATE_MAX}, got {estimate}$"):
+        cf.tokens_of(turns(2), estimate_tokens=lambda _: estimate)
+    with pytest.raises(EstimatorError, match=r"^estimate_tokens must return at most"):
+        cf.pack_handoff(turns(2), target_context_tokens=9, estimate_tokens=lambda _: estimate)
+
+
+def test_the_largest_values_the_core_holds_are_accepted() -> None:
+    assert cf.window_start(turns(6), window=U64_MAX, token_budget=U64_MAX) == 0
+    assert cf.verbatim_start(turns(4), 2**63 - 1) == 4
+    assert cf.compact_tail_start_for_budget(turns(4), U64_MAX) == 0
+    packed = cf.pack_handoff(turns(2), target_context_tokens=U64_MAX, estimate_tokens=lambda _: ESTIMATE_MAX)
+    assert (packed.fits, packed.tokens, packed.kept) == (True, U64_MAX, [0])
+
+
+@pytest.mark.skipif(IMPLS["native"] is None, reason="the native extension is not built")
+def test_the_extension_itself_names_an_int_it_cannot_hold() -> None:
+    native = IMPLS["native"]
+    with pytest.raises(
+        ArgumentError, match=r"^window must be at most 18446744073709551615, got 1180591620717411303424"
+    ):
+        native.window_start(turns(4), 2**70, 64, None)
+    with pytest.raises(ArgumentError, match=r"^token_budget must be at least 0, got -1$"):
+        native.window_start_array(np.zeros(1, dtype=np.int64), np.ones(1, dtype=bool), 8, -1)
+    with pytest.raises(ArgumentError, match=r"^i must be at most 9223372036854775807, got 9223372036854775808$"):
+        native.verbatim_start(turns(4), 2**63)
+    with pytest.raises(ArgumentError, match=r"^budget must be at most"):
+        native.compact_tail_start_for_budget(turns(4), 2**64, None)
+
+
+# Many pins ------------------------------------------------------------------------------
+
+
+def test_pinning_every_one_of_200_000_messages_keeps_them_all() -> None:
+    # Each pin finds its segment in O(1) (it once scanned them all: 19 s natively).
+    messages = turns(200_000)
+    packed = cf.pack_handoff(messages, target_context_tokens=1_000, pinned=range(len(messages)))
+    assert (packed.fits, packed.kept, packed.note) == (False, list(range(len(messages))), None)
+    assert packed.tokens == cf.tokens_of(messages)
+
+
+def test_pins_keep_their_whole_tool_exchange_and_nothing_else() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "a" * 400},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "b" * 400},
+        {"role": "assistant", "content": "c" * 400},
+        {"role": "user", "content": "d" * 400},
+        {"role": "assistant", "content": "e" * 400},
+        {"role": "user", "content": "go"},
+    ]
+    packed = cf.pack_handoff(messages, target_context_tokens=300, pinned=[1, 1, 3, 2])
+    assert packed.kept == [1, 2, 3, 6]
+    assert (packed.fits, packed.dropped) == (True, 3)
+
+
+# Malformed messages ---------------------------------------------------------------------
+
+MALFORMED = [
+    ({"role": 5, "content": "hello"}, "role", "message, field 'role': expected str, got int"),
+    ({"content": "hello"}, "role", "message, field 'role': missing"),
+    ({"role": "user", "content": 3}, "content", "message, field 'content': expected str, list or None, got int"),
+    (
+        {"role": "assistant", "tool_calls": {}},
+        "tool_calls",
+        "message, field 'tool_calls': expected list or None, got dict",
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "field", "text"), MALFORMED)
+def test_handoff_line_raises_what_packing_raises_for_a_malformed_message(
+    message: dict[str, Any], field: str, text: str
+) -> None:
+    with pytest.raises(MessageTypeError) as raised:
+        cf.handoff_line(message)
+    assert (str(raised.value), raised.value.index, raised.value.field) == (text, None, field)
+    with pytest.raises(MessageTypeError, match=f"^message 1, field '{field}'"):
+        cf.tokens_of([{"role": "user"}, message])
+
+
+# A separate system prompt, sized by the core as a system message's content -------------
+
+SYSTEMS = ["be brief", [{"type": "text", "text": "be brief"}], [], ""]
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_a_system_prompt_costs_a_system_message_with_it_as_content(system: Any) -> None:
+    messages = turns(3)
+    as_message = {"role": "system", "content": system}
+    for estimate in (None, len):
+        packed = cf.pack_handoff(messages, target_context_tokens=10**6, estimate_tokens=estimate, system=system)
+        cost = cf.message_tokens(as_message, estimate_tokens=estimate)
+        assert packed.tokens == cf.tokens_of(messages, estimate_tokens=estimate) + cost
+
+
+@pytest.mark.parametrize("estimate", [None, len])
+def test_a_system_prompt_without_a_json_form_fails_the_same_way_on_both_backends(estimate: Any) -> None:
+    outcomes = []
+    for which in ("native", "python"):
+        with _backend.using(which), pytest.raises(ContextfoldError) as raised:
+            cf.pack_handoff(turns(2), target_context_tokens=99, estimate_tokens=estimate, system=[{1, 2}])
+        outcomes.append((type(raised.value), str(raised.value)))
+    assert outcomes[0] == outcomes[1]
