@@ -482,7 +482,7 @@ BAD_ITEMS: list[tuple[list[Any], str, type[Exception], str]] = [
         "message 0, field 'type': expected str",
     ),
     ([{"type": "message", "content": "a"}], "responses", cf.MessageTypeError, "message 0, field 'role': missing"),
-    ([3, {"type": "reasoning"}], "auto", cf.MessageTypeError, "message 0: expected a dict, got int"),
+    ([{"type": "reasoning"}, 3], "auto", cf.MessageTypeError, "message 1: expected a dict, got int"),
 ]
 
 

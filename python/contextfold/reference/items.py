@@ -69,3 +69,21 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
         got = type(item["call_id"]).__name__
         raise MessageTypeError(f"{where(index)}, field 'call_id': expected str, got {got}", index, "call_id")
     return _ROLES[kind], kind
+
+
+def peek_item(item: Any) -> tuple[str, str]:
+    """``(role, kind)`` of a Responses item read leniently, checking nothing (``peek_item``
+    in items.rs): what :func:`check_item` gives for a well-formed item; otherwise an entry
+    that is not a dict, or whose ``type`` is not a str, is an other item, and a role that
+    is not a str reads as ``""`` (no special role)."""
+    if not isinstance(item, dict):
+        return "", OTHER
+    kind = MESSAGE
+    if "type" in item:
+        type_ = item["type"]
+        kind = _kind(type_) if isinstance(type_, str) else OTHER
+    if kind == MESSAGE:
+        role = item.get("role")
+        role = role if isinstance(role, str) else ""
+        return ("system" if role == "developer" else role), kind
+    return _ROLES[kind], kind

@@ -6,7 +6,7 @@ packing sizes only what it keeps (and the first segment that does not fit).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,8 +26,8 @@ from .._contract import (
 )
 from .._js import JS_SPACES, utf16_len
 from ..errors import ArgumentError
-from .items import CALL, OUTPUT, REASONING, check_item, marks_responses
-from .tokens import Transcript, checked_role, message_tokens
+from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
+from .tokens import TranscriptOnDemand, checked_role, message_tokens
 
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
 SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
@@ -64,12 +64,24 @@ def _is_volatile(role: str, message: dict[str, Any]) -> bool:
     return role == "user" and is_volatile_content(message.get("content"))
 
 
-def detect_dialect(messages: list[Any]) -> str:
-    for m in messages:
-        blocks = _blocks(m)
-        if blocks and any(_block_is(b, "tool_use") or _block_is(b, "tool_result") for b in blocks):
+def _newest_shape(messages: list[Any]) -> str | None:
+    """The shape ``shape="auto"`` packs in (``newest_shape`` in segments.rs): that of the
+    newest entry that shows one, read from the newest back (``"responses"`` when it marks
+    Responses items, ``"anthropic"`` when a content block is a ``tool_use`` or
+    ``tool_result``, ``"openai"`` when its ``tool_calls`` is a non-empty list or its role
+    is ``tool``); None when no entry shows one."""
+    for m in reversed(messages):
+        if not isinstance(m, dict):
+            continue
+        if marks_responses(m):
+            return "responses"
+        content = m.get("content")
+        if isinstance(content, list) and any(_block_is(b, "tool_use") or _block_is(b, "tool_result") for b in content):
             return "anthropic"
-    return "openai"
+        role = m.get("role")
+        if _has_tool_calls(m) or (isinstance(role, str) and role == "tool"):
+            return "openai"
+    return None
 
 
 def _lossy(text: str) -> str:
@@ -160,10 +172,159 @@ def summary_note(summary: str) -> str:
     return f"{SUMMARY_HEADER}\n{summary}"
 
 
+class _Segments:
+    """Where segments lie between ``prefix`` and ``end`` (``Segmenter`` in segments.rs):
+    listed up front (Responses items, and the chunked cut), or found around a message on
+    demand (chat shapes: a segment's bounds depend only on its neighbours)."""
+
+    def __init__(self, t: TranscriptOnDemand, prefix: int, end: int, dialect: str, listed: bool) -> None:
+        self.t, self.prefix, self.end, self.dialect = t, prefix, end, dialect
+        self.listed: list[list[Any]] | None = None
+        if listed or dialect == "responses":
+            self.listed = (
+                _item_segments(t, prefix, end) if dialect == "responses" else _segments(t, prefix, end, dialect)
+            )
+            self.ends = [seg[1] for seg in self.listed]
+        self.orphans_from: int | None = None
+
+    def _caller_before(self, i: int) -> int | None:
+        """OpenAI: the assistant message with tool calls whose run of tool messages holds
+        tool message ``i``."""
+        t, p = self.t, i
+        while p > self.prefix and t.role(p - 1) == "tool":
+            p -= 1
+        p -= 1
+        if p >= self.prefix and t.role(p) == "assistant" and _has_tool_calls(t.messages[p]):
+            return p
+        return None
+
+    def _answers_call(self, i: int) -> bool:
+        """Anthropic: message ``i`` answers the call right before it."""
+        t = self.t
+        return (
+            i > 0
+            and t.role(i) == "user"
+            and t.role(i - 1) == "assistant"
+            and _has_block(t.messages[i], "tool_result")
+            and _has_block(t.messages[i - 1], "tool_use")
+        )
+
+    def containing(self, i: int) -> tuple[int, int]:
+        if self.listed is not None:
+            k = bisect_right(self.ends, i)
+            return (self.listed[k][0], self.listed[k][1]) if k < len(self.listed) else (i, i + 1)
+        t = self.t
+        if self.dialect == "anthropic":
+            if i > self.prefix and self._answers_call(i):
+                return i - 1, i + 1
+            if i + 1 < self.end and self._answers_call(i + 1):
+                return i, i + 2
+            return i, i + 1
+        role = t.role(i)
+        if role == "tool":
+            caller = self._caller_before(i)
+        else:
+            caller = i if role == "assistant" and _has_tool_calls(t.messages[i]) else None
+        if caller is None:
+            return i, i + 1
+        stop = caller + 1
+        while stop < self.end and t.role(stop) == "tool":
+            stop += 1
+        return caller, stop
+
+    def start_before(self, stop: int) -> int:
+        """The start of the segment ending at ``stop``; called with ``stop`` falling."""
+        last = stop - 1
+        if self.listed is not None:
+            k = bisect_left(self.ends, stop)
+            return self.listed[k][0] if k < len(self.listed) else last
+        if self.dialect == "anthropic":
+            return last - 1 if last > self.prefix and self._answers_call(last) else last
+        t = self.t
+        if t.role(last) != "tool" or (self.orphans_from is not None and last >= self.orphans_from):
+            return last
+        caller = self._caller_before(last)
+        if caller is not None:
+            return caller
+        start = last
+        while start > self.prefix and t.role(start - 1) == "tool":
+            start -= 1
+        self.orphans_from = start
+        return last
+
+
+def _segments(t: TranscriptOnDemand, start: int, stop: int, dialect: str) -> list[list[Any]]:
+    role, messages = t.role, t.messages
+    out: list[list[Any]] = []
+    i = start
+    while i < stop:
+        end = i + 1
+        if role(i) == "assistant":
+            m = messages[i]
+            if dialect == "openai" and _has_tool_calls(m):
+                while end < stop and role(end) == "tool":
+                    end += 1
+            elif dialect == "anthropic" and _has_block(m, "tool_use"):
+                if end < stop and role(end) == "user" and _has_block(messages[end], "tool_result"):
+                    end += 1
+        out.append([i, end, False])
+        i = end
+    return out
+
+
+def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[list[Any]]:
+    """Responses items: a run of reasoning items goes with the item after it; a call also
+    takes its output (the first output after it with the same ``call_id``) and all that
+    lies between."""
+    messages = t.messages
+    kinds = [""] * start + [peek_item(messages[i])[1] for i in range(start, stop)]
+    outputs: dict[str, list[int]] = {}
+    for i in range(start, stop):
+        if kinds[i] == OUTPUT and isinstance(messages[i].get("call_id"), str):
+            outputs.setdefault(messages[i]["call_id"], []).append(i)
+    out: list[list[Any]] = []
+    i = start
+    while i < stop:
+        end = i
+        while end < stop and kinds[end] == REASONING:
+            end += 1
+        end = min(end + 1, stop)
+        k = i
+        while k < end:
+            if kinds[k] == CALL:
+                call_id = messages[k].get("call_id")
+                answers = outputs.get(call_id) if isinstance(call_id, str) else None
+                if answers:
+                    at = bisect_right(answers, k)
+                    if at < len(answers):
+                        end = max(end, answers[at] + 1)
+            k += 1
+        out.append([i, end, False])
+        i = end
+    return out
+
+
+def _newest_dropped(core: list[tuple[int, int]], prefix: int, stop: int) -> list[int]:
+    """The messages a note may list when the tail starts at ``stop``: the newest
+    ``NOTE_MAX_LINES`` before it outside the ``core`` segments (sorted), newest first."""
+    out: list[int] = []
+    starts = [c[0] for c in core]
+    i = stop
+    while i > prefix and len(out) < NOTE_MAX_LINES:
+        j = i - 1
+        k = bisect_right(starts, j) - 1
+        if k >= 0 and j < core[k][1]:
+            i = core[k][0]
+        else:
+            out.append(j)
+            i = j
+    return out
+
+
 class _Packer:
     """One packing call: the transcript, its options and the note-sizing rule."""
 
-    def __init__(self, t: Transcript, sizers: Sizers | None, pinned: list[int], summary: str | None) -> None:
+    def __init__(self, t: TranscriptOnDemand, sizers: Sizers | None, pinned: list[int], summary: str | None) -> None:
         self.t = t
         self.pinned = pinned
         self.summary = summary
@@ -182,58 +343,6 @@ class _Packer:
                 return False
         return total <= budget
 
-    def seg_tokens(self, seg: list[Any]) -> int:
-        return self.t.sum(seg[0], seg[1])
-
-    def item_segments(self, start: int, stop: int) -> list[list[Any]]:
-        """Responses items: a run of reasoning items goes with the item after it; a call
-        also takes its output (the first output after it with the same ``call_id``) and
-        all that lies between."""
-        kinds, messages = self.t.kinds or [], self.t.messages
-        outputs: dict[str, list[int]] = {}
-        for i in range(start, stop):
-            if kinds[i] == OUTPUT and isinstance(messages[i].get("call_id"), str):
-                outputs.setdefault(messages[i]["call_id"], []).append(i)
-        out: list[list[Any]] = []
-        i = start
-        while i < stop:
-            end = i
-            while end < stop and kinds[end] == REASONING:
-                end += 1
-            end = min(end + 1, stop)
-            k = i
-            while k < end:
-                if kinds[k] == CALL:
-                    answers = outputs.get(messages[k].get("call_id"))
-                    if answers:
-                        at = bisect_right(answers, k)
-                        if at < len(answers):
-                            end = max(end, answers[at] + 1)
-                k += 1
-            out.append([i, end, False])
-            i = end
-        return out
-
-    def segments(self, start: int, stop: int, dialect: str) -> list[list[Any]]:
-        if dialect == "responses":
-            return self.item_segments(start, stop)
-        roles, messages = self.t.roles, self.t.messages
-        out: list[list[Any]] = []
-        i = start
-        while i < stop:
-            end = i + 1
-            if roles[i] == "assistant":
-                m = messages[i]
-                if dialect == "openai" and _has_tool_calls(m):
-                    while end < stop and roles[end] == "tool":
-                        end += 1
-                elif dialect == "anthropic" and _has_block(m, "tool_use"):
-                    if end < stop and roles[end] == "user" and _has_block(messages[end], "tool_result"):
-                        end += 1
-            out.append([i, end, False])
-            i = end
-        return out
-
     def listing_cost(self, newest: list[str], total: int, lines_units: int) -> int:
         """Cost of the note listing ``newest``: from its length alone with the default
         estimate (no text built per candidate), else from the text."""
@@ -243,14 +352,14 @@ class _Packer:
             return -(-units // 4) + MESSAGE_OVERHEAD
         return self.note_tokens(note_text(newest[::-1], total - len(newest)))
 
-    def listing_note(self, dropped: list[int], room: int) -> tuple[str, int] | None:
-        total = len(dropped)
+    def listing_note(self, total: int, newest_dropped: list[int], room: int) -> tuple[str, int] | None:
         newest: list[str] = []
         best_cost = self.listing_cost(newest, total, 0)
         if best_cost > room:
             return None
         lines_units = 0
-        for i in reversed(dropped[-NOTE_MAX_LINES:] if dropped else []):
+        for i in newest_dropped:
+            self.t.check(i)
             line = _line(self.t.messages[i])
             units = lines_units + 3 + utf16_len(line)
             newest.append(line)
@@ -262,7 +371,7 @@ class _Packer:
             lines_units = units
         return note_text(newest[::-1], total - len(newest)), best_cost
 
-    def note_for(self, dropped: list[int], room: int | None, chunk: int = 0) -> tuple[str, int] | None:
+    def note_for(self, dropped: int, newest: list[int], room: int | None, chunk: int = 0) -> tuple[str, int] | None:
         """The summary, else a listing of the newest dropped messages. Greedy passes the
         ``room`` left (the summary only when it fits); chunked passes ``room=None`` and its
         ``chunk``: the summary always, a listing within a fixed allowance."""
@@ -274,38 +383,47 @@ class _Packer:
             if room is None or cost <= room:
                 return text, cost
         if room is None:
-            room = max(chunk // 4, self.note_tokens(note_text([], len(dropped))))
-        return self.listing_note(dropped, room)
+            room = max(chunk // 4, self.note_tokens(note_text([], dropped)))
+        return self.listing_note(dropped, newest, room)
 
-    def greedy_tail(self, segs: list[list[Any]], room: int) -> tuple[int, int, tuple[str, int] | None]:
-        total_dropped = sum(s[1] - s[0] for s in segs if not s[2])
+    def greedy_tail(
+        self, segments: _Segments, core: list[tuple[int, int]], prefix: int, end: int, room: int
+    ) -> tuple[int, int, tuple[str, int] | None]:
+        """Walk back from ``end`` over the newest segments while they fit."""
+        core_starts = {c[0] for c in core}
+        total_dropped = end - prefix - sum(c[1] - c[0] for c in core)
         with_note = self.note_tokens(note_text([], total_dropped)) <= room
-        start = len(segs)
+        start = end
         tail = 0
         dropped = total_dropped
-        while start > 0:
-            seg = segs[start - 1]
-            if seg[2]:
-                start -= 1
+        while start > prefix:
+            first = segments.start_before(start)
+            if first in core_starts:
+                start = first
                 continue
-            cost = self.seg_tokens(seg)
-            left = dropped - (seg[1] - seg[0])
+            cost = self.t.sum(first, start)
+            left = dropped - (start - first)
             reserve = self.note_tokens(note_text([], left)) if with_note and left > 0 else 0
             if tail + cost + reserve > room:
                 break
             tail += cost
             dropped = left
-            start -= 1
-        note = self.note_for(_dropped_before(segs, start), room - tail) if with_note else None
+            start = first
+        note = None
+        if with_note:
+            note = self.note_for(dropped, _newest_dropped(core, prefix, start), room - tail)
         return start, tail, note
 
-    def chunked_tail(self, segs: list[list[Any]], room: int, chunk: int) -> tuple[int, int, tuple[str, int] | None]:
+    def chunked_tail(
+        self, segs: list[list[Any]], core: list[tuple[int, int]], prefix: int, end: int, room: int, chunk: int
+    ) -> tuple[int, int, tuple[str, int] | None]:
         chunk = max(chunk, 1)
+        t = self.t
         candidates: list[int] = []
         running = 0
         for k, seg in enumerate(segs):
             before = running
-            running += self.seg_tokens(seg)
+            running += t.sum(seg[0], seg[1])
             if running // chunk > before // chunk:
                 candidates.append(k + 1)
         candidates.append(len(segs))
@@ -313,67 +431,65 @@ class _Packer:
         suffix = [0] * (len(segs) + 1)
         for k in range(len(segs) - 1, -1, -1):
             seg = segs[k]
-            suffix[k] = suffix[k + 1] + (0 if seg[2] else self.seg_tokens(seg))
+            suffix[k] = suffix[k + 1] + (0 if seg[2] else t.sum(seg[0], seg[1]))
+
+        def start_of(c: int) -> int:
+            return segs[c][0] if c < len(segs) else end
+
         for c in candidates:
             tail = suffix[c]
             if tail > room:
                 continue
-            note = self.note_for(_dropped_before(segs, c), None, chunk)
+            stop = start_of(c)
+            dropped = stop - prefix - sum(e - s for s, e in core if e <= stop)
+            note = self.note_for(dropped, _newest_dropped(core, prefix, stop), None, chunk)
             if note is None:
-                return c, tail, None
+                return stop, tail, None
             if tail + note[1] <= room:
-                return c, tail, note
+                return stop, tail, note
         c = next((c for c in candidates if suffix[c] <= room), len(segs))
-        return c, suffix[c], None
+        return start_of(c), suffix[c], None
 
     def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None) -> dict[str, Any]:
         t = self.t
-        roles = t.roles
+        role = t.role
         if self.fits_within(0, end, budget):
             return {"kept": list(range(end)), "note": None, "fits": True, "tokens": t.sum(0, end)}
-        prefix = next((i for i in range(end) if roles[i] != "system"), end)
-        segs = self.segments(prefix, end, dialect)
+        prefix = next((i for i in range(end) if role(i) != "system"), end)
+        segments = _Segments(t, prefix, end, dialect, chunk is not None)
         directive = next(
             (
                 i
                 for i in range(end - 1, prefix - 1, -1)
-                if roles[i] == "user"
+                if role(i) == "user"
                 and not _is_volatile("user", t.messages[i])
                 and not (dialect == "anthropic" and _only_tool_results(t.messages[i]))
             ),
             None,
         )
-        pinned = [p for p in self.pinned if prefix <= p < end and roles[p] in ("user", "assistant")]
-        # Each message's segment, so that marking a pin costs O(1) however many there are.
-        segment_of = [0] * (end - prefix)
-        for k, (start, stop, _) in enumerate(segs):
-            segment_of[start - prefix : stop - prefix] = [k] * (stop - start)
-        for i in ([] if directive is None else [directive]) + pinned:
-            segs[segment_of[i - prefix]][2] = True
-        core = t.sum(0, prefix)
-        for seg in segs:
-            if seg[2]:
-                core += self.seg_tokens(seg)
-        if core > budget:
-            kept = list(range(prefix)) + [i for s in segs if s[2] for i in range(s[0], s[1])]
-            return {"kept": kept, "note": None, "fits": False, "tokens": core}
-        room = budget - core
+        pinned = [p for p in self.pinned if prefix <= p < end and role(p) in ("user", "assistant")]
+        core = sorted({segments.containing(i) for i in ([] if directive is None else [directive]) + pinned})
+        core_tokens = t.sum(0, prefix) + sum(t.sum(s, e) for s, e in core)
+        if core_tokens > budget:
+            kept = list(range(prefix)) + [i for s, e in core for i in range(s, e)]
+            return {"kept": kept, "note": None, "fits": False, "tokens": core_tokens}
+        room = budget - core_tokens
         if chunk is None:
-            tail_seg, tail_tokens, note = self.greedy_tail(segs, room)
+            tail_start, tail_tokens, note = self.greedy_tail(segments, core, prefix, end, room)
         else:
-            tail_seg, tail_tokens, note = self.chunked_tail(segs, room, chunk)
-        kept = list(range(prefix)) + [i for s in segs[:tail_seg] if s[2] for i in range(s[0], s[1])]
-        kept += [i for s in segs[tail_seg:] for i in range(s[0], s[1])]
-        tokens = core + tail_tokens
+            segs = segments.listed or []
+            core_starts = {c[0] for c in core}
+            for seg in segs:
+                seg[2] = seg[0] in core_starts
+            tail_start, tail_tokens, note = self.chunked_tail(segs, core, prefix, end, room, chunk)
+        kept = list(range(prefix)) + [i for s, e in core if e <= tail_start for i in range(s, e)]
+        kept += range(tail_start, end)
+        tokens = core_tokens + tail_tokens
         packed_note = None
         if note is not None:
             tokens += note[1]
             packed_note = (note[0], prefix)
         return {"kept": kept, "note": packed_note, "fits": True, "tokens": tokens}
-
-
-def _dropped_before(segs: list[list[Any]], stop: int) -> list[int]:
-    return [i for s in segs[:stop] if not s[2] for i in range(s[0], s[1])]
 
 
 def pack_handoff(
@@ -423,21 +539,25 @@ def _pack(
     image_tokens: int | None = None,
 ) -> HandoffPack:
     estimate = resolved(sizing)
-    t = Transcript(messages, sizing, dialect, image_tokens)
+    t = TranscriptOnDemand(messages, sizing, dialect, image_tokens)
     n = len(t)
     for p in pinned:
         if p >= n:
             raise ArgumentError(f"pinned index {p} is out of range for {n} messages")
     packer = _Packer(t, estimate, pinned, summary)
+    # shape="auto" reads back to the newest entry that shows a shape only.
+    shown = _newest_shape(t.messages) if dialect == "auto" else None
+    if t.responses is None:
+        t.responses = shown == "responses"
     available = budget - system_tokens
     if packer.fits_within(0, n, available):
         return HandoffPack(list(t.messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
-    if t.kinds is not None:
+    if t.responses:
         dialect = "responses"
     elif dialect == "auto":
-        dialect = detect_dialect(t.messages)
+        dialect = "anthropic" if shown == "anthropic" else "openai"
     volatile = n
-    while volatile > 0 and _is_volatile(t.roles[volatile - 1], t.messages[volatile - 1]):
+    while volatile > 0 and _is_volatile(t.role(volatile - 1), t.messages[volatile - 1]):
         volatile -= 1
     packed = None
     if volatile < n:
@@ -452,15 +572,13 @@ def _pack(
     # The note's role is decided on the final output, the volatile tail put back.
     kept = packed["kept"]
     text, at = packed["note"] if packed["note"] is not None else (None, 0)
-    following = t.roles[kept[at]] if text is not None and at < len(kept) else None
+    following = t.role(kept[at]) if text is not None and at < len(kept) else None
     role = "user" if following in (None, "assistant") else "assistant"
     out = [t.messages[i] for i in kept]
     if text is not None:
         out.insert(
             at,
-            {"type": "message", "role": role, "content": text}
-            if t.kinds is not None
-            else {"role": role, "content": text},
+            {"type": "message", "role": role, "content": text} if t.responses else {"role": role, "content": text},
         )
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 

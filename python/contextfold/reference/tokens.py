@@ -17,7 +17,7 @@ from .._contract import (
 )
 from .._js import Visit, json_length, utf16_len
 from ..errors import ArgumentError, MessageTypeError
-from .items import MESSAGE, check_item, marks_responses
+from .items import MESSAGE, check_item, marks_responses, peek_item
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
@@ -87,6 +87,57 @@ class Transcript:
         if size is None:
             kinds = self.kinds
             size = self.sizes[i] = self._size(i, self.messages[i], kinds is not None and kinds[i] != MESSAGE)
+        return size
+
+    def sum(self, start: int, stop: int) -> int:
+        tokens = self.tokens
+        return sum(tokens(i) for i in range(start, stop))
+
+
+class TranscriptOnDemand:
+    """A transcript read as packing reaches it (``contextfold-core``'s ``Transcript::read``).
+
+    Nothing is checked up front: :meth:`role` and :meth:`peek` read an entry leniently
+    (a role that is not a str reads as ``""``, no special role; an item whose ``type`` is
+    not a str as an other item), and an entry is checked when it is sized
+    (:meth:`tokens`) or listed in a note (:meth:`check`). ``responses`` is None until
+    packing decides it (``shape="auto"``). The list is copied once, here.
+    """
+
+    __slots__ = ("_size", "messages", "responses", "sizes")
+
+    def __init__(self, messages: Any, sizing: Sizing, shape: str, image_tokens: int | None) -> None:
+        if not isinstance(messages, list):
+            raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
+        self.messages: list[Any] = list(messages)
+        self.responses: bool | None = {"auto": None, "responses": True}.get(shape, False)
+        self.sizes: list[int | None] = [None] * len(self.messages)
+        self._size: PerMessage = _sizer(sizing, image_tokens)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def role(self, i: int) -> str:
+        if self.responses:
+            return peek_item(self.messages[i])[0]
+        m = self.messages[i]
+        role = m.get("role") if isinstance(m, dict) else None
+        return role if isinstance(role, str) else ""
+
+    def peek(self, i: int) -> tuple[str, str]:
+        """``(role, kind)``, read leniently."""
+        return peek_item(self.messages[i]) if self.responses else (self.role(i), MESSAGE)
+
+    def check(self, i: int) -> tuple[str, str]:
+        """``(role, kind)``, checked."""
+        m = self.messages[i]
+        return check_item(m, i) if self.responses else (checked_role(m, i), MESSAGE)
+
+    def tokens(self, i: int) -> int:
+        size = self.sizes[i]
+        if size is None:
+            whole = self.check(i)[1] != MESSAGE
+            size = self.sizes[i] = self._size(i, self.messages[i], whole)
         return size
 
     def sum(self, start: int, stop: int) -> int:

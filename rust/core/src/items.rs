@@ -10,7 +10,7 @@
 use crate::error::{CoreError, Problem};
 use crate::json::{JsonNode, Key, MessageFields, Shape};
 use crate::text::Text;
-use crate::tokens::{check_fields, Checked, Role};
+use crate::tokens::{check_fields, parse_role, Checked, Role};
 
 /// How a transcript's entries are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,4 +118,36 @@ pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
     let content = fields.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array));
     let tool_calls = fields.tool_calls.filter(|c| c.shape() == Shape::Array);
     Ok(Checked { role, content, tool_calls, item: kind, call_id })
+}
+
+/// A Responses item's fields read leniently, checking nothing: what [`check_item`] gives
+/// for a well-formed item; otherwise a value that is not an object, or has a `type` that
+/// is not a str, is an [`Item::Other`]; a role that is not a str reads as [`Role::Other`];
+/// a `call_id` that is not a str, content that is not a str or list and tool_calls that
+/// are not a list read as absent.
+pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
+    let other = |role| Checked { role, content: None, tool_calls: None, item: Item::Other, call_id: None };
+    if item.shape() != Shape::Object {
+        return other(Role::Other);
+    }
+    let fields = item.message_fields();
+    let kind = match &fields.kind {
+        None => Item::Message,
+        Some(kind) => kind.as_text().map_or(Item::Other, |text| item_of(&text)),
+    };
+    let developer = fields.role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
+    let role = match kind {
+        Item::Message if developer => Role::System,
+        Item::Message => parse_role(fields.role).unwrap_or(Role::Other),
+        Item::Call | Item::Reasoning => Role::Assistant,
+        Item::Output => Role::Tool,
+        Item::Other => Role::Other,
+    };
+    let call_id = match kind {
+        Item::Call | Item::Output => item.get(Key::CallId).filter(|id| id.shape() == Shape::Str),
+        _ => None,
+    };
+    let content = fields.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array));
+    let tool_calls = fields.tool_calls.filter(|c| c.shape() == Shape::Array);
+    Checked { role, content, tool_calls, item: kind, call_id }
 }

@@ -1,38 +1,47 @@
-//! A transcript read once: roles and shapes checked up front, sizes computed on first use
-//! and remembered, so an algorithm that walks back from the newest message pays only for
-//! the messages it reaches.
+//! A transcript and the sizes of its messages, computed on first use and remembered, so
+//! an algorithm that walks back from the newest message pays only for the messages it
+//! reaches.
+//!
+//! Two ways to read one. [`Transcript::read_all`] checks every entry up front (windowing
+//! and token sums need every role). [`Transcript::read`] checks nothing up front: packing
+//! reads an entry's fields leniently where it only looks (a role, a tool-call list) and
+//! checks an entry when it sizes it or lists it in a note, so its cost follows what it
+//! keeps (SPEC §5, last paragraph).
 
 use crate::error::CoreError;
-use crate::items::{check_item, marks_responses, Format};
-use crate::json::{JsonNode, Shape};
-use crate::tokens::{check_fields, check_message, Checked, Role, Sizer, Sizes};
+use crate::items::{check_item, marks_responses, peek_item, Format, Item};
+use crate::json::{JsonNode, Key, Shape};
+use crate::tokens::{check_fields, check_message, parse_role, Checked, Role, Sizer, Sizes};
 
-/// A transcript whose roles are read (and validated) up front and whose sizes are
-/// computed on first use.
+/// A transcript whose entries are read up front ([`Transcript::read_all`]) or on demand
+/// ([`Transcript::read`]), and whose sizes are computed on first use.
 pub struct Transcript<'m, N, S> {
     messages: &'m [N],
+    /// Every entry's checked fields when read up front; empty when read on demand.
     checked: Vec<Checked<N>>,
     /// Each message's size once computed.
     sizes: Vec<Option<u64>>,
     sizer: S,
-    responses: bool,
+    /// Whether the entries are Responses items; `None` until decided (read on demand
+    /// with [`Format::Auto`]: packing decides from the entries it reads).
+    responses: Option<bool>,
 }
 
 impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
-    /// Reads every entry's role and checks its shape, as chat messages or, when any
-    /// entry marks them so, as Responses items ([`Format::Auto`]).
+    /// [`Transcript::read_all`] with [`Format::Auto`].
     ///
     /// # Errors
     /// The first malformed message.
     pub fn new(messages: &'m [N], sizer: S) -> Result<Self, CoreError> {
-        Self::read(messages, sizer, Format::Auto)
+        Self::read_all(messages, sizer, Format::Auto)
     }
 
-    /// Reads every entry as `format` says.
+    /// Reads and checks every entry now, as `format` says ([`Format::Auto`]: Responses
+    /// items when any entry marks them so, else chat messages).
     ///
     /// # Errors
     /// The first malformed message or item.
-    pub fn read(messages: &'m [N], sizer: S, format: Format) -> Result<Self, CoreError> {
+    pub fn read_all(messages: &'m [N], sizer: S, format: Format) -> Result<Self, CoreError> {
         let chat = match format {
             Format::Responses => None,
             Format::Chat | Format::Auto => check_chat(messages, format == Format::Auto)?,
@@ -41,12 +50,38 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
             Some(checked) => (checked, false),
             None => (check_items(messages)?, true),
         };
-        Ok(Self { messages, checked, sizes: vec![None; messages.len()], sizer, responses })
+        Ok(Self { messages, checked, sizes: vec![None; messages.len()], sizer, responses: Some(responses) })
     }
 
-    /// Whether the entries were read as Responses items.
+    /// Takes the entries to be read on demand, as `format` says ([`Format::Auto`]: the
+    /// reader decides with [`Transcript::decide_responses`] before sizing any).
+    ///
+    /// # Errors
+    /// None: nothing is checked until read. Fallible like [`Transcript::read_all`], so a
+    /// caller can switch between the two.
+    pub fn read(messages: &'m [N], sizer: S, format: Format) -> Result<Self, CoreError> {
+        let responses = match format {
+            Format::Auto => None,
+            Format::Chat => Some(false),
+            Format::Responses => Some(true),
+        };
+        Ok(Self { messages, checked: Vec::new(), sizes: vec![None; messages.len()], sizer, responses })
+    }
+
+    /// Whether the entries are read as Responses items (`false` while undecided).
     pub fn is_responses(&self) -> bool {
-        self.responses
+        self.responses == Some(true)
+    }
+
+    /// Whether the format is still to be decided.
+    pub fn is_undecided(&self) -> bool {
+        self.responses.is_none()
+    }
+
+    /// Decides the format of a transcript read on demand with [`Format::Auto`]; a
+    /// decided format stays.
+    pub fn decide_responses(&mut self, responses: bool) {
+        self.responses.get_or_insert(responses);
     }
 
     /// The messages.
@@ -54,9 +89,41 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
         self.messages
     }
 
-    /// Message `i`'s checked fields.
+    /// Message `i`'s checked fields, when the entries were read up front.
     pub fn checked(&self, i: usize) -> Option<&Checked<N>> {
         self.checked.get(i)
+    }
+
+    /// Entry `i`'s fields read leniently, checking nothing: a role that is not a str
+    /// reads as [`Role::Other`], content that is not a str or list and tool_calls that
+    /// are not a list as absent (see [`peek_item`] for items). A well-formed entry reads
+    /// as checking it gives.
+    pub fn peek(&self, i: usize) -> Option<Checked<N>> {
+        let m = self.messages.get(i)?;
+        if self.is_responses() {
+            return Some(peek_item(m));
+        }
+        let object = m.shape() == Shape::Object;
+        let fields = object.then(|| m.message_fields());
+        let (role, content, tool_calls) = match fields {
+            Some(f) => (
+                parse_role(f.role).unwrap_or(Role::Other),
+                f.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array)),
+                f.tool_calls.filter(|c| c.shape() == Shape::Array),
+            ),
+            None => (Role::Other, None, None),
+        };
+        Some(Checked { role, content, tool_calls, item: Item::Message, call_id: None })
+    }
+
+    /// Entry `i`'s fields, checked (the error names the index).
+    ///
+    /// # Errors
+    /// When the entry is malformed.
+    pub fn check(&self, i: usize) -> Result<Checked<N>, CoreError> {
+        let m = self.messages.get(i).ok_or_else(|| CoreError::internal("message index out of range"))?;
+        let checked = if self.is_responses() { check_item(m) } else { check_message(m) };
+        checked.map_err(|e| e.at(i))
     }
 
     /// The sizer, for sizing texts that are not messages (a note).
@@ -109,24 +176,34 @@ impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
         self.messages.len()
     }
 
+    /// The checked role when read up front; else read leniently (see [`Transcript::peek`]).
     fn role(&self, i: usize) -> Role {
-        self.checked.get(i).map_or(Role::Other, |c| c.role)
+        if let Some(c) = self.checked.get(i) {
+            return c.role;
+        }
+        match self.messages.get(i) {
+            Some(m) if !self.is_responses() => parse_role(m.get(Key::Role)).unwrap_or(Role::Other),
+            _ => self.peek(i).map_or(Role::Other, |c| c.role),
+        }
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        let (Some(slot), Some(message), Some(checked)) =
-            (self.sizes.get_mut(i), self.messages.get(i), self.checked.get(i))
-        else {
-            return Err(CoreError::internal("message index out of range"));
-        };
-        match *slot {
-            Some(size) => Ok(size),
+        if let Some(&Some(size)) = self.sizes.get(i) {
+            return Ok(size);
+        }
+        let message = self.messages.get(i).ok_or_else(|| CoreError::internal("message index out of range"))?;
+        let size = match self.checked.get(i) {
+            Some(checked) => self.sizer.message_tokens(Some(i), message, checked),
             None => {
-                let size = self.sizer.message_tokens(Some(i), message, checked).map_err(|e| e.at(i))?;
-                *slot = Some(size);
-                Ok(size)
+                let checked = self.check(i)?;
+                self.sizer.message_tokens(Some(i), message, &checked)
             }
         }
+        .map_err(|e| e.at(i))?;
+        if let Some(slot) = self.sizes.get_mut(i) {
+            *slot = Some(size);
+        }
+        Ok(size)
     }
 }
 

@@ -43,15 +43,23 @@ fn with_transcript<'py, T>(
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    with_nodes(&nodes(messages)?, estimate, Format::Auto, Sizing::Seed, f)
+    with_nodes(&nodes(messages)?, estimate, Reading::UpFront(Format::Auto), Sizing::Seed, f)
+}
+
+/// How a transcript's entries are read: every one up front (windowing and sums need
+/// every role), or on demand as packing reaches them (its cost follows what it keeps).
+#[derive(Clone, Copy)]
+enum Reading {
+    UpFront(Format),
+    OnDemand(Format),
 }
 
 /// Runs `f` on a transcript of `nodes` sized by `estimate` (`sizing` when `None`), the
-/// entries read as `format` says.
+/// entries read as `reading` says.
 fn with_nodes<'py, T>(
     nodes: &[PyNode<'py>],
     estimate: Option<Bound<'py, PyAny>>,
-    format: Format,
+    reading: Reading,
     sizing: Sizing,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
@@ -59,7 +67,11 @@ fn with_nodes<'py, T>(
         sizer::check_stack()?;
     }
     let sizer = PySizer::new(estimate, sizing)?;
-    let mut transcript = Transcript::read(nodes, sizer, format).map_err(errors::to_py)?;
+    let mut transcript = match reading {
+        Reading::UpFront(format) => Transcript::read_all(nodes, sizer, format),
+        Reading::OnDemand(format) => Transcript::read(nodes, sizer, format),
+    }
+    .map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
         Err(err) => Err(transcript.sizer().take_error(err)),
@@ -113,7 +125,7 @@ fn tokens_of<'py>(
     estimate: Option<Bound<'py, PyAny>>,
     image_tokens: Option<u64>,
 ) -> PyResult<u128> {
-    with_nodes(&nodes(messages)?, estimate, Format::Auto, sizing(image_tokens), |t| t.sum(0..t.len()))
+    with_nodes(&nodes(messages)?, estimate, Reading::UpFront(Format::Auto), sizing(image_tokens), |t| t.sum(0..t.len()))
 }
 
 /// Each message's tokens, as an int64 array.
@@ -125,7 +137,7 @@ fn message_tokens_array<'py>(
     image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let py = messages.py();
-    let sizes = with_nodes(&nodes(messages)?, estimate, Format::Auto, sizing(image_tokens), |t| {
+    let sizes = with_nodes(&nodes(messages)?, estimate, Reading::UpFront(Format::Auto), sizing(image_tokens), |t| {
         (0..t.len())
             .map(|i| {
                 let size = t.tokens(i)?;
@@ -259,8 +271,8 @@ fn pack_handoff<'py>(
     };
     // Read once: the result comes from this reading, whatever an estimator does to the list.
     let snapshot = nodes(messages)?;
-    let format = pack::format_for(args.dialect);
-    let packed = with_nodes(&snapshot, args.sizers, format, sizing(image_tokens), |t| pack::pack(t, &options))?;
+    let reading = Reading::OnDemand(pack::format_for(args.dialect));
+    let packed = with_nodes(&snapshot, args.sizers, reading, sizing(image_tokens), |t| pack::pack(t, &options))?;
     handoff_pack(&snapshot, packed, &args.budget_int)
 }
 
@@ -309,7 +321,7 @@ fn pack_many<'py>(
         let packed = with_nodes(
             &snapshot,
             encoding.clone().map(Bound::into_any),
-            pack::format_for(dialect),
+            Reading::OnDemand(pack::format_for(dialect)),
             Sizing::Seed,
             |t| pack::pack(t, opts),
         )

@@ -25,8 +25,8 @@ use crate::items::Format;
 use crate::json::JsonNode;
 use crate::tokens::{Role, Sizer, Sizes};
 use crate::transcript::Transcript;
-use segments::{detect_dialect, is_volatile, only_tool_results, seg_tokens, segments, Segment};
-use tail::{chunked_tail, greedy_tail};
+use segments::{is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
+use tail::{chunked_tail, greedy_tail, History};
 
 /// Opens a volatile tail message (SPEC wire format).
 pub const VOLATILE_TAIL_TAG: &str = "<run-state>";
@@ -152,6 +152,9 @@ fn pack_transcript<N: JsonNode, S: Sizer<N>>(
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     let n = t.len();
+    // `shape="auto"` reads back to the newest entry that shows a shape only.
+    let shown = if t.is_undecided() || options.dialect.is_none() { newest_shape(t.messages()) } else { None };
+    t.decide_responses(shown == Some(Dialect::Responses));
     let budget = i128::from(options.budget) - i128::from(options.system_tokens);
     if fits_within(t, 0, n, budget)? {
         let tokens = t.sum(0..n)?;
@@ -160,10 +163,10 @@ fn pack_transcript<N: JsonNode, S: Sizer<N>>(
     let dialect = if t.is_responses() {
         Dialect::Responses
     } else {
-        options.dialect.unwrap_or_else(|| detect_dialect((0..n).filter_map(|i| t.checked(i))))
+        options.dialect.unwrap_or(if shown == Some(Dialect::Anthropic) { Dialect::Anthropic } else { Dialect::OpenAi })
     };
     let mut volatile = n;
-    while volatile > 0 && t.checked(volatile - 1).is_some_and(is_volatile) {
+    while volatile > 0 && t.role(volatile - 1) == Role::User && t.peek(volatile - 1).is_some_and(|m| is_volatile(&m)) {
         volatile -= 1;
     }
     if volatile < n {
@@ -208,49 +211,43 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
         return Ok(Packed { kept: (0..end).collect(), note: None, fits: true, tokens });
     }
     let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);
-    let mut segs = segments(t, prefix, end, dialect);
+    let chunk = options.cut.chunk_size(options.budget);
+    let mut segments = Segmenter::new(t, prefix, end, dialect, chunk.is_some());
     let directive = (prefix..end).rev().find(|&i| {
         t.role(i) == Role::User
-            && t.checked(i).is_some_and(|m| !(is_volatile(m) || dialect == Dialect::Anthropic && only_tool_results(m)))
+            && t.peek(i).is_some_and(|m| !(is_volatile(&m) || dialect == Dialect::Anthropic && only_tool_results(&m)))
     });
     let pinned = options
         .pinned
         .iter()
         .copied()
         .filter(|&p| p >= prefix && p < end && matches!(t.role(p), Role::User | Role::Assistant));
-    // Each message's segment, so that marking a pin costs O(1) however many there are.
-    let mut segment_of = vec![0usize; end - prefix];
-    for (k, s) in segs.iter().enumerate() {
-        if let Some(slots) = segment_of.get_mut(s.start - prefix..s.end - prefix) {
-            slots.fill(k);
+    let mut core: Vec<Segment> = directive.into_iter().chain(pinned).map(|i| segments.containing(t, i)).collect();
+    core.sort_unstable_by_key(|s| s.start);
+    core.dedup_by_key(|s| s.start);
+    let mut core_tokens = signed(t.sum(0..prefix)?)?;
+    for &s in &core {
+        core_tokens += seg_tokens(t, s)?;
+    }
+    let core_messages = core.iter().flat_map(|s| s.start..s.end);
+    if core_tokens > budget {
+        let kept = (0..prefix).chain(core_messages).collect();
+        return Ok(Packed { kept, note: None, fits: false, tokens: unsigned(core_tokens)? });
+    }
+    let room = budget - core_tokens;
+    let history = History { prefix, end, core: &core };
+    let (tail_start, tail_tokens, note) = match (chunk, &mut segments) {
+        (Some(chunk), Segmenter::Listed(segs)) => {
+            for s in segs.iter_mut() {
+                s.core = history.core.binary_search_by_key(&s.start, |c| c.start).is_ok();
+            }
+            chunked_tail(t, segs, &history, room, chunk, options)?
         }
-    }
-    for i in directive.into_iter().chain(pinned) {
-        if let Some(s) = segment_of.get(i - prefix).and_then(|&k| segs.get_mut(k)) {
-            s.core = true;
-        }
-    }
-    let mut core = signed(t.sum(0..prefix)?)?;
-    for s in segs.iter().filter(|s| s.core).copied().collect::<Vec<_>>() {
-        core += seg_tokens(t, s)?;
-    }
-    let kept_core = |segs: &[Segment], before: usize| -> Vec<usize> {
-        segs.iter().take(before).filter(|s| s.core).flat_map(|s| s.start..s.end).collect()
+        _ => greedy_tail(t, &mut segments, &history, room, options)?,
     };
-    if core > budget {
-        let mut kept: Vec<usize> = (0..prefix).collect();
-        kept.extend(kept_core(&segs, segs.len()));
-        return Ok(Packed { kept, note: None, fits: false, tokens: unsigned(core)? });
-    }
-    let room = budget - core;
-    let (tail_seg, tail_tokens, note) = match options.cut.chunk_size(options.budget) {
-        None => greedy_tail(t, &segs, room, options)?,
-        Some(chunk) => chunked_tail(t, &segs, room, chunk, options)?,
-    };
-    let mut kept: Vec<usize> = (0..prefix).collect();
-    kept.extend(kept_core(&segs, tail_seg));
-    kept.extend(segs.get(tail_seg..).unwrap_or_default().iter().flat_map(|s| s.start..s.end));
-    let mut tokens = core + tail_tokens;
+    let kept_core = core.iter().filter(|s| s.end <= tail_start).flat_map(|s| s.start..s.end);
+    let kept = (0..prefix).chain(kept_core).chain(tail_start..end).collect();
+    let mut tokens = core_tokens + tail_tokens;
     let note = match note {
         None => None,
         Some((text, cost)) => {
@@ -373,7 +370,7 @@ mod tests {
         let err = Transcript::new(&refs, CharsPerToken).err();
         assert!(matches!(err, Some(CoreError::Message { index: Some(1), field: "call_id", .. })));
         // Read as chat messages, an item without a role is an error.
-        let err = Transcript::read(&refs, CharsPerToken, Format::Chat).err();
+        let err = Transcript::read_all(&refs, CharsPerToken, Format::Chat).err();
         assert!(matches!(err, Some(CoreError::Message { index: Some(1), field: "role", .. })));
     }
 

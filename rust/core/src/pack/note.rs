@@ -1,6 +1,6 @@
 //! The note that replaces dropped history: one line a dropped message, or the caller's summary.
 
-use super::segments::{block_is, blocks};
+use super::segments::{block_is, blocks, Segment};
 use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMARY_HEADER};
 use crate::error::CoreError;
 use crate::items::{check_item, marks_responses};
@@ -170,23 +170,25 @@ fn listing(newest: &[String], unlisted: usize) -> String {
 }
 
 /// The note listing as many of the newest dropped messages as fit `room` tokens, with
-/// its cost; `None` when not even the marker does.
+/// its cost; `None` when not even the marker does. `total` messages are dropped;
+/// `newest` are the newest of them, newest first (each checked as its line is written).
 fn listing_note<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
-    dropped: &[usize],
+    total: usize,
+    newest_dropped: &[usize],
     room: i128,
 ) -> Result<Option<(String, i128)>, CoreError> {
-    let total = dropped.len();
     let mut best_cost = listing_tokens(t, &[], 0, total)?;
     if best_cost > room {
         return Ok(None);
     }
     let mut newest: Vec<String> = Vec::new();
     let mut lines_units = 0usize;
-    for &i in dropped.iter().rev().take(NOTE_MAX_LINES) {
-        let (Some(message), Some(checked)) = (t.messages().get(i), t.checked(i)) else { break };
+    for &i in newest_dropped.iter().take(NOTE_MAX_LINES) {
+        let Some(message) = t.messages().get(i) else { break };
+        let checked = t.check(i)?;
         let mut line = String::with_capacity(LINE_SNIPPET_UNITS + 32);
-        write_handoff_line(&mut line, message, checked);
+        write_handoff_line(&mut line, message, &checked);
         let units = lines_units + 3 + Text::Utf8(&line).utf16_len();
         newest.push(line);
         let cost = listing_tokens(t, &newest, units, total - newest.len())?;
@@ -200,6 +202,26 @@ fn listing_note<N: JsonNode, S: Sizer<N>>(
     Ok(Some((listing(&newest, total - newest.len()), best_cost)))
 }
 
+/// The messages a note may list when the tail starts at `stop`: the newest
+/// [`NOTE_MAX_LINES`] before it (back to `prefix`) outside the `core` segments (sorted),
+/// newest first.
+pub(super) fn newest_dropped(core: &[Segment], prefix: usize, stop: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(NOTE_MAX_LINES);
+    let mut i = stop;
+    while i > prefix && out.len() < NOTE_MAX_LINES {
+        let j = i - 1;
+        let k = core.partition_point(|c| c.start <= j);
+        match k.checked_sub(1).and_then(|k| core.get(k)).filter(|c| j < c.end) {
+            Some(c) => i = c.start,
+            None => {
+                out.push(j);
+                i = j;
+            }
+        }
+    }
+    out
+}
+
 /// How much room a note may take.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum NoteLimit {
@@ -210,15 +232,17 @@ pub(super) enum NoteLimit {
     Chunk(u64),
 }
 
-/// The note for `dropped`: the caller's summary, or else a listing of as many of the
-/// newest dropped messages as fit; `None` when nothing is dropped or no note fits.
+/// The note for `dropped` messages (`newest` of them, newest first, as
+/// [`newest_dropped`] gives): the caller's summary, or else a listing of as many of the
+/// newest as fit; `None` when nothing is dropped or no note fits.
 pub(super) fn note_for<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
-    dropped: &[usize],
+    dropped: usize,
+    newest: &[usize],
     limit: NoteLimit,
     options: &PackOptions,
 ) -> Result<Option<(String, i128)>, CoreError> {
-    if dropped.is_empty() {
+    if dropped == 0 {
         return Ok(None);
     }
     if let Some(summary) = &options.summary {
@@ -230,7 +254,7 @@ pub(super) fn note_for<N: JsonNode, S: Sizer<N>>(
     }
     let room = match limit {
         NoteLimit::Room(room) => room,
-        NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(listing_tokens(t, &[], 0, dropped.len())?),
+        NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(listing_tokens(t, &[], 0, dropped)?),
     };
-    listing_note(t, dropped, room)
+    listing_note(t, dropped, newest, room)
 }

@@ -2,7 +2,7 @@
 
 use super::{Dialect, VOLATILE_TAIL_TAG};
 use crate::error::CoreError;
-use crate::items::Item;
+use crate::items::{marks_responses, Item};
 use crate::json::{JsonNode, Key, Shape, View};
 use crate::tokens::{Checked, Role, Sizer, Sizes};
 use crate::transcript::Transcript;
@@ -56,15 +56,31 @@ pub(super) fn is_volatile<N: JsonNode>(message: &Checked<N>) -> bool {
     message.role == Role::User && message.content.as_ref().is_some_and(is_volatile_content)
 }
 
-/// Anthropic when any content block is a `tool_use` or `tool_result`, else OpenAI.
-pub(super) fn detect_dialect<'a, N: JsonNode + 'a>(mut messages: impl Iterator<Item = &'a Checked<N>>) -> Dialect {
-    let anthropic = messages
-        .any(|m| blocks(m).is_some_and(|mut it| it.any(|b| block_is(&b, "tool_use") || block_is(&b, "tool_result"))));
-    if anthropic {
-        Dialect::Anthropic
-    } else {
-        Dialect::OpenAi
-    }
+/// The shape `shape="auto"` packs in: that of the newest entry that shows one, read
+/// from the newest back ([`Dialect::Responses`] when it marks Responses items,
+/// [`Dialect::Anthropic`] when a content block is a `tool_use` or `tool_result`,
+/// [`Dialect::OpenAi`] when its `tool_calls` is a non-empty list or its role is `tool`);
+/// `None` when no entry shows one (OpenAI chat). A transcript in one shape reads as
+/// reading all of it would; only the entries after its newest tool exchange are read.
+pub(super) fn newest_shape<N: JsonNode>(messages: &[N]) -> Option<Dialect> {
+    messages.iter().rev().filter(|m| m.shape() == Shape::Object).find_map(|m| {
+        let fields = m.message_fields();
+        if marks_responses(&fields) {
+            return Some(Dialect::Responses);
+        }
+        let blocks = fields.content.filter(|c| c.shape() == Shape::Array).and_then(|c| match c.view() {
+            Ok(View::Array { mut items, .. }) => {
+                Some(items.any(|b| block_is(&b, "tool_use") || block_is(&b, "tool_result")))
+            }
+            _ => None,
+        });
+        if blocks == Some(true) {
+            return Some(Dialect::Anthropic);
+        }
+        let calls = fields.tool_calls.is_some_and(|c| matches!(c.view(), Ok(View::Array { len, .. }) if len > 0));
+        let tool = fields.role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("tool"));
+        (calls || tool).then_some(Dialect::OpenAi)
+    })
 }
 
 /// A run of messages kept or dropped whole.
@@ -87,20 +103,20 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
     let mut out = Vec::new();
     let mut i = from;
     while i < to {
-        let Some(m) = t.checked(i) else { break };
+        let Some(m) = t.peek(i) else { break };
         let mut end = i + 1;
         if t.role(i) == Role::Assistant {
             match dialect {
-                Dialect::OpenAi if has_tool_calls(m) => {
+                Dialect::OpenAi if has_tool_calls(&m) => {
                     while end < to && t.role(end) == Role::Tool {
                         end += 1;
                     }
                 }
                 Dialect::Anthropic
-                    if has_block(m, "tool_use")
+                    if has_block(&m, "tool_use")
                         && end < to
                         && t.role(end) == Role::User
-                        && t.checked(end).is_some_and(|n| has_block(n, "tool_result")) =>
+                        && t.peek(end).is_some_and(|n| has_block(&n, "tool_result")) =>
                 {
                     end += 1;
                 }
@@ -117,21 +133,27 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
 /// takes its output (the first `*_call_output` after it with the same `call_id`) and all
 /// that lies between, so parallel calls and their outputs form one segment.
 fn item_segments<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, from: usize, to: usize) -> Vec<Segment> {
-    let item = |i: usize| t.checked(i).map_or(Item::Other, |c| c.item);
-    let id = |i: usize| {
-        t.checked(i)
-            .and_then(|c| c.call_id.as_ref())
-            .and_then(|id| id.as_text().map(|t| t.code_points().collect::<Vec<u32>>()))
-    };
+    // Each item read once: what it is, and a call's or output's `call_id`.
+    let read: Vec<(Item, Option<Vec<u32>>)> = (from..to)
+        .map(|i| match t.peek(i) {
+            Some(c) => {
+                let id = c.call_id.as_ref().and_then(|id| id.as_text().map(|t| t.code_points().collect::<Vec<u32>>()));
+                (c.item, id)
+            }
+            None => (Item::Other, None),
+        })
+        .collect();
+    let item = |i: usize| read.get(i - from).map_or(Item::Other, |r| r.0);
+    let id = |i: usize| read.get(i - from).and_then(|r| r.1.as_deref());
     // Each call_id's outputs, in order.
-    let mut outputs: HashMap<Vec<u32>, Vec<usize>> = HashMap::new();
+    let mut outputs: HashMap<&[u32], Vec<usize>> = HashMap::new();
     for i in (from..to).filter(|&i| item(i) == Item::Output) {
         if let Some(key) = id(i) {
             outputs.entry(key).or_default().push(i);
         }
     }
     let answer = |call: usize| {
-        let answers = outputs.get(&id(call)?)?;
+        let answers = outputs.get(id(call)?)?;
         answers.get(answers.partition_point(|&o| o < call)).copied()
     };
     let mut out = Vec::new();
@@ -157,14 +179,135 @@ fn item_segments<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, from: usize
     out
 }
 
+/// Where segments lie between `prefix` and `end`: listed up front (Responses items, whose
+/// pairing by `call_id` is read forwards, and the chunked cut, which walks them all), or
+/// found around a message on demand (chat shapes: a segment's bounds depend only on its
+/// neighbours, so the greedy tail and the core read only the messages they keep).
+pub(super) enum Segmenter {
+    Listed(Vec<Segment>),
+    Local {
+        dialect: Dialect,
+        prefix: usize,
+        end: usize,
+        /// The lowest index of the run of orphan `tool` messages the walk back is in
+        /// (OpenAI shape), so a long run is scanned once.
+        orphans_from: Option<usize>,
+    },
+}
+
+impl Segmenter {
+    /// Segments between `prefix` and `end` in `dialect`, all of them when `listed`.
+    pub(super) fn new<N: JsonNode, S: Sizer<N>>(
+        t: &Transcript<'_, N, S>,
+        prefix: usize,
+        end: usize,
+        dialect: Dialect,
+        listed: bool,
+    ) -> Self {
+        if listed || dialect == Dialect::Responses {
+            Segmenter::Listed(segments(t, prefix, end, dialect))
+        } else {
+            Segmenter::Local { dialect, prefix, end, orphans_from: None }
+        }
+    }
+
+    /// The segment holding message `i` (`prefix <= i < end`).
+    pub(super) fn containing<N: JsonNode, S: Sizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Segment {
+        let one = Segment { start: i, end: i + 1, core: false };
+        match *self {
+            Segmenter::Listed(ref segs) => {
+                let k = segs.partition_point(|s| s.end <= i);
+                segs.get(k).copied().unwrap_or(one)
+            }
+            Segmenter::Local { dialect: Dialect::Anthropic, prefix, end, .. } => {
+                if i > prefix && answers_call(t, i) {
+                    Segment { start: i - 1, end: i + 1, core: false }
+                } else if i + 1 < end && answers_call(t, i + 1) {
+                    Segment { start: i, end: i + 2, core: false }
+                } else {
+                    one
+                }
+            }
+            Segmenter::Local { prefix, end, .. } => {
+                let caller = match t.role(i) {
+                    Role::Tool => caller_before(t, prefix, i),
+                    Role::Assistant if t.peek(i).is_some_and(|m| has_tool_calls(&m)) => Some(i),
+                    _ => None,
+                };
+                match caller {
+                    Some(start) => {
+                        let mut stop = start + 1;
+                        while stop < end && t.role(stop) == Role::Tool {
+                            stop += 1;
+                        }
+                        Segment { start, end: stop, core: false }
+                    }
+                    None => one,
+                }
+            }
+        }
+    }
+
+    /// The start of the segment that ends at `stop` (`prefix < stop <= end`, `stop` a
+    /// segment boundary); called with `stop` falling, as the tail walks back.
+    pub(super) fn start_before<N: JsonNode, S: Sizer<N>>(&mut self, t: &Transcript<'_, N, S>, stop: usize) -> usize {
+        let last = stop - 1;
+        match self {
+            Segmenter::Listed(segs) => {
+                let k = segs.partition_point(|s| s.end < stop);
+                segs.get(k).map_or(last, |s| s.start)
+            }
+            Segmenter::Local { dialect: Dialect::Anthropic, prefix, .. } => {
+                if last > *prefix && answers_call(t, last) {
+                    last - 1
+                } else {
+                    last
+                }
+            }
+            Segmenter::Local { prefix, orphans_from, .. } => {
+                if t.role(last) != Role::Tool || orphans_from.is_some_and(|from| last >= from) {
+                    return last;
+                }
+                match caller_before(t, *prefix, last) {
+                    Some(caller) => caller,
+                    None => {
+                        let mut from = last;
+                        while from > *prefix && t.role(from - 1) == Role::Tool {
+                            from -= 1;
+                        }
+                        *orphans_from = Some(from);
+                        last
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// OpenAI shape: the assistant message with tool calls whose run of `tool` messages holds
+/// `tool` message `i`, if any (the nearest message before the run, at or after `prefix`).
+fn caller_before<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, prefix: usize, i: usize) -> Option<usize> {
+    let mut p = i;
+    while p > prefix && t.role(p - 1) == Role::Tool {
+        p -= 1;
+    }
+    let p = p.checked_sub(1).filter(|&p| p >= prefix)?;
+    (t.role(p) == Role::Assistant && t.peek(p).is_some_and(|m| has_tool_calls(&m))).then_some(p)
+}
+
+/// Anthropic shape: whether message `i` is a user message with `tool_result` blocks right
+/// after an assistant message with `tool_use` blocks (the two are one segment).
+fn answers_call<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, i: usize) -> bool {
+    i > 0
+        && t.role(i) == Role::User
+        && t.role(i - 1) == Role::Assistant
+        && t.peek(i).is_some_and(|m| has_block(&m, "tool_result"))
+        && t.peek(i - 1).is_some_and(|m| has_block(&m, "tool_use"))
+}
+
 pub(super) fn seg_tokens<N: JsonNode, S: Sizer<N>>(
     t: &mut Transcript<'_, N, S>,
     s: Segment,
 ) -> Result<i128, CoreError> {
     i128::try_from(t.sum(s.start..s.end)?).map_err(|_| CoreError::internal("a segment's tokens past 2^127"))
-}
-
-/// Messages dropped when the tail starts at segment `from`: non-core segments before it.
-pub(super) fn dropped_before(segs: &[Segment], from: usize) -> Vec<usize> {
-    segs.iter().take(from).filter(|s| !s.core).flat_map(|s| s.start..s.end).collect()
 }
