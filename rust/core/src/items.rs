@@ -131,10 +131,7 @@ pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
         return other(Role::Other);
     }
     let fields = item.message_fields();
-    let kind = match &fields.kind {
-        None => Item::Message,
-        Some(kind) => kind.as_text().map_or(Item::Other, |text| item_of(&text)),
-    };
+    let kind = kind_of(fields.kind.as_ref());
     let developer = fields.role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
     let role = match kind {
         Item::Message if developer => Role::System,
@@ -150,4 +147,34 @@ pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
     let content = fields.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array));
     let tool_calls = fields.tool_calls.filter(|c| c.shape() == Shape::Array);
     Checked { role, content, tool_calls, item: kind, call_id }
+}
+
+/// What a Responses item is, with its role and (a call or output) its `call_id`, read
+/// leniently as [`peek_item`] reads them, with a lookup a field (what segmenting every
+/// item needs, cheaper than reading all of its fields).
+pub fn peek_kind<N: JsonNode>(item: &N) -> (Item, Role, Option<N>) {
+    if item.shape() != Shape::Object {
+        return (Item::Other, Role::Other, None);
+    }
+    match kind_of(item.get(Key::Type).as_ref()) {
+        Item::Message => {
+            let role = item.get(Key::Role);
+            let developer = role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
+            (Item::Message, if developer { Role::System } else { parse_role(role).unwrap_or(Role::Other) }, None)
+        }
+        kind @ (Item::Call | Item::Output) => {
+            let role = if kind == Item::Call { Role::Assistant } else { Role::Tool };
+            (kind, role, item.get(Key::CallId).filter(|id| id.shape() == Shape::Str))
+        }
+        Item::Reasoning => (Item::Reasoning, Role::Assistant, None),
+        Item::Other => (Item::Other, Role::Other, None),
+    }
+}
+
+/// The item a `type` field names (absent: a message; not a str: another item).
+fn kind_of<N: JsonNode>(kind: Option<&N>) -> Item {
+    match kind {
+        None => Item::Message,
+        Some(kind) => kind.as_text().map_or(Item::Other, |text| item_of(&text)),
+    }
 }

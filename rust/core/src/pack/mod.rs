@@ -214,14 +214,14 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
     let chunk = options.cut.chunk_size(options.budget);
     let mut segments = Segmenter::new(t, prefix, end, dialect, chunk.is_some());
     let directive = (prefix..end).rev().find(|&i| {
-        t.role(i) == Role::User
+        segments.role(t, i) == Role::User
             && t.peek(i).is_some_and(|m| !(is_volatile(&m) || dialect == Dialect::Anthropic && only_tool_results(&m)))
     });
     let pinned = options
         .pinned
         .iter()
         .copied()
-        .filter(|&p| p >= prefix && p < end && matches!(t.role(p), Role::User | Role::Assistant));
+        .filter(|&p| p >= prefix && p < end && matches!(segments.role(t, p), Role::User | Role::Assistant));
     let mut core: Vec<Segment> = directive.into_iter().chain(pinned).map(|i| segments.containing(t, i)).collect();
     core.sort_unstable_by_key(|s| s.start);
     core.dedup_by_key(|s| s.start);
@@ -237,7 +237,7 @@ fn pack_history<N: JsonNode, S: Sizer<N>>(
     let room = budget - core_tokens;
     let history = History { prefix, end, core: &core };
     let (tail_start, tail_tokens, note) = match (chunk, &mut segments) {
-        (Some(chunk), Segmenter::Listed(segs)) => {
+        (Some(chunk), Segmenter::Listed { segs, .. }) => {
             for s in segs.iter_mut() {
                 s.core = history.core.binary_search_by_key(&s.start, |c| c.start).is_ok();
             }

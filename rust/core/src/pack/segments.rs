@@ -2,11 +2,11 @@
 
 use super::{Dialect, VOLATILE_TAIL_TAG};
 use crate::error::CoreError;
-use crate::items::{marks_responses, Item};
+use crate::items::{marks_responses, peek_kind, Item};
 use crate::json::{JsonNode, Key, Shape, View};
+use crate::text::Text;
 use crate::tokens::{Checked, Role, Sizer, Sizes};
 use crate::transcript::Transcript;
-use std::collections::HashMap;
 
 pub(super) fn blocks<N: JsonNode>(message: &Checked<N>) -> Option<N::Items> {
     let content = message.content.as_ref().filter(|c| c.shape() == Shape::Array)?;
@@ -98,7 +98,7 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
     dialect: Dialect,
 ) -> Vec<Segment> {
     if dialect == Dialect::Responses {
-        return item_segments(t, from, to);
+        return item_segments(t, from, to).0;
     }
     let mut out = Vec::new();
     let mut i = from;
@@ -131,30 +131,36 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
 
 /// Responses items: a run of `reasoning` items goes with the item after it; a call also
 /// takes its output (the first `*_call_output` after it with the same `call_id`) and all
-/// that lies between, so parallel calls and their outputs form one segment.
-fn item_segments<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, from: usize, to: usize) -> Vec<Segment> {
-    // Each item read once: what it is, and a call's or output's `call_id`.
-    let read: Vec<(Item, Option<Vec<u32>>)> = (from..to)
-        .map(|i| match t.peek(i) {
-            Some(c) => {
-                let id = c.call_id.as_ref().and_then(|id| id.as_text().map(|t| t.code_points().collect::<Vec<u32>>()));
-                (c.item, id)
-            }
-            None => (Item::Other, None),
-        })
-        .collect();
+/// that lies between, so parallel calls and their outputs form one segment. Also each
+/// item's role, as read.
+///
+/// Performance: each item is read once; outputs are found by a hash of their `call_id`'s
+/// code points in a sorted list (no string built or map allocated per id), the ids
+/// compared whole on a hash match.
+fn item_segments<N: JsonNode, S: Sizer<N>>(
+    t: &Transcript<'_, N, S>,
+    from: usize,
+    to: usize,
+) -> (Vec<Segment>, Vec<Role>) {
+    let messages = t.messages().get(from..to).unwrap_or_default();
+    let read: Vec<(Item, Role, Option<N>)> = messages.iter().map(peek_kind).collect();
+    let ids: Vec<Option<Text<'_>>> = read.iter().map(|r| r.2.as_ref().and_then(JsonNode::as_text)).collect();
     let item = |i: usize| read.get(i - from).map_or(Item::Other, |r| r.0);
-    let id = |i: usize| read.get(i - from).and_then(|r| r.1.as_deref());
-    // Each call_id's outputs, in order.
-    let mut outputs: HashMap<&[u32], Vec<usize>> = HashMap::new();
-    for i in (from..to).filter(|&i| item(i) == Item::Output) {
-        if let Some(key) = id(i) {
-            outputs.entry(key).or_default().push(i);
-        }
-    }
+    let id = |i: usize| ids.get(i - from).copied().flatten();
+    // Outputs by (id hash, index).
+    let mut outputs: Vec<(u64, usize)> =
+        (from..to).filter(|&i| item(i) == Item::Output).filter_map(|i| Some((id_hash(&id(i)?), i))).collect();
+    outputs.sort_unstable();
     let answer = |call: usize| {
-        let answers = outputs.get(id(call)?)?;
-        answers.get(answers.partition_point(|&o| o < call)).copied()
+        let key = id(call)?;
+        let hash = id_hash(&key);
+        let first = outputs.partition_point(|&o| o < (hash, call + 1));
+        outputs
+            .get(first..)?
+            .iter()
+            .take_while(|o| o.0 == hash)
+            .find(|o| id(o.1).is_some_and(|other| other.cmp_code_points(&key).is_eq()))
+            .map(|o| o.1)
     };
     let mut out = Vec::new();
     let mut i = from;
@@ -176,7 +182,20 @@ fn item_segments<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, from: usize
         out.push(Segment { start: i, end, core: false });
         i = end;
     }
-    out
+    (out, read.into_iter().map(|r| r.1).collect())
+}
+
+/// A hash of a text's last 8 code points (ids differ at their ends; on a match the ids
+/// are compared whole): equal texts hash equal whatever their storage.
+fn id_hash(text: &Text<'_>) -> u64 {
+    const TAKE: usize = 8;
+    let mix = |hash: u64, c: u32| hash.rotate_left(8) ^ u64::from(c);
+    match *text {
+        Text::Latin1(b) => b.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
+        Text::Ucs2(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
+        Text::Ucs4(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, c)),
+        Text::Utf8(s) => s.chars().rev().take(TAKE).fold(0, |h, c| mix(h, u32::from(c))),
+    }
 }
 
 /// Where segments lie between `prefix` and `end`: listed up front (Responses items, whose
@@ -184,7 +203,8 @@ fn item_segments<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, from: usize
 /// found around a message on demand (chat shapes: a segment's bounds depend only on its
 /// neighbours, so the greedy tail and the core read only the messages they keep).
 pub(super) enum Segmenter {
-    Listed(Vec<Segment>),
+    /// All segments, and (Responses items) each item's role from `prefix` on, as read.
+    Listed { segs: Vec<Segment>, prefix: usize, roles: Vec<Role> },
     Local {
         dialect: Dialect,
         prefix: usize,
@@ -204,10 +224,23 @@ impl Segmenter {
         dialect: Dialect,
         listed: bool,
     ) -> Self {
-        if listed || dialect == Dialect::Responses {
-            Segmenter::Listed(segments(t, prefix, end, dialect))
+        if dialect == Dialect::Responses {
+            let (segs, roles) = item_segments(t, prefix, end);
+            Segmenter::Listed { segs, prefix, roles }
+        } else if listed {
+            Segmenter::Listed { segs: segments(t, prefix, end, dialect), prefix, roles: Vec::new() }
         } else {
             Segmenter::Local { dialect, prefix, end, orphans_from: None }
+        }
+    }
+
+    /// Message `i`'s role (`prefix <= i < end`), as read for the segments when it was.
+    pub(super) fn role<N: JsonNode, S: Sizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Role {
+        match self {
+            Segmenter::Listed { prefix, roles, .. } => {
+                i.checked_sub(*prefix).and_then(|k| roles.get(k)).copied().unwrap_or_else(|| t.role(i))
+            }
+            Segmenter::Local { .. } => t.role(i),
         }
     }
 
@@ -215,7 +248,7 @@ impl Segmenter {
     pub(super) fn containing<N: JsonNode, S: Sizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Segment {
         let one = Segment { start: i, end: i + 1, core: false };
         match *self {
-            Segmenter::Listed(ref segs) => {
+            Segmenter::Listed { ref segs, .. } => {
                 let k = segs.partition_point(|s| s.end <= i);
                 segs.get(k).copied().unwrap_or(one)
             }
@@ -253,7 +286,7 @@ impl Segmenter {
     pub(super) fn start_before<N: JsonNode, S: Sizer<N>>(&mut self, t: &Transcript<'_, N, S>, stop: usize) -> usize {
         let last = stop - 1;
         match self {
-            Segmenter::Listed(segs) => {
+            Segmenter::Listed { segs, .. } => {
                 let k = segs.partition_point(|s| s.end < stop);
                 segs.get(k).map_or(last, |s| s.start)
             }
