@@ -550,3 +550,78 @@ def test_contract_on_the_corpus_as_responses_items(budget: int) -> None:
         items = responses_items(messages)
         for cut in ("greedy", "chunked"):
             check_item_contract(items, budget, same_on_both(items, target_context_tokens=budget, cut=cut), [])
+
+
+# What packing reads (SPEC §5, last paragraph; docs/packing.md) ------------------------
+
+
+def _anthropic_exchange(k: int) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": f"u{k}", "name": "read", "input": {}}
+    return [
+        {"role": "assistant", "content": [use, {"type": "text", "text": "a" * 150}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"u{k}", "content": "r" * 150}]},
+    ]
+
+
+def _openai_exchange(k: int) -> list[dict[str, Any]]:
+    call = {"id": f"c{k}", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": "c" * 150, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{k}", "content": "t" * 150},
+    ]
+
+
+@pytest.mark.parametrize("newest", ["openai", "anthropic"])
+def test_auto_packs_in_the_shape_of_the_newest_entry_that_shows_one(backend: str, newest: str) -> None:
+    """A transcript mixing shapes is packed in the shape of its newest tool exchange: the
+    entries before it are never read for the shape."""
+    older, newer = (
+        (_anthropic_exchange, _openai_exchange) if newest == "openai" else (_openai_exchange, _anthropic_exchange)
+    )
+    messages = [{"role": "user", "content": "fix it"}, *older(1), *newer(2), {"role": "user", "content": "go on"}]
+    packs = {s: cf.pack_handoff(messages, target_context_tokens=100, shape=s) for s in ("openai", "anthropic")}
+    assert packs["openai"].kept != packs["anthropic"].kept  # the shape decides this pack
+    assert cf.pack_handoff(messages, target_context_tokens=100) == packs[newest]
+
+
+def test_auto_reads_no_tool_exchange_as_openai_chat(backend: str) -> None:
+    messages = [{"role": "user", "content": "x" * 400}, {"role": "assistant", "content": "y" * 400}] * 3
+    assert cf.pack_handoff(messages, target_context_tokens=300) == cf.pack_handoff(
+        messages, target_context_tokens=300, shape="openai"
+    )
+
+
+def _run_with(bad: Any, at: int) -> list[Any]:
+    """A long run with ``bad`` at index ``at``, its directive last."""
+    messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    messages += [{"role": "assistant", "content": f"step {i} " + "x" * 400} for i in range(200)]
+    messages.append({"role": "user", "content": "go on"})
+    messages[at] = bad
+    return messages
+
+
+@pytest.mark.parametrize("bad", [{"content": "no role"}, {"role": "assistant", "content": 5}, 7])
+@pytest.mark.parametrize("at", [60, 171])
+def test_a_malformed_message_packing_does_not_read_raises_nothing(backend: str, bad: Any, at: int) -> None:
+    """Over budget, an entry is checked only when packing sizes it or lists it in the
+    note: one in the dropped middle that no note line reaches is dropped unread, and the
+    pack is what a well-formed message there gives (171 is the newest message before
+    the ones the note reads: it lists 174 and 173 and tries 172)."""
+    pack = cf.pack_handoff(_run_with(bad, at), target_context_tokens=3_000)
+    assert pack == cf.pack_handoff(_run_with({"role": "assistant", "content": "fine"}, at), target_context_tokens=3_000)
+    assert pack.fits and pack.kept == [0, *range(175, 203)] and pack.dropped == 174
+
+
+@pytest.mark.parametrize(
+    ("at", "budget"),
+    [
+        (60, 10**9),  # at or under budget, every message is read
+        (201, 3_000),  # kept in the tail: sized
+        (174, 3_000),  # the segment the tail stops at: sized
+        (173, 3_000),  # listed in the note
+        (172, 3_000),  # its note line written, then left out for room
+    ],
+)
+def test_a_malformed_message_packing_reads_raises(backend: str, at: int, budget: int) -> None:
+    with pytest.raises(cf.MessageTypeError, match=rf"^message {at}, field 'role': missing"):
+        cf.pack_handoff(_run_with({"content": "no role"}, at), target_context_tokens=budget)

@@ -226,6 +226,23 @@ fn blocks(m: &V) -> &[V] {
     }
 }
 
+/// Whether a message shows the Anthropic shape (`Some(true)`), another shape
+/// (`Some(false)`: Responses items, OpenAI tool calls or a `tool` message) or none.
+fn shows_anthropic(m: &V) -> Option<bool> {
+    let kind = m.get("type");
+    let marks = kind.is_some_and(|k| {
+        m.get("role").is_none() || ["message", "function_call", "function_call_output"].iter().any(|&t| k.is_str(t))
+    });
+    if marks {
+        return Some(false);
+    }
+    if has_block(m, "tool_use") || has_block(m, "tool_result") {
+        return Some(true);
+    }
+    let calls = matches!(m.get("tool_calls"), Some(V::Arr(c)) if !c.is_empty());
+    (calls || m.get("role").is_some_and(|r| r.is_str("tool"))).then_some(false)
+}
+
 fn has_block(m: &V, kind: &str) -> bool {
     blocks(m).iter().any(|b| b.get("type").is_some_and(|t| t.is_str(kind)))
 }
@@ -326,7 +343,8 @@ pub fn packing(nodes: &[Node<'_, '_>], t: &[V], sizes: &[u64], scale: u64, rng: 
     ensure!(tail_kept == 0 || tail_kept == n - history, "part of the volatile tail: {ctx}");
     let anthropic = match dialect {
         Some(d) => d == Dialect::Anthropic,
-        None => t.iter().any(|m| has_block(m, "tool_use") || has_block(m, "tool_result")),
+        // `shape="auto"`: the shape of the newest message that shows one (SPEC §5).
+        None => t.iter().rev().find_map(shows_anthropic).unwrap_or(false),
     };
     let only_results = |m: &V| {
         let b = blocks(m);
