@@ -144,9 +144,19 @@ def pack_handoff(
     - the note is a message item: ``{"type": "message", "role": ..., "content": text}``;
     - a ``call_id`` on a call or output must be a str, ``type`` a str, every item a dict.
 
-    ``shape="auto"`` reads Responses items when any item has a ``type`` and no ``role``
-    or is a ``message``, ``function_call`` or ``function_call_output`` item; otherwise it pairs
-    Anthropic ``tool_use``/``tool_result`` blocks when any appear, else OpenAI tool calls.
+    ``shape="auto"`` packs in the shape of the newest entry that shows one, read from the
+    newest back: Responses items when it has a ``type`` and no ``role`` or is a
+    ``message``, ``function_call`` or ``function_call_output`` item; Anthropic when its
+    content holds a ``tool_use`` or ``tool_result`` block; OpenAI when it has a non-empty
+    ``tool_calls`` list or the role ``tool``; OpenAI chat when no entry shows a shape.
+
+    What is read (docs/packing.md): at or under budget, every message; over budget, only
+    what the answer needs, walking back from the newest message: the messages sized to
+    find the tail (and the segment it stops at), the system messages, the directive's and
+    pinned segments, and the dropped messages the note lists (at most 40); the rest of
+    the history is only walked for roles. A message is checked (TypeError/ValueError
+    naming its index and field) when it is sized or listed, so a malformed message deep
+    in the dropped middle raises nothing. The chunked cut sizes the whole history.
 
     The list is read once, when the call begins: every field of the result (``messages``,
     ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another

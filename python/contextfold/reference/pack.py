@@ -1,7 +1,9 @@
 """Handoff packing, in pure Python: the reference for ``contextfold-core``'s pack.rs.
 
-Same segments, same core, same tail rules, same note text, same early stop: greedy
-packing sizes only what it keeps (and the first segment that does not fit).
+Same segments, same core, same tail rules, same note text, and the same reading: the
+transcript is read on demand (:class:`~.tokens.TranscriptOnDemand`), so greedy packing
+reads only what its answer needs, walking back from the newest message, and checks an
+entry only when it sizes it or lists it in the note (docs/packing.md).
 """
 
 from __future__ import annotations

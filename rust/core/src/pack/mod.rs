@@ -9,9 +9,17 @@
 //! (`<run-state>` messages) is set aside, the history packed into what is left, and the
 //! tail put back last; when the history needs the whole budget, the volatile tail goes.
 //!
-//! Performance notes: greedy packing sizes only what it keeps (plus the first segment
-//! that does not fit): the over-budget check and the tail both walk back from the newest
-//! message, and dropped messages are never sized, only summarised into note lines.
+//! Performance notes: greedy packing reads only what its answer needs (docs/packing.md).
+//! The transcript is read on demand ([`Transcript::read`]): the shape comes from the
+//! newest entry that shows one; the over-budget check and the tail walk back from the
+//! newest message, sizing (and so checking) only what they keep plus the segment the
+//! tail stops at; chat segments are found around a message from its neighbours' roles,
+//! never listed; the note writes lines for at most [`NOTE_MAX_LINES`] of the newest
+//! dropped messages and counts the rest. What stays linear is the walk back to the
+//! directive (one role read a message). Tried and dropped: reading the shape from the
+//! messages back to the latest request (a Responses or Anthropic transcript that ends
+//! with a plain user turn read as OpenAI chat). The chunked cut and Responses items
+//! (paired by `call_id` anywhere after the call) list every segment.
 
 mod note;
 mod segments;
