@@ -46,7 +46,7 @@ from ._contract import (
     sizers,
     whole,
 )
-from ._js import js_trim
+from ._js import entry, js_trim, str_value
 from .errors import ArgumentError, MessageTypeError
 from .tokens import Message, Sizing, message_tokens
 
@@ -73,7 +73,11 @@ def handoff_line(message: Message) -> str:
 
 def is_volatile_tail(message: Message) -> bool:
     """True for a ``user`` message whose content opens with :data:`VOLATILE_TAIL_TAG`."""
-    return isinstance(message, dict) and message.get("role") == "user" and is_volatile_content(message.get("content"))
+    return (
+        isinstance(message, dict)
+        and str_value(entry(message, "role")) == "user"
+        and is_volatile_content(entry(message, "content"))
+    )
 
 
 def volatile_tail(sections: Iterable[str | None]) -> dict[str, str] | None:
