@@ -406,11 +406,7 @@ def pack_handoff(
         chunk_tokens,
         tools,
     )
-    # Sums past a u64 saturate, as the core's do: nothing that large fits.
-    system_tokens = min(
-        U64_MAX,
-        sum(message_tokens(prompt_message(p), args.sizers, image_tokens) for p in (system, tools) if p is not None),
-    )
+    system_tokens = _prompt_tokens((system, tools), args.sizers, image_tokens)
     summary = None if args.summary is None else _lossy(args.summary)
     return _pack(
         messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens, image_tokens
@@ -471,10 +467,19 @@ def _pack(
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 
 
+def _prompt_tokens(parts: Iterable[Any], sizing: Sizing, image_tokens: int | None = None) -> int:
+    """What a separate system prompt and the tool definitions cost: each what a system
+    message with that content costs (past a u64 the sum saturates, as the core's does:
+    nothing that large fits)."""
+    total = sum(message_tokens(prompt_message(p), sizing, image_tokens) for p in parts if p is not None)
+    return min(U64_MAX, total)
+
+
 def pack_many(
     transcripts: list[Any],
     budget: int,
-    system_tokens: list[int],
+    systems: list[Any] | None,
+    tools: list[Any] | None,
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
@@ -482,8 +487,11 @@ def pack_many(
 ) -> list[HandoffPack]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
     sizing = None if encoding is None else encoding_name(encoding)
+    prompts = [
+        _prompt_tokens((None if systems is None else systems[i], tools), sizing) for i in range(len(transcripts))
+    ]
     out = []
-    for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):
+    for i, (messages, system) in enumerate(zip(transcripts, prompts, strict=True)):
         try:
             out.append(_pack(messages, budget, sizing, [], None, system, dialect, chunk_tokens))
         except Exception as exc:
