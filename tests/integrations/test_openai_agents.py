@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import statistics
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -250,6 +252,32 @@ def test_bad_input_and_options_are_named() -> None:
         oa.InputFilter(target_context_tokens=100, on_overflow="drop")  # type: ignore[arg-type]
     with pytest.raises(cf.ArgumentTypeError, match="tools: expected 'agent'"):
         oa.InputFilter(target_context_tokens=100, tools="all")  # type: ignore[arg-type]
+
+
+def test_every_call_packs_the_same_and_the_filter_time_is_printed() -> None:
+    """Same input, same output, call after call; ``pytest -s`` prints the time per call."""
+    instructions, items = max(corpus(), key=lambda run: len(run[1]))
+    window = oa.InputFilter(target_context_tokens=8_000)
+    data = call_data(items, instructions)
+    first = window(data).input
+    timings, bare = [], []
+    for _ in range(1_000):
+        start = time.perf_counter()
+        again = window(data).input
+        timings.append(time.perf_counter() - start)
+        assert again == first and sum(x is y for x, y in zip(again, first, strict=True)) == len(first) - 1  # the note
+        start = time.perf_counter()
+        cf.pack_handoff(items, target_context_tokens=8_000, system=instructions, shape="responses")
+        bare.append(time.perf_counter() - start)
+    timings.sort()
+    bare.sort()
+    print(
+        f"\ncontextfold openai-agents filter ({cf.backend}): {len(items)} items / {cf.tokens_of(items)} tokens "
+        f"-> {len(first)} items; median {statistics.median(timings) * 1e6:.0f} us, "
+        f"p99 {timings[len(timings) * 99 // 100] * 1e6:.0f} us over {len(timings)} calls; "
+        f"pack_handoff alone median {statistics.median(bare) * 1e6:.0f} us, "
+        f"p99 {bare[len(bare) * 99 // 100] * 1e6:.0f} us"
+    )
 
 
 class RecordingModel(Model):
