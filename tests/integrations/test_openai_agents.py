@@ -34,6 +34,7 @@ from agents import (
     ToolCallOutputItem,
     Usage,
     function_tool,
+    handoff,
 )
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
@@ -188,6 +189,13 @@ def test_instructions_and_the_agents_tools_count_against_the_window() -> None:
     assert cf.tokens_of(bare.messages) == bare.pack.tokens > 3_000 - room, "the room was needed"
     listed = oa.InputFilter(target_context_tokens=3_000, tools=[tool]).pack(items, instructions=instructions)
     assert listed.pack.kept == full.pack.kept
+
+
+def test_handoffs_count_as_the_function_tools_the_model_sees() -> None:
+    triage: Agent[Any] = Agent(name="triage", tools=[read_file], handoffs=[AGENT, handoff(Agent(name="billing"))])
+    names = [t["name"] for t in oa.agent_tools(triage)]
+    assert names == ["read_file", "transfer_to_coder", "transfer_to_billing"]
+    assert all(t["type"] == "function" and isinstance(t["parameters"], dict) for t in oa.agent_tools(triage))
 
 
 def test_the_agents_max_tokens_is_the_default_reserve() -> None:

@@ -97,7 +97,9 @@ class InputFilter:
     """A ``RunConfig(call_model_input_filter=...)`` packing each model call's input items.
 
     ``target_context_tokens`` is the model's window. ``reserve_output_tokens`` is kept free
-    for the reply; None (the default) takes the agent's ``model_settings.max_tokens``, or 0.
+    for the reply; None (the default) takes the agent's ``model_settings.max_tokens``, or 0
+    (the filter does not see ``RunConfig.model_settings``: give the reserve when you set
+    ``max_tokens`` there).
     ``estimate_tokens``: None (⌈UTF-16 length / 4⌉), ``"o200k_base"`` / ``"cl100k_base"``
     (exact counts, native) or a ``callable(text) -> int``. ``cut``, ``chunk_tokens`` and
     ``sizing`` are :func:`contextfold.pack_handoff`'s (``cut="chunked"`` keeps the packed
