@@ -17,7 +17,7 @@ import pytest
 
 from ..conftest import openai_corpus
 from . import need
-from .pairing import kept_positions
+from .pairing import content_text, kept_positions
 
 oa = need("contextfold.integrations.openai_agents", "openai-agents")
 
@@ -51,23 +51,15 @@ def read_file(path: str) -> str:
 AGENT: Agent[Any] = Agent(name="coder", instructions="unused: the filter gets the instructions", tools=[read_file])
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def to_sdk_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[Any]]:
     """A corpus transcript as the SDK builds a model call: the leading system message as the
     instructions; each turn as the input item of the run item the SDK makes of it (an
     assistant's text before its tool calls as a reasoning item, as a reasoning model's)."""
-    instructions = _text(messages[0]["content"]) if messages and messages[0]["role"] == "system" else None
+    instructions = content_text(messages[0]["content"]) if messages and messages[0]["role"] == "system" else None
     items: list[Any] = []
     calls: dict[str, ResponseFunctionToolCall] = {}
     for n, m in enumerate(messages[1:] if instructions is not None else messages):
-        text, tool_calls = _text(m["content"]), m.get("tool_calls") or []
+        text, tool_calls = content_text(m["content"]), m.get("tool_calls") or []
         if m["role"] in ("system", "user"):
             role = "developer" if m["role"] == "system" else "user"
             items.extend(ItemHelpers.input_to_new_input_list([{"role": role, "content": text}]))

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import contextfold as cf
 
-from ._common import Estimator, Packed, missing_extra
+from ._common import Estimator, Packed, missing_extra, originals_of
 
 try:
     from agents import Agent, FunctionTool, Handoff, handoff
@@ -163,7 +163,7 @@ class InputFilter:
             log.warning("contextfold: %s; sending it as it is", message)
         if readable is items:  # the packed list already holds the SDK's own dicts
             return Packed(pack.messages, pack)
-        return Packed(_originals(items, readable, pack), pack)
+        return Packed(originals_of(pack, items, readable, lambda note: note), pack)
 
     def _reserve(self, agent: Agent[Any] | None) -> int:
         if self.reserve_output_tokens is not None:
@@ -184,17 +184,3 @@ def _as_dict(index: int, item: Any) -> Any:
     if isinstance(item, dict) or dump is None:
         return item
     return dump(mode="json", exclude_unset=True)
-
-
-def _originals(items: Sequence[Any], readable: Sequence[Any], pack: cf.HandoffPack) -> list[Any]:
-    """``pack.messages`` with each kept item swapped back for the caller's object."""
-    out: list[Any] = []
-    kept = pack.kept
-    j = 0
-    for message in pack.messages:
-        if j < len(kept) and message is readable[kept[j]]:
-            out.append(items[kept[j]])
-            j += 1
-        else:  # the note
-            out.append(message)
-    return out
