@@ -38,7 +38,13 @@ from agents import (
 )
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 from openai.types.responses.response_reasoning_item import ResponseReasoningItem, Summary
 
 
@@ -288,24 +294,37 @@ class RecordingModel(Model):
         self.inputs: list[list[Any]] = []
         self.instructions: list[str | None] = []
 
-    async def get_response(
-        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
-    ) -> ModelResponse:
+    def _reply(self, system_instructions: str | None, input: Any) -> Any:
         self.inputs.append(list(input))
         self.instructions.append(system_instructions)
         if len(self.inputs) == 1:
-            output: Any = ResponseFunctionToolCall(
+            return ResponseFunctionToolCall(
                 arguments='{"path": "setup.py"}', call_id="call_new", name="read_file", type="function_call"
             )
-        else:
-            part = ResponseOutputText(annotations=[], text="done", type="output_text")
-            output = ResponseOutputMessage(
-                id="msg_done", content=[part], role="assistant", status="completed", type="message"
-            )
-        return ModelResponse(output=[output], usage=Usage(), response_id=None)
+        part = ResponseOutputText(annotations=[], text="done", type="output_text")
+        return ResponseOutputMessage(
+            id="msg_done", content=[part], role="assistant", status="completed", type="message"
+        )
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
+    async def get_response(
+        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        return ModelResponse(output=[self._reply(system_instructions, input)], usage=Usage(), response_id=None)
+
+    async def stream_response(
+        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        response = Response(
+            id=f"resp_{len(self.inputs)}",
+            created_at=0,
+            model="recording",
+            object="response",
+            output=[self._reply(system_instructions, input)],
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(type="response.completed", sequence_number=0, response=response)
 
 
 class CountingFilter:
@@ -351,3 +370,22 @@ def test_run_sync_with_the_filter_in_a_run_config() -> None:
     config = RunConfig(call_model_input_filter=window, tracing_disabled=True)
     assert Runner.run_sync(agent, history, run_config=config).final_output == "done"
     assert all(len(sent) < len(history) for sent in model.inputs)
+
+
+def test_a_streamed_run_sends_the_model_the_packed_input() -> None:
+    instructions, history = max(corpus(), key=lambda run: len(run[1]))
+    model = RecordingModel()
+    agent: Agent[Any] = Agent(name="coder", instructions=instructions, tools=[read_file], model=model)
+    window = CountingFilter(oa.InputFilter(target_context_tokens=3_000))
+
+    async def run() -> Any:
+        result = Runner.run_streamed(
+            agent, history, run_config=RunConfig(call_model_input_filter=window, tracing_disabled=True)
+        )
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    assert asyncio.run(run()).final_output == "done" and window.calls == 2 == len(model.inputs)
+    for sent in model.inputs:
+        assert len(sent) < len(history) and sent_tokens(sent, instructions, oa.agent_tools(agent)) <= 3_000
