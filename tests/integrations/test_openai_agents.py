@@ -37,7 +37,7 @@ from agents import (
     handoff,
 )
 from agents.models.interface import Model
-from agents.run_config import CallModelData, ModelInputData
+from agents.run import CallModelData, ModelInputData
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,

@@ -52,7 +52,7 @@ from ._common import Estimator, Packed, missing_extra, originals_of
 
 try:
     from agents import Agent, FunctionTool, Handoff, handoff
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.run import CallModelData, ModelInputData
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise missing_extra("openai-agents", exc) from exc
 
