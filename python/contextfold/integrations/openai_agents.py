@@ -135,14 +135,12 @@ class InputFilter:
         packed = self.pack(model_data.input, instructions=model_data.instructions, agent=data.agent)
         return ModelInputData(input=packed.messages, instructions=model_data.instructions)
 
-    def pack(self, items: Sequence[Any], *, instructions: str | None = None, agent: Agent[Any] | None = None) -> Packed:
+    def pack(self, items: list[Any], *, instructions: str | None = None, agent: Agent[Any] | None = None) -> Packed:
         """Packs ``items`` (Responses input items) as a model call with these ``instructions``
         from ``agent`` would send them: the SDK's own items plus the note, and the pack."""
         if not isinstance(items, list):
             raise cf.MessageTypeError(f"input: expected a list of items, got {type(items).__name__}", None, "")
-        readable = (
-            items if all(isinstance(item, dict) for item in items) else [_as_dict(i, x) for i, x in enumerate(items)]
-        )
+        readable = items if all(isinstance(item, dict) for item in items) else [_as_dict(item) for item in items]
         pack = cf.pack_handoff(
             readable,
             target_context_tokens=self.target_context_tokens,
@@ -177,7 +175,7 @@ class InputFilter:
         return self.tools
 
 
-def _as_dict(index: int, item: Any) -> Any:
+def _as_dict(item: Any) -> Any:
     """A pydantic item as the SDK would send it; a dict (or anything else, for the packer
     to reject with its index) as it is."""
     dump = getattr(item, "model_dump", None)
