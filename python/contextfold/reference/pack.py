@@ -14,6 +14,7 @@ from typing import Any
 
 from .._contract import (
     MESSAGE_OVERHEAD,
+    U64_MAX,
     Estimator,
     HandoffPack,
     Sizers,
@@ -26,7 +27,7 @@ from .._contract import (
     prompt_message,
     resolved,
 )
-from .._js import JS_SPACES, utf16_len
+from .._js import JS_SPACES, entry, plain, str_value, utf16_len
 from ..errors import ArgumentError
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
 from .tokens import TranscriptOnDemand, checked_role, message_tokens
@@ -39,12 +40,14 @@ _HEADER_UNITS = len(NOTE_HEADER)
 
 
 def _blocks(message: dict[str, Any]) -> list[Any] | None:
-    content = message.get("content")
-    return content if isinstance(content, list) else None
+    content = entry(message, "content")
+    if type(content) is list:
+        return content
+    return list.copy(content) if isinstance(content, list) else None
 
 
 def _block_is(block: Any, kind: str) -> bool:
-    return isinstance(block, dict) and block.get("type") == kind and isinstance(block.get("type"), str)
+    return isinstance(block, dict) and str_value(entry(block, "type")) == kind
 
 
 def _has_block(message: dict[str, Any], kind: str) -> bool:
@@ -58,12 +61,12 @@ def _only_tool_results(message: dict[str, Any]) -> bool:
 
 
 def _has_tool_calls(message: dict[str, Any]) -> bool:
-    calls = message.get("tool_calls")
-    return isinstance(calls, list) and len(calls) > 0
+    calls = entry(message, "tool_calls")
+    return isinstance(calls, list) and list.__len__(calls) > 0
 
 
 def _is_volatile(role: str, message: dict[str, Any]) -> bool:
-    return role == "user" and is_volatile_content(message.get("content"))
+    return role == "user" and is_volatile_content(entry(message, "content"))
 
 
 def _newest_shape(messages: list[Any]) -> str | None:
@@ -77,11 +80,10 @@ def _newest_shape(messages: list[Any]) -> str | None:
             continue
         if marks_responses(m):
             return "responses"
-        content = m.get("content")
-        if isinstance(content, list) and any(_block_is(b, "tool_use") or _block_is(b, "tool_result") for b in content):
+        blocks = _blocks(m)
+        if blocks and any(_block_is(b, "tool_use") or _block_is(b, "tool_result") for b in blocks):
             return "anthropic"
-        role = m.get("role")
-        if _has_tool_calls(m) or (isinstance(role, str) and role == "tool"):
+        if _has_tool_calls(m) or str_value(entry(m, "role")) == "tool":
             return "openai"
     return None
 
@@ -127,27 +129,27 @@ def handoff_line(message: dict[str, Any]) -> str:
 
 
 def _line(message: dict[str, Any]) -> str:
-    label = message.get("role")
-    if not isinstance(label, str):
-        label = message.get("type")
-    line = _lossy(label) if isinstance(label, str) else ""
+    label = str_value(entry(message, "role"))
+    if label is None:
+        label = str_value(entry(message, "type"))
+    line = "" if label is None else _lossy(label)
     names: list[str] = []
-    calls = message.get("tool_calls")
+    calls = entry(message, "tool_calls")
     if isinstance(calls, list):
-        for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            name = function.get("name") if isinstance(function, dict) else None
-            if isinstance(name, str):
+        for call in list.copy(calls):
+            function = entry(call, "function") if isinstance(call, dict) else None
+            name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+            if name is not None:
                 names.append(_lossy(name))
     blocks = _blocks(message)
     for block in blocks or ():
-        if _block_is(block, "tool_use") and isinstance(block.get("name"), str):
-            names.append(_lossy(block["name"]))
-    if isinstance(message.get("name"), str):
-        names.append(_lossy(message["name"]))
-    content = message.get("content")
+        if _block_is(block, "tool_use") and (name := str_value(entry(block, "name"))) is not None:
+            names.append(_lossy(name))
+    if (name := str_value(entry(message, "name"))) is not None:
+        names.append(_lossy(name))
+    content = plain(entry(message, "content"))
     if not isinstance(content, (str, list)):  # an item without content shows its output
-        content = message.get("output")
+        content = plain(entry(message, "output"))
     parts: list[str] = []
     if isinstance(content, str):
         parts.append(content)
@@ -155,8 +157,8 @@ def _line(message: dict[str, Any]) -> str:
         for block in content:
             if isinstance(block, dict):
                 for key in ("text", "content"):
-                    if isinstance(block.get(key), str):
-                        parts.append(block[key])
+                    if (text := str_value(entry(block, key))) is not None:
+                        parts.append(text)
     summary = snippet(parts, LINE_SNIPPET_UNITS)
     if names:
         line += f" [{', '.join(names)}]"
@@ -282,8 +284,8 @@ def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[list[An
     kinds = [""] * start + [peek_item(messages[i])[1] for i in range(start, stop)]
     outputs: dict[str, list[int]] = {}
     for i in range(start, stop):
-        if kinds[i] == OUTPUT and isinstance(messages[i].get("call_id"), str):
-            outputs.setdefault(messages[i]["call_id"], []).append(i)
+        if kinds[i] == OUTPUT and (call_id := str_value(entry(messages[i], "call_id"))) is not None:
+            outputs.setdefault(call_id, []).append(i)
     out: list[list[Any]] = []
     i = start
     while i < stop:
@@ -294,8 +296,8 @@ def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[list[An
         k = i
         while k < end:
             if kinds[k] == CALL:
-                call_id = messages[k].get("call_id")
-                answers = outputs.get(call_id) if isinstance(call_id, str) else None
+                call_id = str_value(entry(messages[k], "call_id"))
+                answers = None if call_id is None else outputs.get(call_id)
                 if answers:
                     at = bisect_right(answers, k)
                     if at < len(answers):
@@ -520,9 +522,7 @@ def pack_handoff(
         chunk_tokens,
         tools,
     )
-    system_tokens = sum(
-        message_tokens(prompt_message(p), args.sizers, image_tokens) for p in (system, tools) if p is not None
-    )
+    system_tokens = _prompt_tokens((system, tools), args.sizers, image_tokens)
     summary = None if args.summary is None else _lossy(args.summary)
     return _pack(
         messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens, image_tokens
@@ -585,10 +585,19 @@ def _pack(
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 
 
+def _prompt_tokens(parts: Iterable[Any], sizing: Sizing, image_tokens: int | None = None) -> int:
+    """What a separate system prompt and the tool definitions cost: each what a system
+    message with that content costs (past a u64 the sum saturates, as the core's does:
+    nothing that large fits)."""
+    total = sum(message_tokens(prompt_message(p), sizing, image_tokens) for p in parts if p is not None)
+    return min(U64_MAX, total)
+
+
 def pack_many(
     transcripts: list[Any],
     budget: int,
-    system_tokens: list[int],
+    systems: list[Any] | None,
+    tools: list[Any] | None,
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
@@ -596,8 +605,11 @@ def pack_many(
 ) -> list[HandoffPack]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
     sizing = None if encoding is None else encoding_name(encoding)
+    prompts = [
+        _prompt_tokens((None if systems is None else systems[i], tools), sizing) for i in range(len(transcripts))
+    ]
     out = []
-    for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):
+    for i, (messages, system) in enumerate(zip(transcripts, prompts, strict=True)):
         try:
             out.append(_pack(messages, budget, sizing, [], None, system, dialect, chunk_tokens))
         except Exception as exc:

@@ -15,7 +15,7 @@ from .._contract import (
     role_of,
     tiktoken_count,
 )
-from .._js import Visit, json_length, utf16_len
+from .._js import Visit, entry, json_length, str_value, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .items import MESSAGE, check_item, marks_responses, peek_item
 
@@ -68,7 +68,7 @@ class Transcript:
     ) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = list(messages)
+        self.messages: list[Any] = list.copy(messages)
         self.kinds: list[str] | None = None
         if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in self.messages)):
             checked = [check_item(m, i) for i, m in enumerate(self.messages)]
@@ -109,7 +109,7 @@ class TranscriptOnDemand:
     def __init__(self, messages: Any, sizing: Sizing, shape: str, image_tokens: int | None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = list(messages)
+        self.messages: list[Any] = list.copy(messages)
         self.responses: bool | None = {"auto": None, "responses": True}.get(shape, False)
         self.sizes: list[int | None] = [None] * len(self.messages)
         self._size: PerMessage = _sizer(sizing, image_tokens)
@@ -121,8 +121,7 @@ class TranscriptOnDemand:
         if self.responses:
             return peek_item(self.messages[i])[0]
         m = self.messages[i]
-        role = m.get("role") if isinstance(m, dict) else None
-        return role if isinstance(role, str) else ""
+        return (str_value(entry(m, "role")) or "") if isinstance(m, dict) else ""
 
     def peek(self, i: int) -> tuple[str, str]:
         """``(role, kind)``, read leniently."""
