@@ -17,7 +17,8 @@ from functools import cache
 from typing import Any
 
 import pytest
-from contextfold import count_tokens, pack_handoff, pack_many
+from contextfold import count_tokens, pack_handoff, pack_many, reference
+from contextfold._backend import using
 from contextfold._contract import estimator_text
 from contextfold.synthetic import agent_run
 
@@ -79,15 +80,28 @@ def bench_pack_many_o200k(benchmark: Any, threads: int) -> None:
     benchmark(lambda: pack_many(batch, target_context_tokens=BUDGET, estimate_tokens="o200k_base", threads=threads))
 
 
-WALKS = [("o200k_base", 500, 5_000), ("o200k_base", 5_000, 5_000), (None, 2_000, 20_000), (None, 20_000, 20_000)]
+WALKS = [
+    ("native", "o200k_base", 500, 5_000),
+    ("native", "o200k_base", 5_000, 5_000),
+    ("native", None, 2_000, 20_000),
+    ("native", None, 20_000, 20_000),
+    ("python", None, 2_000, 20_000),
+    ("python", None, 20_000, 20_000),
+]
 
 
-@pytest.mark.parametrize(("estimate", "messages", "of"), WALKS)
-def bench_walk_back(benchmark: Any, estimate: str | None, messages: int, of: int) -> None:
-    native()
+@pytest.mark.parametrize(("backend", "estimate", "messages", "of"), WALKS)
+def bench_walk_back(benchmark: Any, backend: str, estimate: str | None, messages: int, of: int) -> None:
+    """Each backend's cost as the run grows (docs/packing.md): compare within a group."""
+    impl = native() if backend == "native" else reference
     transcript = tail(messages, of)
     assert len(transcript) == messages
-    pack = pack_handoff(transcript, target_context_tokens=BUDGET, estimate_tokens=estimate)
+    with using(impl):
+        pack = pack_handoff(transcript, target_context_tokens=BUDGET, estimate_tokens=estimate)
     assert pack.fits and pack.dropped > 0
-    benchmark.group = f"pack_handoff @ {BUDGET} as the run grows, {estimate or 'chars/4'}"
-    benchmark(lambda: pack_handoff(transcript, target_context_tokens=BUDGET, estimate_tokens=estimate))
+    if estimate is None:  # the reference counts an embedded encoding only with tiktoken's vocabulary
+        with using(reference):
+            assert pack == pack_handoff(transcript, target_context_tokens=BUDGET)
+    benchmark.group = f"pack_handoff @ {BUDGET} as the run grows, {backend}, {estimate or 'chars/4'}"
+    with using(impl):
+        benchmark(lambda: pack_handoff(transcript, target_context_tokens=BUDGET, estimate_tokens=estimate))
