@@ -7,8 +7,9 @@
 //! int conversion). The input must be UTF-8 (a leading byte-order mark is skipped, as
 //! `json.loads` skips it in bytes).
 //!
-//! While scanning, the scanner notes where the request's `messages` array and each of
-//! its items lie in the input, so a packed body can be spliced from the input's bytes.
+//! While scanning, the scanner notes where the request's `messages` array (or a
+//! Responses request's `input` array) and each of its items lie in the input, so a
+//! packed body can be spliced from the input's bytes.
 //!
 //! Performance notes: the input is validated as UTF-8 once up front (the standard
 //! library's validator runs word-at-a-time over ASCII), so the string scan only looks for
@@ -116,8 +117,27 @@ pub struct Tape<'a> {
     pub(super) messages: Option<usize>,
     /// The last `system` member of a root object (slot).
     pub(super) system: Option<usize>,
+    /// The last `input` member of a root object (slot): a Responses request's items.
+    pub(super) input_items: Option<usize>,
+    /// The last `instructions` member of a root object (slot).
+    pub(super) instructions: Option<usize>,
+    /// The last `tools` member of a root object (slot).
+    pub(super) tools: Option<usize>,
     /// Where the items of the messages array lie (when it is one).
     pub(super) layout: Layout,
+    /// Where the items of the `input` array lie (when it is one).
+    pub(super) input_layout: Layout,
+}
+
+impl Tape<'_> {
+    /// The layout recorded for a tracked array.
+    fn layout_of(&mut self, member: Member) -> &mut Layout {
+        if member == Member::Input {
+            &mut self.input_layout
+        } else {
+            &mut self.layout
+        }
+    }
 }
 
 /// Why a text is not JSON that `json.loads` would load.
@@ -151,6 +171,9 @@ impl std::fmt::Display for ScanError {
 enum Member {
     Messages,
     System,
+    Input,
+    Instructions,
+    Tools,
     Other,
 }
 
@@ -158,8 +181,9 @@ struct Frame {
     slot: usize,
     object: bool,
     len: usize,
-    /// Items of this array are messages: their spans are recorded.
-    tracked: bool,
+    /// Items of this array are messages (`Messages`) or Responses items (`Input`): their
+    /// spans are recorded.
+    tracked: Option<Member>,
     /// First byte of the item being read (tracked arrays).
     item_start: usize,
     /// Key of the member being read (the root object).
@@ -193,7 +217,11 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
             escaped: Vec::new(),
             messages: None,
             system: None,
+            input_items: None,
+            instructions: None,
+            tools: None,
             layout: Layout::default(),
+            input_layout: Layout::default(),
         },
         stack: Vec::with_capacity(16),
         root,
@@ -550,14 +578,20 @@ impl<'a> Scanner<'a> {
             let slot = self.tape.slots.len();
             let depth = self.stack.len();
             if let Some(top) = self.stack.last_mut() {
-                if top.tracked {
+                if top.tracked.is_some() {
                     top.item_start = self.pos;
                 }
                 if depth == 1 && top.object {
-                    match top.member {
-                        Member::Messages => self.tape.messages = Some(slot),
-                        Member::System => self.tape.system = Some(slot),
-                        Member::Other => {}
+                    let member = match top.member {
+                        Member::Messages => Some(&mut self.tape.messages),
+                        Member::System => Some(&mut self.tape.system),
+                        Member::Input => Some(&mut self.tape.input_items),
+                        Member::Instructions => Some(&mut self.tape.instructions),
+                        Member::Tools => Some(&mut self.tape.tools),
+                        Member::Other => None,
+                    };
+                    if let Some(member) = member {
+                        *member = Some(slot);
                     }
                 }
             }
@@ -572,9 +606,9 @@ impl<'a> Scanner<'a> {
                     } else {
                         self.push(Slot::Array { len: 0, end: 0 })
                     };
-                    let tracked = !object && self.tracks_array();
-                    if tracked {
-                        self.tape.layout = Layout { open: self.pos, close: 0, items: Vec::new() };
+                    let tracked = if object { None } else { self.tracked_array() };
+                    if let Some(member) = tracked {
+                        *self.tape.layout_of(member) = Layout { open: self.pos, close: 0, items: Vec::new() };
                         if self.stack.is_empty() {
                             self.tape.messages = Some(at);
                         }
@@ -608,9 +642,9 @@ impl<'a> Scanner<'a> {
             loop {
                 let Some(top) = self.stack.last_mut() else { break 'value };
                 top.len += 1;
-                if top.tracked {
+                if let Some(member) = top.tracked {
                     let span = (top.item_start, self.pos);
-                    self.tape.layout.items.push(span);
+                    self.tape.layout_of(member).items.push(span);
                 }
                 let object = top.object;
                 self.skip_ws();
@@ -636,11 +670,15 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Whether the array starting now holds the messages.
-    fn tracks_array(&self) -> bool {
+    /// Whether the array starting now holds the messages (`Messages`) or a Responses
+    /// request's items (`Input`).
+    fn tracked_array(&self) -> Option<Member> {
         match self.stack.last() {
-            None => self.root == Root::RequestOrTranscript,
-            Some(top) => self.stack.len() == 1 && top.object && top.member == Member::Messages,
+            None => (self.root == Root::RequestOrTranscript).then_some(Member::Messages),
+            Some(top) if self.stack.len() == 1 && top.object => {
+                matches!(top.member, Member::Messages | Member::Input).then_some(top.member)
+            }
+            Some(_) => None,
         }
     }
 
@@ -655,6 +693,9 @@ impl<'a> Scanner<'a> {
             let member = match self.tape.text(at) {
                 Some(crate::Text::Utf8("messages")) => Member::Messages,
                 Some(crate::Text::Utf8("system")) => Member::System,
+                Some(crate::Text::Utf8("input")) => Member::Input,
+                Some(crate::Text::Utf8("instructions")) => Member::Instructions,
+                Some(crate::Text::Utf8("tools")) => Member::Tools,
                 _ => Member::Other,
             };
             if let Some(top) = self.stack.last_mut() {
@@ -674,8 +715,8 @@ impl<'a> Scanner<'a> {
     fn close(&mut self) -> Result<(), ScanError> {
         let Some(frame) = self.stack.pop() else { return Err(self.error("unbalanced brackets")) };
         let end = self.tape.slots.len();
-        if frame.tracked {
-            self.tape.layout.close = self.pos;
+        if let Some(member) = frame.tracked {
+            self.tape.layout_of(member).close = self.pos;
         }
         let duplicates = frame.object && frame.len > 1 && self.tape.has_duplicate_keys(frame.slot, frame.len);
         if let Some(slot) = self.tape.slots.get_mut(frame.slot) {
