@@ -233,7 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack.add_argument("--reserve-output-tokens", type=int, default=0, help="tokens kept free for the reply")
     pack.add_argument("--shape", choices=["auto", "openai", "anthropic", "responses"], default="auto")
     pack.add_argument("--cut", choices=["greedy", "chunked"], default="greedy")
-    pack.add_argument("--tokenizer", choices=ENCODINGS, help="count tokens exactly with this encoding (default: chars/4)")
+    pack.add_argument(
+        "--tokenizer", choices=ENCODINGS, help="count tokens exactly with this encoding (default: chars/4)"
+    )
     pack.add_argument("--sizing", choices=SIZINGS, default="seed", help="provider: images a flat count (default: seed)")
     pack.add_argument(
         "--image-tokens", type=int, default=DEFAULT_IMAGE_TOKENS, help="what an image costs with --sizing provider"

@@ -33,8 +33,9 @@ Errors: for a body that loads, the error ``pack_handoff`` raises on the loaded v
 not a list, ``tools`` that are not a list of objects, …; an ``instructions`` of the wrong
 type is named as ``instructions``); :class:`~contextfold.RequestError` (a ``ValueError``)
 for a body that is not UTF-8, not JSON ``json.loads`` would load (with the byte
-``offset``), empty, not an object, or with neither ``messages`` nor ``input``. Nesting is limited to 100,000 levels natively; the
-reference backend, which loads through ``json``, stops at Python's recursion limit.
+``offset``), empty, not an object, or with neither ``messages`` nor ``input``. Nesting
+is limited to 100,000 levels natively; the reference backend, which loads through
+``json``, stops at Python's recursion limit.
 """
 
 from __future__ import annotations

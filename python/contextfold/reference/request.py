@@ -16,7 +16,15 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._contract import PackArguments, PackedRequest, as_bytes, check_tools, pack_arguments, prompt_message
+from .._contract import (
+    EncodingName,
+    PackArguments,
+    PackedRequest,
+    as_bytes,
+    check_tools,
+    pack_arguments,
+    prompt_message,
+)
 from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
 from .pack import pack_handoff
 from .tokens import Transcript, message_tokens
@@ -25,6 +33,7 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' or 'input' list"
+NO_ESTIMATOR = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')"
 _ARRAYS = ("messages", "input")
 """Members whose array items are packed (and so whose layout is recorded)."""
 
@@ -185,7 +194,7 @@ def pack_request(
         target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, None, shape, cut, chunk_tokens
     )
     data = as_bytes(body)
-    body, dropped, fits, tokens, note, kept, _ = _pack(data, args, image_tokens, transcripts=False)
+    body, dropped, fits, tokens, note, kept, _ = _pack(data, args, _encoding(args), image_tokens, transcripts=False)
     return PackedRequest(body, fits, tokens, args.budget, dropped, note, kept)
 
 
@@ -207,10 +216,11 @@ def pack_requests(
     args = pack_arguments(
         target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, None, shape, cut, chunk_tokens
     )
+    estimate = _encoding(args)
     out: list[PackedRequest | Exception] = []
     for body in bodies:
         try:
-            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, image_tokens, transcripts=False)
+            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, estimate, image_tokens, False)
             out.append(PackedRequest(data, fits, tokens, args.budget, dropped, note, kept))
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)
@@ -233,6 +243,7 @@ def pack_lines(
     args = pack_arguments(
         target_context_tokens, reserve_output_tokens, estimate_tokens, (), None, None, shape, cut, None
     )
+    estimate = _encoding(args)
     output: list[bytes] = []
     packed = before = after = dropped = unfit = 0
     errors: list[tuple[int, str]] = []
@@ -240,7 +251,7 @@ def pack_lines(
         if not line.strip():
             continue
         try:
-            body, gone, fits, tokens, _, _, tokens_before = _pack(line, args, image_tokens, transcripts=True)
+            body, gone, fits, tokens, _, _, tokens_before = _pack(line, args, estimate, image_tokens, transcripts=True)
         except ContextfoldError as exc:
             errors.append((index, str(exc)))
             continue
@@ -250,7 +261,9 @@ def pack_lines(
     return b"".join(output), packed, before, after, dropped, unfit, errors
 
 
-def _pack(body: bytes, args: PackArguments, image_tokens: int | None, transcripts: bool) -> Outcome:
+def _pack(
+    body: bytes, args: PackArguments, estimate: EncodingName | None, image_tokens: int | None, transcripts: bool
+) -> Outcome:
     """``(body, dropped, fits, tokens, note, kept, input_tokens)`` for one body;
     ``body`` is the input object when nothing changed."""
     parsed = _Body(body, transcripts)
@@ -273,7 +286,7 @@ def _pack(body: bytes, args: PackArguments, image_tokens: int | None, transcript
         raise RequestError(_NO_TRANSCRIPT)
     shape = "responses" if responses and args.shape == "auto" else args.shape
     if responses and isinstance(items, str):
-        return _one_message(body, items, system, tools, args, image_tokens)
+        return _one_message(body, items, system, tools, args, estimate, image_tokens)
     if not isinstance(items, list):
         wanted = "a list or str" if responses else "a list"
         raise MessageTypeError(f"{key}: expected {wanted}, got {type(items).__name__}", None, "")
@@ -282,7 +295,7 @@ def _pack(body: bytes, args: PackArguments, image_tokens: int | None, transcript
         items,
         args.budget,
         0,
-        args.sizers,
+        estimate,
         args.pinned,
         args.summary,
         system,
@@ -293,7 +306,7 @@ def _pack(body: bytes, args: PackArguments, image_tokens: int | None, transcript
         image_tokens,
     )
     n = len(items)
-    input_tokens = _tokens(items, args, shape, image_tokens) if transcripts else None
+    input_tokens = _tokens(items, estimate, shape, image_tokens) if transcripts else None
     if pack.note is None and pack.kept == list(range(n)):
         return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens
     note_at = next(
@@ -305,21 +318,35 @@ def _pack(body: bytes, args: PackArguments, image_tokens: int | None, transcript
     return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens
 
 
+def _encoding(args: PackArguments) -> EncodingName | None:
+    """The embedded encoding to count with, or None for chars/4 (a custom estimator would
+    run Python code in the middle of the native bytes path, so neither backend takes one)."""
+    if args.sizers is not None and not isinstance(args.sizers, str):
+        raise ArgumentError(NO_ESTIMATOR)
+    return args.sizers
+
+
 def _one_message(
-    body: bytes, text: str, system: Any, tools: Any, args: PackArguments, image_tokens: int | None
+    body: bytes,
+    text: str,
+    system: Any,
+    tools: Any,
+    args: PackArguments,
+    estimate: EncodingName | None,
+    image_tokens: int | None,
 ) -> Outcome:
     """A Responses body whose ``input`` is a string: one user message, counted, never
     packed (the body comes back as it is)."""
     for p in args.pinned:
         if p >= 1:
             raise ArgumentError(f"pinned index {p} is out of range for 1 messages")
-    own = message_tokens({"role": "user", "content": text}, args.sizers, image_tokens)
-    prompts = sum(message_tokens(prompt_message(p), args.sizers, image_tokens) for p in (system, tools) if p is not None)
+    own = message_tokens({"role": "user", "content": text}, estimate, image_tokens)
+    prompts = sum(message_tokens(prompt_message(p), estimate, image_tokens) for p in (system, tools) if p is not None)
     tokens = own + prompts
     return body, 0, tokens <= args.budget, tokens, None, [0], own
 
 
-def _tokens(items: list[Any], args: PackArguments, shape: str, image_tokens: int | None) -> int:
+def _tokens(items: list[Any], estimate: EncodingName | None, shape: str, image_tokens: int | None) -> int:
     """Tokens of all the items, read as packing reads them."""
-    t = Transcript(items, args.sizers, shape, image_tokens)
+    t = Transcript(items, estimate, shape, image_tokens)
     return t.sum(0, len(t))

@@ -17,6 +17,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 
+/// Why a custom estimator is refused (worded as `contextfold.reference.request` words it).
+const NO_ESTIMATOR: &str = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')";
+
 /// Bodies packed between two checks for a pending signal.
 const ROUND: usize = 1024;
 
@@ -54,7 +57,11 @@ fn options<'py>(
     let sizing = match (&args.sizers, image_tokens) {
         (None, None) => BodySizing::Chars(Sizing::Seed),
         (None, Some(image_tokens)) => BodySizing::Chars(Sizing::Provider { image_tokens }),
-        (Some(name), _) => BodySizing::Exact(crate::sizer::encoding(&name.cast::<PyString>()?.to_cow()?)?),
+        (Some(name), _) => {
+            // A custom estimator would run Python code in the middle of the work.
+            let name = name.cast::<PyString>().map_err(|_| errors::argument(NO_ESTIMATOR.into()))?;
+            BodySizing::Exact(crate::sizer::encoding(&name.to_cow()?)?)
+        }
     };
     let options = PackOptions {
         budget: args.budget,
