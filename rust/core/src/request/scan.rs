@@ -33,13 +33,14 @@
 //! pass before (thin-LTO-off build), 17.0M after (full-LTO build: not the same build, so
 //! an estimate), `Scanner::string` with its masks 9.5M to 8.1M.
 //! Blocks are masked where they lie in the input: copying each into a buffer first and
-//! loading it back stalled the loads (store forwarding), and took the mask builder from
-//! a fifth of the time to a tenth once removed (`pack_request` on the corpus bodies 1.30
-//! to 1.05 ms, full-LTO build, perf). Left as they are, by the callgrind profile: the up-front UTF-8 validation (5%; `simdutf8`
-//! would cut it, but is a new dependency), the UTF-16 length of each string counted after
-//! the scan (8%; could be counted from the block masks), decoding the escaped strings of
-//! dropped messages for the note (6%; a prefix decoder would stop after the snippet's
-//! units).
+//! loading it back stalled the loads (store forwarding) and made the mask builder a fifth
+//! of the time; escaped strings are decoded from block masks of their backslashes, not a
+//! search from each escape (`pack_request` on the corpus bodies 1.30 to 0.97 ms for
+//! both, full-LTO build, perf). Left as they are: the up-front UTF-8 validation (4%;
+//! `simdutf8` would cut it, but is a new dependency), the UTF-16 length of each sized
+//! string counted after the scan (7%; could be counted from the block masks, but for
+//! every string, sized or not), decoding the whole of an escaped string whose note line
+//! shows its first 80 units (a prefix decoder needs a new accessor on `JsonNode`).
 
 use crate::json::MAX_DEPTH;
 
@@ -460,6 +461,28 @@ fn block_at(bytes: &[u8], at: usize) -> [u8; 64] {
     }
 }
 
+/// Bit `i` set when byte `at + i` of `bytes` is `byte`; the block is read in place when
+/// it is whole (see [`Scanner::block_bytes`]).
+#[inline]
+fn mask_at(bytes: &[u8], at: usize, byte: u8) -> u64 {
+    match bytes.get(at..at + 64).and_then(|b| <&[u8; 64]>::try_from(b).ok()) {
+        Some(block) => byte_mask(block, byte),
+        None => byte_mask(&block_at(bytes, at), byte),
+    }
+}
+
+/// The positions of the backslashes in `bytes`, found a 64-byte mask at a time.
+fn backslashes(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    (0..bytes.len()).step_by(64).flat_map(move |at| {
+        let mut mask = mask_at(bytes, at, b'\\');
+        std::iter::from_fn(move || {
+            let bit = mask.trailing_zeros() as usize;
+            mask &= mask.checked_sub(1)?;
+            Some(at + bit)
+        })
+    })
+}
+
 /// The lines of `block` (split at `\n`, as `bytes.split(b"\n")` splits), found a
 /// 64-byte mask at a time: a byte-by-byte split was a fifth of the CLI's time.
 pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -476,7 +499,7 @@ pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
                 done = true;
                 return block.get(start..);
             }
-            mask = byte_mask(&block_at(block, at), b'\n');
+            mask = mask_at(block, at, b'\n');
             at += 64;
         }
         let end = at - 64 + mask.trailing_zeros() as usize;
@@ -914,13 +937,20 @@ impl<'a> Scanner<'a> {
 
 /// The text of the (already validated) escaped string body `input[from..to]`: UTF-8,
 /// unless a lone surrogate makes it UTF-16.
+///
+/// The backslashes come from block masks: a search from each escape (a `\n` every line
+/// of a tool output) spent more on starting the search than on searching.
 pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
     let body = input.get(from..to).unwrap_or_default();
     let mut out = String::with_capacity(body.len());
-    let mut rest = body;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(rest.get(..at).unwrap_or_default());
-        let Some((units, count, taken)) = escape(rest.as_bytes(), at) else { break };
+    // Bytes of `body` before `copied` are in `out`.
+    let mut copied = 0;
+    for at in backslashes(body.as_bytes()) {
+        if at < copied {
+            continue; // the code of an escape already read (`\\`)
+        }
+        out.push_str(body.get(copied..at).unwrap_or_default());
+        let Some((units, count, taken)) = escape(body.as_bytes(), at) else { break };
         match units.get(..count).and_then(|u| char::decode_utf16(u.iter().copied()).next()) {
             Some(Ok(c)) => out.push(c),
             _ => {
@@ -929,9 +959,9 @@ pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
                 return Decoded::Wide(wide);
             }
         }
-        rest = rest.get(at + taken..).unwrap_or_default();
+        copied = at + taken;
     }
-    out.push_str(rest);
+    out.push_str(body.get(copied..).unwrap_or_default());
     Decoded::Utf8(out)
 }
 
