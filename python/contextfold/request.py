@@ -145,4 +145,6 @@ def _sizing(estimate_tokens: object, sizing: str, image_tokens: int) -> tuple[st
             "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base'), "
             f"not {type(estimate_tokens).__name__}: a custom estimator runs with pack_handoff"
         )
+    if sizing == "seed" and image_tokens is DEFAULT_IMAGE_TOKENS:  # the defaults: nothing to check
+        return estimate_tokens, None
     return estimate_tokens, image_tokens_for(sizing, image_tokens, estimate_tokens)
