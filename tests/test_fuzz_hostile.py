@@ -3,9 +3,9 @@ the same outcome (the same result on every field, or the same exception class an
 and nothing but a contextfold error, or the caller's own exception, escapes.
 
 Hostile means what a gateway can be handed: numpy scalars, huge and negative ints, NaN,
-circular and deep values, non-str keys, and estimators that return absurd numbers or
-mutate the transcript being packed. (Containers that subclass dict, list or str and
-override how they are read are not covered yet: the backends do not agree on them.)
+circular and deep values, non-str keys, subclasses of dict, list and str that override how
+they are read (both backends read their built-in storage and find keys as ``dict.get``
+does), and estimators that return absurd numbers or mutate the transcript being packed.
 Each backend gets its own fresh copy of every input, built from one drawn recipe.
 
 ``CONTEXTFOLD_FUZZ_EXAMPLES`` sets the examples per test (CI runs the default; see the
@@ -15,6 +15,7 @@ README for a longer run).
 from __future__ import annotations
 
 import os
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import native_required
+from .hostile_types import LyingDict, LyingList, LyingStr, OddHashKey
 from .strategies import transcripts
 
 EXAMPLES = settings(
@@ -64,6 +66,29 @@ def _circular() -> list[Any]:
     return value
 
 
+def _subclassed(message: dict[str, Any], scalar: int) -> Any:
+    """``message`` read through a subclass (a fresh object each call), by ``scalar``."""
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if scalar == 0:
+        return LyingDict(message)
+    if scalar == 1 and isinstance(blocks, list):
+        return {**message, "content": LyingList(blocks)}
+    if scalar == 2 and isinstance(content, str):
+        return {**message, "content": LyingStr(content), "role": LyingStr(message["role"])}
+    if scalar == 3:
+        return {OddHashKey(k) if k in ("role", "content") else k: v for k, v in message.items()}
+    if scalar == 4 and isinstance(blocks, list):
+        return {**message, "content": [LyingDict(b) if isinstance(b, dict) else b for b in blocks]}
+    if scalar == 5:
+        return defaultdict(lambda: "made up", message)
+    if scalar == 6:
+        return OrderedDict(message)
+    if scalar == 7 and message.get("tool_calls"):
+        return {**message, "tool_calls": LyingList([LyingDict(c) for c in message["tool_calls"]])}
+    return message
+
+
 def _hostile(message: dict[str, Any], how: int, scalar: int) -> Any:
     """``message`` made hostile in one of several ways (a fresh object each call)."""
     if how == 0:
@@ -76,32 +101,34 @@ def _hostile(message: dict[str, Any], how: int, scalar: int) -> Any:
         return {**message, "tool_calls": [{"id": HOSTILE_SCALARS[scalar](), "function": None}]}
     if how == 4:
         return {**message, HOSTILE_SCALARS[scalar](): "key"} if scalar < 5 else message
+    if how == 5:
+        return _subclassed(message, scalar)
     return message
 
 
 @st.composite
-def recipes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[int, tuple[int, int]]]:
+def recipes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[int, tuple[int, int]], bool]:
     convo = draw(transcripts(max_turns=12))
     changes = draw(
         st.dictionaries(
             st.integers(0, max(0, len(convo) - 1)),
-            st.tuples(st.integers(0, 5), st.integers(0, len(HOSTILE_SCALARS) - 1)),
+            st.tuples(st.integers(0, 6), st.integers(0, len(HOSTILE_SCALARS) - 1)),
             max_size=3,
         )
     )
-    return convo, changes if convo else {}
+    return convo, changes if convo else {}, draw(st.booleans())
 
 
-def build(recipe: tuple[list[dict[str, Any]], dict[int, tuple[int, int]]]) -> list[Any]:
-    convo, changes = recipe
+def build(recipe: tuple[list[dict[str, Any]], dict[int, tuple[int, int]], bool]) -> list[Any]:
+    convo, changes, lying_list = recipe
     fresh = [dict(m) for m in convo]
     for i, (how, scalar) in changes.items():
         fresh[i] = _hostile(fresh[i], how, scalar)
-    return fresh
+    return LyingList(fresh) if lying_list else fresh
 
 
 def _pack_view(pack: Any, messages: list[Any]) -> Any:
-    ids = {id(m): i for i, m in enumerate(messages)}
+    ids = {id(m): i for i, m in enumerate(list.copy(messages))}
     shown = [ids.get(id(m), ("new", m.get("role"), m.get("content"))) for m in pack.messages]
     return (shown, pack.dropped, pack.fits, pack.tokens, pack.budget, pack.note, pack.kept)
 
@@ -118,7 +145,7 @@ def outcome(call: Callable[[list[Any]], Any], recipe: Any, backend: str) -> Any:
     if isinstance(result, list) and result and isinstance(result[0], cf.HandoffPack):
         return [_pack_view(p, messages) for p in result]
     if isinstance(result, list):
-        ids = {id(m): i for i, m in enumerate(messages)}
+        ids = {id(m): i for i, m in enumerate(list.copy(messages))}
         return [ids.get(id(m), "?") for m in result]
     return result
 
@@ -183,7 +210,12 @@ def test_packing(recipe: Any, budget: int, cut: str, pinned: list[int], summary:
 @EXAMPLES
 @given(recipes(), st.integers(0, 3_000), st.sampled_from([1, 2]))
 def test_batches(recipe: Any, budget: int, threads: int) -> None:
-    same(lambda m: cf.pack_many([m, m[: len(m) // 2]], target_context_tokens=budget, threads=threads), recipe)
+    same(
+        lambda m: cf.pack_many(
+            [m, list.copy(m)[: list.__len__(m) // 2]], target_context_tokens=budget, threads=threads
+        ),
+        recipe,
+    )
 
 
 MUTATIONS: list[Callable[[list[Any]], None]] = [
@@ -231,7 +263,7 @@ def test_estimators_that_mutate_the_transcript(recipe: Any, mutation: int, budge
     ids=repr,
 )
 def test_huge_and_odd_arguments(argument: dict[str, Any]) -> None:
-    recipe = ([{"role": "user", "content": "hello " * 40}, {"role": "assistant", "content": "hi " * 40}], {})
+    recipe = ([{"role": "user", "content": "hello " * 40}, {"role": "assistant", "content": "hi " * 40}], {}, False)
     if "threads" in argument:
         same(lambda m: cf.pack_many([m], **argument), recipe)
     else:

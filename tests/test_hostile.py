@@ -9,12 +9,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections import defaultdict
 from typing import Any
 
 import contextfold as cf
 import pytest
 
 from .conftest import native_required
+from .hostile_types import LyingDict, LyingList, LyingStr, OddHashKey
 
 
 def _interrupt_soon(seconds: float) -> None:
@@ -276,3 +278,62 @@ def test_an_index_that_raises_is_not_a_json_value(backend: str) -> None:
 
     with pytest.raises(cf.MessageTypeError, match=r"field 'content': expected a JSON value .*, got Broken"):
         cf.message_tokens({"role": "user", "content": [Broken()]})
+
+
+def _as_plain(value: Any) -> Any:
+    """The built-in value a (possibly lying) subclass holds, all the way down."""
+    if isinstance(value, dict):
+        return {str.__str__(k) if isinstance(k, str) else k: _as_plain(v) for k, v in dict.items(value)}
+    if isinstance(value, list):
+        return [_as_plain(v) for v in list.copy(value)]
+    if isinstance(value, str):
+        return str.__str__(value)
+    return value
+
+
+def _lying_transcript() -> list[Any]:
+    calls = [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]
+    return LyingList(
+        [
+            LyingDict({"role": LyingStr("system"), "content": "rules"}),
+            {"role": "user", "content": LyingList([LyingDict({"type": "text", "text": LyingStr("find it " * 40)})])},
+            LyingDict({"role": "assistant", "content": None, "tool_calls": LyingList([LyingDict(c) for c in calls])}),
+            {"role": "tool", "tool_call_id": "c1", "content": LyingStr("found " * 60)},
+            defaultdict(lambda: "made up", {"role": "user", "content": LyingStr("now fix it")}),
+        ]
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_subclasses_are_read_through_their_storage(backend: str, threads: int) -> None:
+    """Lying ``get``, ``__iter__``, ``__len__``, ``__eq__``, ``startswith`` … change nothing:
+    every result equals the one for the plain values the subclasses hold, and a
+    ``defaultdict`` gains no key."""
+    lying = _lying_transcript()
+    plain = _as_plain(lying)
+    assert cf.tokens_of(lying) == cf.tokens_of(plain)
+    assert [cf.handoff_line(m) for m in list.copy(lying)] == [cf.handoff_line(m) for m in plain]
+    for budget in (60, 150, 10_000):
+        got, want = (cf.pack_many([t] * 40, target_context_tokens=budget, threads=threads)[0] for t in (lying, plain))
+        assert (got.kept, got.dropped, got.tokens, got.fits, got.note) == (
+            want.kept,
+            want.dropped,
+            want.tokens,
+            want.fits,
+            want.note,
+        )
+        originals = list.copy(lying)
+        returned = [m for m in got.messages if any(m is o for o in originals)]
+        assert [id(m) for m in returned] == [id(originals[k]) for k in got.kept]
+    assert set(dict.keys(list.copy(lying)[4])) == {"role", "content"}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_key_that_hashes_elsewhere_is_not_found(backend: str, threads: int) -> None:
+    """Keys are found as ``dict.get`` finds them: a str subclass equal to "role" whose hash
+    differs is not the role, on both backends and both batch paths."""
+    odd = [{"role": "user", "content": "hi"}, {OddHashKey("role"): "user", "content": "hello"}]
+    with pytest.raises(cf.MessageTypeError, match=r"^message 1, field 'role': missing\n"):
+        cf.pack_many([odd] * 40, target_context_tokens=1_000, threads=threads)
+    lost_content = [{"role": "user", OddHashKey("content"): "x" * 400}]
+    assert cf.tokens_of(lost_content) == cf.tokens_of([{"role": "user"}])

@@ -213,3 +213,16 @@ def test_a_system_prompt_without_a_json_form_fails_the_same_way_on_both_backends
             cf.pack_handoff(turns(2), target_context_tokens=99, estimate_tokens=estimate, system=[{1, 2}])
         outcomes.append((type(raised.value), str(raised.value)))
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_system_prompt_and_tools_past_a_u64_saturate_alike(backend: str) -> None:
+    """The system prompt and the tool definitions each cost ESTIMATE_MAX + 4: their sum
+    saturates at a u64 on both backends (nothing that large fits)."""
+    pack = cf.pack_handoff(
+        [{"role": "user", "content": "hi"}],
+        target_context_tokens=100,
+        system="rules",
+        tools=[{"name": "grep"}],
+        estimate_tokens=lambda text: ESTIMATE_MAX,
+    )
+    assert (pack.fits, pack.tokens) == (False, U64_MAX + ESTIMATE_MAX + 4)

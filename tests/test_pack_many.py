@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .conftest import SHARED, anthropic_corpus, missing, native_required, openai_corpus
+from .offline_tiktoken import tiktoken_encoding
 from .strategies import transcripts
 
 
@@ -43,6 +44,23 @@ def test_anthropic_systems(backend: str) -> None:
     assert many == one_by_one(batch, target_context_tokens=2_000, systems=systems)
     with pytest.raises(cf.ArgumentError):
         cf.pack_many(batch, target_context_tokens=2_000, systems=systems[:-1])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("encoding", [None, "o200k_base"])
+def test_systems_and_tools_are_sized_as_one_by_one(backend: str, threads: int, encoding: str | None) -> None:
+    if encoding is not None:
+        tiktoken_encoding(encoding)  # the reference counts through tiktoken, offline
+    rows = anthropic_corpus() * 4
+    batch = [r["messages"] for r in rows]
+    systems = [r.get("system") for r in rows]
+    tools = [{"name": "grep", "description": "search files " * 20, "input_schema": {"type": "object"}}]
+    options: dict[str, Any] = {"target_context_tokens": 3_000, "tools": tools, "estimate_tokens": encoding}
+    many = cf.pack_many(batch, systems=systems, threads=threads, **options)
+    assert many == one_by_one(batch, systems=systems, **options)
+    bad = [*systems[:-1], 42]
+    with pytest.raises(cf.MessageTypeError, match=r"^system: expected str, list or None, got int$"):
+        cf.pack_many(batch, systems=bad, threads=threads, **options)
 
 
 @settings(max_examples=300)

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
-from ._js import compact_json
+from ._js import compact_json, entry, plain
 from .errors import ArgumentError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -75,6 +75,9 @@ def add_note(exc: BaseException, note: str) -> None:
 # A message's fields -------------------------------------------------------------------
 
 
+_MISSING: Any = object()
+
+
 def where(index: int | None) -> str:
     """How an error names a message: ``message 3``, or ``message`` when it is alone."""
     return "message" if index is None else f"message {index}"
@@ -84,42 +87,49 @@ def role_of(message: Any, index: int | None = None) -> str:
     """The message's role, checked: a dict whose ``role`` is a str."""
     if not isinstance(message, dict):
         raise MessageTypeError(f"{where(index)}: expected a dict, got {type(message).__name__}", index, "")
-    try:
-        role = message["role"]
-    except KeyError:
-        raise MessageTypeError(f"{where(index)}, field 'role': missing", index, "role") from None
+    role = entry(message, "role", _MISSING)
+    if type(role) is str:
+        return role
+    if role is _MISSING:
+        raise MessageTypeError(f"{where(index)}, field 'role': missing", index, "role")
     if not isinstance(role, str):
         raise MessageTypeError(f"{where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
-    return role
+    return str.__str__(role)
 
 
 def content_and_calls(message: dict[str, Any], index: int | None = None) -> tuple[Any, list[Any] | None]:
     """The message's content (checked: str, list or None) and tool_calls (list or None)."""
-    content = message.get("content")
-    if content is not None and not isinstance(content, (str, list)):
-        raise MessageTypeError(
-            f"{where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
-            index,
-            "content",
-        )
-    calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise MessageTypeError(
-            f"{where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
-            index,
-            "tool_calls",
-        )
+    content = entry(message, "content")
+    if type(content) is not str and content is not None and type(content) is not list:
+        if not isinstance(content, (str, list)):
+            raise MessageTypeError(
+                f"{where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
+                index,
+                "content",
+            )
+        content = plain(content)
+    calls = entry(message, "tool_calls")
+    if calls is not None and type(calls) is not list:
+        if not isinstance(calls, list):
+            raise MessageTypeError(
+                f"{where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
+                index,
+                "tool_calls",
+            )
+        calls = list.copy(calls)
     return content, calls
 
 
 def is_volatile_content(content: Any) -> bool:
     """True when content (a str, or a list whose first part's ``text`` is one) opens with
     :data:`VOLATILE_TAIL_TAG`."""
-    if isinstance(content, str):
+    if type(content) is not str and type(content) is not list:
+        content = plain(content)
+    if type(content) is str:
         return content.startswith(VOLATILE_TAIL_TAG)
-    if isinstance(content, list) and content and isinstance(content[0], dict):
-        text = content[0].get("text")
-        return isinstance(text, str) and text.startswith(VOLATILE_TAIL_TAG)
+    if type(content) is list and content and isinstance(content[0], dict):
+        text = plain(entry(content[0], "text"))
+        return type(text) is str and text.startswith(VOLATILE_TAIL_TAG)
     return False
 
 

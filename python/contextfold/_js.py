@@ -10,6 +10,12 @@ big integers (JavaScript rounds them to doubles), lone surrogates (escaped as ``
 by JavaScript) and the order of integer-like object keys. These functions follow
 JavaScript. Both walk nested values with an explicit stack, so deep nesting cannot
 exhaust Python's recursion limit.
+
+Values are read as JSON reads them, through their built-in storage: a subclass of
+``dict``, ``list`` or ``str`` is the dict, list or str it holds, and its own methods
+(``get``, ``__getitem__``, ``__missing__``, ``__iter__``, ``__len__``, ``__eq__``, …)
+are never called; a key is found as ``dict.get`` finds it. The native backend reads
+Python objects the same way (see :func:`plain` and :data:`entry`).
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ __all__ = [
     "MAX_DEPTH",
     "collapse_spaces",
     "compact_json",
+    "entry",
+    "has_entry",
     "js_number",
     "js_trim",
     "json_length",
+    "plain",
+    "str_value",
     "utf16_cut",
     "utf16_len",
 ]
@@ -38,6 +48,35 @@ __all__ = [
 MAX_DEPTH = 100_000
 """Deepest nesting followed before a value is rejected as too deep (or circular)."""
 
+entry = dict.get
+"""``entry(obj, key)``: a dict's entry as its storage holds it (a subclass's own ``get``,
+``__getitem__`` or ``__missing__`` is not called)."""
+has_entry = dict.__contains__
+"""``has_entry(obj, key)``: whether the dict's storage holds ``key``."""
+
+
+def str_value(value: Any) -> str | None:
+    """The str a value holds (a subclass read from its storage); None for any other value."""
+    if type(value) is str:
+        return value
+    return str.__str__(value) if isinstance(value, str) else None
+
+
+def plain(value: Any) -> Any:
+    """The built-in value a ``str``, ``list`` or ``dict`` subclass holds (an exact one as
+    it is); anything else as it is. Callers test ``type(value) is str`` (or list, dict)
+    first, so the common case costs nothing."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, list):
+        return list.copy(value)
+    if isinstance(value, dict):
+        return dict(dict.items(value))
+    return value
+
+
+_CONTAINERS = (str, dict, list)
+_EXACT_CONTAINERS = frozenset(_CONTAINERS)
 _MAX_SAFE = 2**53
 _LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _SHAPE = "a JSON value (None, bool, int, float, str, list or dict)"
@@ -164,6 +203,14 @@ def _scalar_length(value: Any, field: str, index: int | None) -> int:
     raise _wrong_type(value, field, index)
 
 
+def _plain_key(key: Any, field: str, index: int | None) -> str:
+    if not isinstance(key, str):
+        raise MessageTypeError(
+            f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
+        )
+    return str.__str__(key)
+
+
 def _where(field: str, index: int | None) -> str:
     """``message 3, field 'content'``; without the field for a whole item (``field=""``)."""
     where = "message" if index is None else f"message {index}"
@@ -201,14 +248,16 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
     frames: list[tuple[Any, Any]] = []  # (False for a list, else the key left out, iterator)
     item: Any = value
     while True:
-        if isinstance(item, str):
+        if (cls := type(item)) not in _EXACT_CONTAINERS and isinstance(item, _CONTAINERS):
+            cls = type(item := plain(item))
+        if cls is str:
             total += _string_json_len(item)
-        elif isinstance(item, dict):
+        elif cls is dict:
             skip = None if visit is None else visit(item)
             if skip is not OPAQUE:
                 total += 2 + 2 * len(item) - (1 if item else 0)
                 frames.append((skip, iter(item.items())))
-        elif isinstance(item, list):
+        elif cls is list:
             total += 2 + (len(item) - 1 if item else 0)
             frames.append((False, iter(item)))
         else:
@@ -221,10 +270,8 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
                 continue
             if skip is not False:
                 key, item = item
-                if not isinstance(key, str):
-                    raise MessageTypeError(
-                        f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
-                    )
+                if type(key) is not str:
+                    key = _plain_key(key, field, index)
                 if skip is not None and key == skip:
                     continue
                 total += _string_json_len(key)
@@ -235,14 +282,19 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
             return total
 
 
-def _ordered_items(obj: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Items in JavaScript's order: array-index keys ascending, then the rest as inserted."""
-    index_keys = [k for k in obj if k.isdigit() and k.isascii() and (k == "0" or k[0] != "0") and int(k) < 2**32 - 1]
-    if not index_keys:
-        return list(obj.items())
-    ordered = sorted(index_keys, key=int)
-    rest = [k for k in obj if k not in set(index_keys)]
-    return [(k, obj[k]) for k in ordered + rest]
+def _ordered_items(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Entries in JavaScript's order: array-index keys ascending, then the rest as inserted."""
+    index_at = [
+        i
+        for i, (k, _) in enumerate(pairs)
+        if k.isdigit() and k.isascii() and (k == "0" or k[0] != "0") and int(k) < 2**32 - 1
+    ]
+    if not index_at:
+        return pairs
+    first = set(index_at)
+    return [pairs[i] for i in sorted(index_at, key=lambda i: int(pairs[i][0]))] + [
+        pair for i, pair in enumerate(pairs) if i not in first
+    ]
 
 
 def compact_json(value: Any, field: str = "content", index: int | None = None) -> str:
@@ -251,17 +303,17 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
     frames: list[tuple[bool, Any, str]] = []  # (is_dict, iterator, closing bracket)
     item: Any = value
     while True:
-        if isinstance(item, str):
+        if (cls := type(item)) not in _EXACT_CONTAINERS and isinstance(item, _CONTAINERS):
+            cls = type(item := plain(item))
+        if cls is str:
             out.append(_string_json(item))
-        elif isinstance(item, dict):
+        elif cls is dict:
             out.append("{")
-            for key in item:
-                if not isinstance(key, str):
-                    raise MessageTypeError(
-                        f"{_where(field, index)}: expected str object keys, got {type(key).__name__}", index, field
-                    )
-            frames.append((True, iter(_ordered_items(item)), "}"))
-        elif isinstance(item, list):
+            pairs = list(item.items())
+            if not all(type(key) is str for key, _ in pairs):
+                pairs = [(_plain_key(key, field, index), value) for key, value in pairs]
+            frames.append((True, iter(_ordered_items(pairs)), "}"))
+        elif cls is list:
             out.append("[")
             frames.append((False, iter(item), "]"))
         elif item is None:

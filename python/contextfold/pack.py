@@ -42,13 +42,12 @@ from ._contract import (
     handoff_budget,
     image_tokens_for,
     is_volatile_content,
-    prompt_message,
     sizers,
     whole,
 )
-from ._js import js_trim
+from ._js import entry, js_trim, str_value
 from .errors import ArgumentError, MessageTypeError
-from .tokens import Message, Sizing, message_tokens
+from .tokens import Message, Sizing
 
 __all__ = [
     "VOLATILE_TAIL_TAG",
@@ -73,7 +72,11 @@ def handoff_line(message: Message) -> str:
 
 def is_volatile_tail(message: Message) -> bool:
     """True for a ``user`` message whose content opens with :data:`VOLATILE_TAIL_TAG`."""
-    return isinstance(message, dict) and message.get("role") == "user" and is_volatile_content(message.get("content"))
+    return (
+        isinstance(message, dict)
+        and str_value(entry(message, "role")) == "user"
+        and is_volatile_content(entry(message, "content"))
+    )
 
 
 def volatile_tail(sections: Iterable[str | None]) -> dict[str, str] | None:
@@ -242,13 +245,10 @@ def pack_many(
         return packs
     encoding: EncodingName | None = estimate
     check_tools(tools)
-    tools_tokens = 0 if tools is None else message_tokens(prompt_message(tools), estimate_tokens=encoding)
-    system_tokens = [tools_tokens + _system_tokens(s, encoding) for s in systems or [None] * len(transcripts)]
+    if systems is not None:
+        systems = list(systems)
+        for system in systems:
+            check_system(system)
     return _backend.impl.pack_many(  # type: ignore[no-any-return]
-        transcripts, budget, system_tokens, shape, chunk, count, encoding
+        transcripts, budget, systems, tools, shape, chunk, count, encoding
     )
-
-
-def _system_tokens(system: Any, encoding: EncodingName | None) -> int:
-    check_system(system)
-    return 0 if system is None else message_tokens(prompt_message(system), estimate_tokens=encoding)

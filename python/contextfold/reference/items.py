@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._contract import content_and_calls, role_of, where
+from .._js import entry, has_entry, plain
 from ..errors import MessageTypeError
 
 MESSAGE = "message"
@@ -27,11 +28,11 @@ _ROLES = {CALL: "assistant", REASONING: "assistant", OUTPUT: "tool", OTHER: ""}
 def marks_responses(message: Any) -> bool:
     """True for an entry that marks its transcript as Responses items: a ``type`` and no
     ``role``, or a ``message``, ``function_call`` or ``function_call_output`` item."""
-    if not isinstance(message, dict) or "type" not in message:
+    if not isinstance(message, dict) or not has_entry(message, "type"):
         return False
-    kind = message["type"]
-    return "role" not in message or (
-        isinstance(kind, str) and kind in ("message", "function_call", "function_call_output")
+    kind = plain(entry(message, "type"))
+    return not has_entry(message, "role") or (
+        type(kind) is str and kind in ("message", "function_call", "function_call_output")
     )
 
 
@@ -54,18 +55,18 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
     if not isinstance(item, dict):
         raise MessageTypeError(f"{where(index)}: expected a dict, got {type(item).__name__}", index, "")
     kind = MESSAGE
-    if "type" in item:
-        type_ = item["type"]
+    if has_entry(item, "type"):
+        type_ = entry(item, "type")
         if not isinstance(type_, str):
             raise MessageTypeError(
                 f"{where(index)}, field 'type': expected str, got {type(type_).__name__}", index, "type"
             )
-        kind = _kind(type_)
+        kind = _kind(plain(type_))
     if kind == MESSAGE:
         role = role_of(item, index)
         content_and_calls(item, index)
         return ("system" if role == "developer" else role), kind
-    if kind in (CALL, OUTPUT) and "call_id" in item and not isinstance(item["call_id"], str):
-        got = type(item["call_id"]).__name__
+    if kind in (CALL, OUTPUT) and has_entry(item, "call_id") and not isinstance(entry(item, "call_id"), str):
+        got = type(entry(item, "call_id")).__name__
         raise MessageTypeError(f"{where(index)}, field 'call_id': expected str, got {got}", index, "call_id")
     return _ROLES[kind], kind

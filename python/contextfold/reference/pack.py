@@ -12,6 +12,7 @@ from typing import Any
 
 from .._contract import (
     MESSAGE_OVERHEAD,
+    U64_MAX,
     Estimator,
     HandoffPack,
     Sizers,
@@ -24,7 +25,7 @@ from .._contract import (
     prompt_message,
     resolved,
 )
-from .._js import JS_SPACES, utf16_len
+from .._js import JS_SPACES, entry, plain, str_value, utf16_len
 from ..errors import ArgumentError
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses
 from .tokens import Transcript, checked_role, message_tokens
@@ -37,12 +38,14 @@ _HEADER_UNITS = len(NOTE_HEADER)
 
 
 def _blocks(message: dict[str, Any]) -> list[Any] | None:
-    content = message.get("content")
-    return content if isinstance(content, list) else None
+    content = entry(message, "content")
+    if type(content) is list:
+        return content
+    return list.copy(content) if isinstance(content, list) else None
 
 
 def _block_is(block: Any, kind: str) -> bool:
-    return isinstance(block, dict) and block.get("type") == kind and isinstance(block.get("type"), str)
+    return isinstance(block, dict) and str_value(entry(block, "type")) == kind
 
 
 def _has_block(message: dict[str, Any], kind: str) -> bool:
@@ -56,12 +59,12 @@ def _only_tool_results(message: dict[str, Any]) -> bool:
 
 
 def _has_tool_calls(message: dict[str, Any]) -> bool:
-    calls = message.get("tool_calls")
-    return isinstance(calls, list) and len(calls) > 0
+    calls = entry(message, "tool_calls")
+    return isinstance(calls, list) and list.__len__(calls) > 0
 
 
 def _is_volatile(role: str, message: dict[str, Any]) -> bool:
-    return role == "user" and is_volatile_content(message.get("content"))
+    return role == "user" and is_volatile_content(entry(message, "content"))
 
 
 def detect_dialect(messages: list[Any]) -> str:
@@ -113,27 +116,27 @@ def handoff_line(message: dict[str, Any]) -> str:
 
 
 def _line(message: dict[str, Any]) -> str:
-    label = message.get("role")
-    if not isinstance(label, str):
-        label = message.get("type")
-    line = _lossy(label) if isinstance(label, str) else ""
+    label = str_value(entry(message, "role"))
+    if label is None:
+        label = str_value(entry(message, "type"))
+    line = "" if label is None else _lossy(label)
     names: list[str] = []
-    calls = message.get("tool_calls")
+    calls = entry(message, "tool_calls")
     if isinstance(calls, list):
-        for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            name = function.get("name") if isinstance(function, dict) else None
-            if isinstance(name, str):
+        for call in list.copy(calls):
+            function = entry(call, "function") if isinstance(call, dict) else None
+            name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+            if name is not None:
                 names.append(_lossy(name))
     blocks = _blocks(message)
     for block in blocks or ():
-        if _block_is(block, "tool_use") and isinstance(block.get("name"), str):
-            names.append(_lossy(block["name"]))
-    if isinstance(message.get("name"), str):
-        names.append(_lossy(message["name"]))
-    content = message.get("content")
+        if _block_is(block, "tool_use") and (name := str_value(entry(block, "name"))) is not None:
+            names.append(_lossy(name))
+    if (name := str_value(entry(message, "name"))) is not None:
+        names.append(_lossy(name))
+    content = plain(entry(message, "content"))
     if not isinstance(content, (str, list)):  # an item without content shows its output
-        content = message.get("output")
+        content = plain(entry(message, "output"))
     parts: list[str] = []
     if isinstance(content, str):
         parts.append(content)
@@ -141,8 +144,8 @@ def _line(message: dict[str, Any]) -> str:
         for block in content:
             if isinstance(block, dict):
                 for key in ("text", "content"):
-                    if isinstance(block.get(key), str):
-                        parts.append(block[key])
+                    if (text := str_value(entry(block, key))) is not None:
+                        parts.append(text)
     summary = snippet(parts, LINE_SNIPPET_UNITS)
     if names:
         line += f" [{', '.join(names)}]"
@@ -192,8 +195,8 @@ class _Packer:
         kinds, messages = self.t.kinds or [], self.t.messages
         outputs: dict[str, list[int]] = {}
         for i in range(start, stop):
-            if kinds[i] == OUTPUT and isinstance(messages[i].get("call_id"), str):
-                outputs.setdefault(messages[i]["call_id"], []).append(i)
+            if kinds[i] == OUTPUT and (call_id := str_value(entry(messages[i], "call_id"))) is not None:
+                outputs.setdefault(call_id, []).append(i)
         out: list[list[Any]] = []
         i = start
         while i < stop:
@@ -204,7 +207,8 @@ class _Packer:
             k = i
             while k < end:
                 if kinds[k] == CALL:
-                    answers = outputs.get(messages[k].get("call_id"))
+                    call_id = str_value(entry(messages[k], "call_id"))
+                    answers = None if call_id is None else outputs.get(call_id)
                     if answers:
                         at = bisect_right(answers, k)
                         if at < len(answers):
@@ -402,9 +406,7 @@ def pack_handoff(
         chunk_tokens,
         tools,
     )
-    system_tokens = sum(
-        message_tokens(prompt_message(p), args.sizers, image_tokens) for p in (system, tools) if p is not None
-    )
+    system_tokens = _prompt_tokens((system, tools), args.sizers, image_tokens)
     summary = None if args.summary is None else _lossy(args.summary)
     return _pack(
         messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens, image_tokens
@@ -465,10 +467,19 @@ def _pack(
     return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
 
 
+def _prompt_tokens(parts: Iterable[Any], sizing: Sizing, image_tokens: int | None = None) -> int:
+    """What a separate system prompt and the tool definitions cost: each what a system
+    message with that content costs (past a u64 the sum saturates, as the core's does:
+    nothing that large fits)."""
+    total = sum(message_tokens(prompt_message(p), sizing, image_tokens) for p in parts if p is not None)
+    return min(U64_MAX, total)
+
+
 def pack_many(
     transcripts: list[Any],
     budget: int,
-    system_tokens: list[int],
+    systems: list[Any] | None,
+    tools: list[Any] | None,
     dialect: str,
     chunk_tokens: int | None,
     threads: int,
@@ -476,8 +487,11 @@ def pack_many(
 ) -> list[HandoffPack]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
     sizing = None if encoding is None else encoding_name(encoding)
+    prompts = [
+        _prompt_tokens((None if systems is None else systems[i], tools), sizing) for i in range(len(transcripts))
+    ]
     out = []
-    for i, (messages, system) in enumerate(zip(transcripts, system_tokens, strict=True)):
+    for i, (messages, system) in enumerate(zip(transcripts, prompts, strict=True)):
         try:
             out.append(_pack(messages, budget, sizing, [], None, system, dialect, chunk_tokens))
         except Exception as exc:

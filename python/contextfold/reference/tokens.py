@@ -68,7 +68,7 @@ class Transcript:
     ) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = list(messages)
+        self.messages: list[Any] = list.copy(messages)
         self.kinds: list[str] | None = None
         if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in self.messages)):
             checked = [check_item(m, i) for i, m in enumerate(self.messages)]

@@ -13,9 +13,9 @@
 //! the GIL, so extraction pays only when workers have real work: with one thread,
 //! `pack_many` packs in place instead, as `pack_handoff` does, without copying.
 //!
-//! Anything an arena cannot hold (a non-JSON value, nesting past [`MAX_EXTRACT_DEPTH`])
-//! leaves that transcript to the attached path, which raises exactly as one-by-one
-//! packing does.
+//! Anything an arena cannot hold (a non-JSON value, a key that is not an exact `str`, nesting past
+//! [`MAX_EXTRACT_DEPTH`]) leaves that transcript to the attached path, which raises exactly as
+//! one-by-one packing does.
 
 use crate::node::{shape_of, text_of};
 use contextfold_core::encoding::{Encoding, ExactTokens};
@@ -158,10 +158,12 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
                     chunk.arena.close(*at, *len);
                     open.pop();
                 } else {
-                    let (key, val) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
-                    if shape_of(&key) != Shape::Str {
+                    // Keys are matched by their text in the arena: only for an exact str is
+                    // that what a dict lookup finds (the attached path looks them up).
+                    if unsafe { ffi::PyUnicode_CheckExact(k) } == 0 {
                         return None;
                     }
+                    let (key, val) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
                     extract_str(&key, chunk)?;
                     *len += 1;
                     next = Some(val);

@@ -238,17 +238,11 @@ fn pack_handoff<'py>(
     };
     let n = messages.len().unwrap_or(0);
     let args = raw.check(n)?;
-    // The separate system prompt and the tool definitions cost what a system message
-    // with that content costs (sums past u64 saturate: nothing that large fits).
     if args.sizers.is_some() {
         sizer::check_stack()?;
     }
     let mut sizer = PySizer::new(args.sizers.clone(), sizing(image_tokens))?;
-    let mut system_tokens = 0u64;
-    for content in [&args.system, &args.tools].into_iter().flatten() {
-        let tokens = tokens::system_tokens(&mut sizer, PyNode(content.clone())).map_err(|e| sizer.take_error(e))?;
-        system_tokens = system_tokens.saturating_add(tokens);
-    }
+    let system_tokens = prompt_tokens(&mut sizer, [&args.system, &args.tools])?;
     let options = PackOptions {
         budget: args.budget,
         system_tokens,
@@ -264,16 +258,34 @@ fn pack_handoff<'py>(
     handoff_pack(&snapshot, packed, &args.budget_int)
 }
 
-/// Packs many transcripts (the same options for each, a system-prompt size each) on up
-/// to `threads` threads with the GIL released (`0`: as many as pay, up to one a CPU); a
-/// list of what `pack_handoff` returns.
+/// What a separate system prompt and the tool definitions cost: each what a system
+/// message with that content costs (sums past u64 saturate: nothing that large fits).
+fn prompt_tokens<'py, 'a>(
+    sizer: &mut PySizer<'py>,
+    parts: impl IntoIterator<Item = &'a Option<Bound<'py, PyAny>>>,
+) -> PyResult<u64>
+where
+    'py: 'a,
+{
+    let mut total = 0u64;
+    for content in parts.into_iter().flatten() {
+        let tokens = tokens::system_tokens(sizer, PyNode(content.clone())).map_err(|e| sizer.take_error(e))?;
+        total = total.saturating_add(tokens);
+    }
+    Ok(total)
+}
+
+/// Packs many transcripts (the same options for each, a separate system prompt each when
+/// `systems` is given) on up to `threads` threads with the GIL released (`0`: as many as
+/// pay, up to one a CPU); a list of what `pack_handoff` returns.
 #[pyfunction]
-#[pyo3(signature = (transcripts, budget, system_tokens, dialect, chunk_tokens, threads, encoding=None))]
+#[pyo3(signature = (transcripts, budget, systems, tools, dialect, chunk_tokens, threads, encoding=None))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python wrapper's arguments
 fn pack_many<'py>(
     transcripts: &Bound<'py, PyList>,
     budget: Bound<'py, PyInt>,
-    system_tokens: Vec<u64>,
+    systems: Option<Vec<Option<Bound<'py, PyAny>>>>,
+    tools: Option<Bound<'py, PyAny>>,
     dialect: &str,
     chunk_tokens: Option<Bound<'py, PyInt>>,
     threads: Bound<'py, PyInt>,
@@ -290,16 +302,14 @@ fn pack_many<'py>(
         Some(chunk) => Cut::Chunked { chunk: Some(args::whole_u64("chunk_tokens", &chunk)?) },
         None => Cut::Greedy,
     };
-    let options: Vec<PackOptions> = (0..transcripts.len())
-        .map(|i| PackOptions {
-            budget,
-            system_tokens: system_tokens.get(i).copied().unwrap_or(0),
-            pinned: Vec::new(),
-            summary: None,
-            dialect,
-            cut,
+    let mut sizer = PySizer::new(encoding.clone().map(Bound::into_any), Sizing::Seed)?;
+    let systems = systems.unwrap_or_default();
+    let options = (0..transcripts.len())
+        .map(|i| {
+            let system_tokens = prompt_tokens(&mut sizer, [systems.get(i).unwrap_or(&None), &tools])?;
+            Ok(PackOptions { budget, system_tokens, pinned: Vec::new(), summary: None, dialect, cut })
         })
-        .collect();
+        .collect::<PyResult<Vec<_>>>()?;
     let mut fairness = batch::Fairness::new(py);
     let requested = threads.extract().unwrap_or(usize::MAX);
     let threads = batch::thread_count(requested);

@@ -202,6 +202,11 @@ impl<'py> JsonNode for PyNode<'py> {
         // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
         // valid while the dict is not mutated, which nothing does while we hold the GIL.
         while unsafe { pyo3::ffi::PyDict_Next(self.0.as_ptr(), &mut pos, &mut k, &mut v) } != 0 {
+            // A key that is not an exact str (a str subclass with its own hash, an object
+            // equal to "role") may or may not be found by a lookup: leave it to the dict.
+            if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
+                return self.looked_up_fields();
+            }
             let which = known.iter().find(|(p, _)| *p == k).map(|(_, key)| *key).or_else(|| unsafe { key_named(k) });
             let slot = match which {
                 Some(Key::Role) => &mut out.role,
@@ -221,15 +226,16 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 }
 
-/// Which of the four message keys `k` spells, compared by content (a dict built by
-/// `json.loads` holds its own key objects, not the interned ones).
+/// Which of the four message keys the exact str `k` spells, compared by content (a dict
+/// built by `json.loads` holds its own key objects, not the interned ones); for an exact
+/// str, equal content is what a dict lookup finds.
 ///
 /// # Safety
-/// `k` must be a valid object pointer.
+/// `k` must be a valid pointer to an exact `str`.
 unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
     use pyo3::ffi;
     unsafe {
-        if ffi::PyUnicode_Check(k) == 0 || ffi::PyUnicode_IS_ASCII(k) == 0 {
+        if ffi::PyUnicode_IS_ASCII(k) == 0 {
             return None;
         }
         let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(k)).ok()?;
@@ -248,6 +254,16 @@ unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
 }
 
 impl PyNode<'_> {
+    /// The message's fields by dict lookup, as `dict.get(message, key)` finds them.
+    fn looked_up_fields(&self) -> MessageFields<Self> {
+        MessageFields {
+            role: self.get(Key::Role),
+            content: self.get(Key::Content),
+            tool_calls: self.get(Key::ToolCalls),
+            kind: self.get(Key::Type),
+        }
+    }
+
     fn wrong_type(&self) -> Problem {
         Problem::WrongType {
             expected: "a JSON value (None, bool, int, float, str, list or dict)",
