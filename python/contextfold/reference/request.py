@@ -23,10 +23,9 @@ from .._contract import (
     as_bytes,
     check_tools,
     pack_arguments,
-    prompt_message,
 )
 from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
-from .pack import pack_handoff
+from .pack import _prompt_tokens, pack_handoff
 from .tokens import Transcript, message_tokens
 
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -341,8 +340,7 @@ def _one_message(
         if p >= 1:
             raise ArgumentError(f"pinned index {p} is out of range for 1 messages")
     own = message_tokens({"role": "user", "content": text}, estimate, image_tokens)
-    prompts = sum(message_tokens(prompt_message(p), estimate, image_tokens) for p in (system, tools) if p is not None)
-    tokens = own + prompts
+    tokens = own + _prompt_tokens((system, tools), estimate, image_tokens)
     return body, 0, tokens <= args.budget, tokens, None, [0], own
 
 
