@@ -1,4 +1,5 @@
-"""Independent checks on packed framework transcripts: identity, order, tool pairs."""
+"""Independent checks on packed framework transcripts (identity, order, tool pairs), and
+the text of a corpus message."""
 
 from __future__ import annotations
 
@@ -41,3 +42,12 @@ def assert_segments_whole(segments: Sequence[Sequence[int]], kept: Sequence[int]
     for segment in segments:
         inside = [i in chosen for i in segment]
         assert all(inside) or not any(inside), f"segment {segment} split: kept {inside}"
+
+
+def content_text(content: Any) -> str:
+    """A corpus message's content as text: a string as it is, the text parts joined by a newline."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""

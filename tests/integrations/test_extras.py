@@ -14,8 +14,19 @@ ADAPTERS = [
     ("contextfold.integrations.langgraph", "langgraph", "langgraph"),
     ("contextfold.integrations.litellm", "litellm", "litellm"),
     ("contextfold.integrations.pydantic_ai", "pydantic_ai.messages", "pydantic-ai"),
+    ("contextfold.integrations.openai_agents", "agents", "openai-agents"),
 ]
-FRAMEWORKS = ("litellm", "langchain", "langchain_core", "langgraph", "pydantic_ai", "dask", "openai", "uvicorn")
+FRAMEWORKS = (
+    "litellm",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "pydantic_ai",
+    "agents",
+    "dask",
+    "openai",
+    "uvicorn",
+)
 
 
 @pytest.mark.parametrize(("adapter", "framework", "extra"), ADAPTERS)

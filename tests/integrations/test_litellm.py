@@ -51,7 +51,7 @@ def test_hook_packs_chat_requests_with_reserve_and_tools_counted(window: int) ->
         users = [i for i, m in enumerate(messages) if m["role"] == "user"]
         if users:
             assert users[-1] in kept
-        reserve = 300 + (cf.estimate_tokens(cfl.compact_json(tools)) if tools else 0)
+        reserve = 300 + (cf.message_tokens({"role": "system", "content": tools}) if tools else 0)
         if cf.tokens_of(messages) <= window - reserve:
             assert out["messages"] is messages  # a request that fits is left as it came
         elif cf.tokens_of(out["messages"]) <= window - reserve:
@@ -59,6 +59,25 @@ def test_hook_packs_chat_requests_with_reserve_and_tools_counted(window: int) ->
         else:  # only when the must-keep core alone is over
             assert cf.pack_handoff(messages, target_context_tokens=window, reserve_output_tokens=reserve).fits is False
     assert folded >= 10
+
+
+def test_hook_packs_with_the_requests_tools_and_tool_choice() -> None:
+    messages = max(openai_corpus(), key=lambda m: len(tool_definitions(m)))
+    tools = tool_definitions(messages)
+    choice = {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
+    data = {"model": "gpt-4o", "messages": messages, "max_tokens": 300, "tools": tools, "tool_choice": choice}
+    pack = cfl.ContextfoldHook(window=3_000).pack_request(data)
+    assert pack is not None and pack.dropped > 0 and pack.fits
+    reserve = 300 + cf.estimate_tokens(cfl.compact_json(choice))
+    direct = cf.pack_handoff(
+        messages, target_context_tokens=3_000, reserve_output_tokens=reserve, shape="openai", tools=tools
+    )
+    assert (pack.kept, pack.tokens, pack.budget) == (direct.kept, direct.tokens, direct.budget)
+    tools_cost = cf.message_tokens({"role": "system", "content": tools})
+    assert pack.tokens == cf.tokens_of(data["messages"]) + tools_cost <= 3_000 - reserve
+    assert data["tools"] is tools and data["tool_choice"] is choice
+    malformed = {"model": "gpt-4o", "messages": messages, "tools": "all of them"}
+    assert hook_call(cfl.ContextfoldHook(window=3_000), malformed)["messages"] is messages  # forwarded as it came
 
 
 def test_hook_leaves_other_calls_and_unknown_models_alone() -> None:

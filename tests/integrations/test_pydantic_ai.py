@@ -14,7 +14,7 @@ import pytest
 
 from ..conftest import openai_corpus
 from . import need
-from .pairing import kept_positions
+from .pairing import content_text, kept_positions
 
 pai = need("contextfold.integrations.pydantic_ai", "pydantic-ai")
 
@@ -32,32 +32,24 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def to_pydantic_ai(messages: list[dict[str, Any]]) -> list[ModelMessage]:
     """Corpus dicts as Pydantic AI messages: a run of tool results is one ModelRequest."""
     out: list[ModelMessage] = []
     names: dict[str, str] = {}
     for m in messages:
         if m["role"] == "system":
-            out.append(ModelRequest(parts=[SystemPromptPart(content=_text(m["content"]))]))
+            out.append(ModelRequest(parts=[SystemPromptPart(content=content_text(m["content"]))]))
         elif m["role"] == "user":
-            out.append(ModelRequest(parts=[UserPromptPart(content=_text(m["content"]))]))
+            out.append(ModelRequest(parts=[UserPromptPart(content=content_text(m["content"]))]))
         elif m["role"] == "assistant":
-            parts: list[Any] = [TextPart(content=_text(m["content"]))] if _text(m["content"]) else []
+            parts: list[Any] = [TextPart(content=content_text(m["content"]))] if content_text(m["content"]) else []
             for c in m.get("tool_calls") or []:
                 names[c["id"]] = c["function"]["name"]
                 parts.append(ToolCallPart(c["function"]["name"], c["function"]["arguments"], tool_call_id=c["id"]))
             out.append(ModelResponse(parts=parts or [TextPart(content="")]))
         else:
             call = m.get("tool_call_id") or ""
-            part = ToolReturnPart(names.get(call, "tool"), _text(m["content"]), tool_call_id=call)
+            part = ToolReturnPart(names.get(call, "tool"), content_text(m["content"]), tool_call_id=call)
             previous = out[-1] if out else None
             if isinstance(previous, ModelRequest) and all(isinstance(p, ToolReturnPart) for p in previous.parts):
                 out[-1] = ModelRequest(parts=[*previous.parts, part])

@@ -13,6 +13,8 @@ extra to install. ``import contextfold`` never imports any of them.
   drop-ins for ``litellm.utils.trim_messages`` and ``litellm.token_counter``.
 - :mod:`contextfold.integrations.pydantic_ai` (``contextfold[pydantic-ai]``): a history
   processor.
+- :mod:`contextfold.integrations.openai_agents` (``contextfold[openai-agents]``): a
+  ``call_model_input_filter`` packing the Responses input items of each model call.
 - :mod:`contextfold.integrations.dask` (``contextfold[dask]``): pack stored JSONL
   transcripts on a Dask bag.
 - :mod:`contextfold.integrations.asgi` (no extra): a middleware packing raw request bodies

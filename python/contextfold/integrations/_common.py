@@ -86,6 +86,17 @@ def pack_converted(
     (the one output dict that is not an input) goes through ``make_note``.
     """
     pack = cf.pack_handoff(converted, shape=shape, **options.handoff(fixed_tokens))
+    return Packed(originals_of(pack, originals, converted, make_note), pack)
+
+
+def originals_of(
+    pack: cf.HandoffPack,
+    originals: Sequence[Any],
+    converted: Sequence[Any],
+    make_note: Callable[[dict[str, Any]], Any],
+) -> list[Any]:
+    """``pack.messages`` (a pack of ``converted``) with each kept message swapped for its
+    original, and the note (the one output message that is not an input) made by ``make_note``."""
     out: list[Any] = []
     kept = pack.kept
     j = 0
@@ -93,6 +104,6 @@ def pack_converted(
         if j < len(kept) and message is converted[kept[j]]:
             out.append(originals[kept[j]])
             j += 1
-        else:  # the one output message that is not an input: the note
+        else:
             out.append(make_note(message))
-    return Packed(out, pack)
+    return out

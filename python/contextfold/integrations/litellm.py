@@ -22,9 +22,9 @@ completions (OpenAI shape) and Anthropic ``/v1/messages`` requests (with their t
 ``system``); every other call type passes untouched. The window is the request model's
 ``max_input_tokens`` from the proxy's model list (``model_info``) or LiteLLM's model map,
 unless the settings override it; the output reserve is the request's
-``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` (and a
-``tool_choice`` naming one) are counted too: their compact JSON is estimated and added to
-the reserve, since :func:`contextfold.pack_handoff` does not take tool definitions yet.
+``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` are counted as
+:func:`contextfold.pack_handoff`'s ``tools=`` (never dropped), and a ``tool_choice``
+naming one by its compact JSON, added to the reserve.
 A request that already fits is left as it came, and so is one whose messages contextfold
 cannot read (logged; the provider answers it as it would have). A request whose must-keep
 part (system, latest user message and its tool exchange) is over the window is sent
@@ -220,7 +220,8 @@ class ContextfoldHook(CustomLogger):
         if not isinstance(messages, list) or window is None:
             return None
         settings = self.settings()
-        reserve = output_reserve(data, settings["default_reserve"]) + tools_tokens(data, self._estimate)
+        choice = tools_tokens({"tool_choice": data.get("tool_choice")}, self._estimate)
+        reserve = output_reserve(data, settings["default_reserve"]) + choice
         if reserve >= window:
             log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
             return None
@@ -233,6 +234,7 @@ class ContextfoldHook(CustomLogger):
             shape="anthropic" if anthropic else "openai",
             cut=settings["cut"],
             chunk_tokens=settings["chunk_tokens"],
+            tools=data.get("tools") or None,
         )
         if pack.dropped:
             data["messages"] = pack.messages
