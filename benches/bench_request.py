@@ -1,8 +1,9 @@
 """pack_request on corpus request bodies (the corpus lines as they are stored) at an
 8,000-token budget, beside what a gateway does without it: ``orjson.loads`` alone (only
 parsing, with the fastest Python JSON library), and ``json.loads`` + ``pack_handoff`` +
-``json.dumps``. And pack_requests on 10,000 bodies with 1 and 2 threads. Outputs are
-checked against the object path before timing.
+``json.dumps``. And pack_requests on 10,000 bodies with 1 and 2 threads, and the corpus as
+Responses bodies (``input`` items, ``instructions``, ``tools``) counted by chars/4 and by
+exact o200k_base counts. Outputs are checked against the object path before timing.
 
     pytest benches/bench_request.py --benchmark-enable --benchmark-group-by=group
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from contextfold import _backend, pack_handoff, pack_request, pack_requests, reference
+from contextfold.synthetic import responses_items
 
 from .conftest import SHARED, native
 
@@ -87,3 +89,43 @@ def bench_pack_requests(benchmark: Any, threads: int) -> None:
         benchmark.pedantic(
             lambda: pack_requests(batch, target_context_tokens=BUDGET, threads=threads), rounds=5, iterations=1
         )
+
+
+TOOLS = [{"type": "function", "name": "read_file", "parameters": {"type": "object", "properties": {}}}]
+
+
+@cache
+def responses_bodies() -> list[bytes]:
+    """The corpus transcripts as Responses request bodies."""
+    return [
+        json.dumps(
+            {
+                "model": "m",
+                "instructions": "Be brief.",
+                "tools": TOOLS,
+                "input": responses_items(json.loads(b)["messages"]),
+            }
+        ).encode()
+        for b in bodies()
+    ]
+
+
+@pytest.mark.parametrize("estimate", [None, "o200k_base"])
+def bench_pack_request_responses(benchmark: Any, estimate: Any) -> None:
+    def pack_all() -> list[Any]:
+        return [pack_request(b, target_context_tokens=BUDGET, estimate_tokens=estimate) for b in responses_bodies()]
+
+    with _backend.using(native()):
+        for body, packed in zip(responses_bodies(), pack_all(), strict=True):
+            request = json.loads(body)
+            pack = pack_handoff(
+                request["input"],
+                target_context_tokens=BUDGET,
+                estimate_tokens=estimate,
+                system=request["instructions"],
+                tools=request["tools"],
+                shape="responses",
+            )
+            assert json.loads(packed.body) == {**request, "input": pack.messages}
+        benchmark.group = f"Responses bodies @ {BUDGET}"
+        benchmark(pack_all)

@@ -1,5 +1,5 @@
 """The contextfold command line: every path, including bad lines, empty input, standard
-input, Anthropic input and -o."""
+input, Anthropic and Responses input, exact and provider sizing, and -o."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import contextfold as cf
 import pytest
 from contextfold import cli
 from contextfold.cli import main
+from contextfold.synthetic import responses_items
 
 from .conftest import SHARED, anthropic_corpus, openai_corpus
+from .offline_tiktoken import tiktoken_encoding
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str], stdin: str | None = None) -> tuple[int, str, str]:
@@ -177,6 +179,8 @@ def test_hostile_lines_lose_no_good_line(tmp_path: Path, capsys: pytest.CaptureF
         ["--context-tokens", "-5"],
         ["--context-tokens", "100", "--reserve-output-tokens", "200"],
         ["--context-tokens", "100", "--threads", "0"],
+        ["--context-tokens", "100", "--sizing", "provider", "--image-tokens", "-1"],
+        ["--context-tokens", "100", "--sizing", "provider", "--tokenizer", "o200k_base"],
     ],
 )
 def test_bad_options_are_one_message(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,3 +215,36 @@ def test_window_with_a_huge_window_is_one_message(capsys: pytest.CaptureFixture[
     code, _, err = run(["window", "-", "--window", "1" + "0" * 23], capsys, stdin=json.dumps(transcript) + "\n")
     assert code in (0, 2) and "Traceback" not in err
     assert code == 0 or err.count("contextfold:") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (["--tokenizer", "o200k_base"], {"estimate_tokens": "o200k_base"}),
+        (["--tokenizer", "cl100k_base", "--cut", "chunked"], {"estimate_tokens": "cl100k_base", "cut": "chunked"}),
+        (["--sizing", "provider", "--image-tokens", "900"], {"sizing": "provider", "image_tokens": 900}),
+    ],
+    ids=["o200k", "cl100k", "provider"],
+)
+def test_tokenizer_and_sizing_equal_pack_request(
+    backend: str, argv: list[str], options: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiktoken_encoding("o200k_base"), tiktoken_encoding("cl100k_base")  # the reference counts through tiktoken
+    tools = [{"type": "function", "name": "read_file", "parameters": {"type": "object"}}]
+    rows: list[Any] = [{"id": k, "messages": m} for k, m in enumerate(openai_corpus()[:8])]
+    rows += anthropic_corpus()[:3]
+    rows += [
+        {"id": k, "instructions": "Be brief.", "tools": tools, "input": responses_items(m)}
+        for k, m in enumerate(openai_corpus()[:4])
+    ]
+    rows.append({"input": "a plain string input", "tools": tools})
+    lines = [json.dumps(r, ensure_ascii=k % 2 == 0).encode() for k, r in enumerate(rows)]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    code, out, err = run(["pack", str(path), "--context-tokens", "2500", *argv], capsys)
+    assert code == 0
+    expected = [cf.pack_request(line, target_context_tokens=2500, **options) for line in lines]
+    assert out.encode() == b"".join(p.body + b"\n" for p in expected)
+    summary = " ".join(err.split())  # the console wraps long lines
+    assert f"-> {sum(p.tokens for p in expected):,}," in summary
+    assert f"{sum(p.dropped for p in expected):,} message(s) dropped" in summary

@@ -1,6 +1,11 @@
 """pack_request / pack_requests: request bodies packed as bytes equal the object path
 (``json.loads`` + ``pack_handoff``) on every field, kept messages and the envelope are
-copied byte for byte, and bad bodies raise the documented errors, on both backends."""
+copied byte for byte, and bad bodies raise the documented errors, on both backends.
+
+Bodies come in every format that exists: chat (OpenAI, Anthropic with ``system``) and
+Responses (``input`` items from ``synthetic.responses_items``, ``instructions``), with
+and without ``tools``, sized by chars/4, by the provider rule or by an embedded encoding
+(the reference counting through tiktoken, loaded offline from the crate's vocabulary)."""
 
 from __future__ import annotations
 
@@ -13,11 +18,13 @@ from typing import Any
 import contextfold as cf
 import pytest
 from contextfold import _backend
+from contextfold.synthetic import responses_items
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import IMPLS, anthropic_corpus, openai_corpus
-from .strategies import transcripts
+from .offline_tiktoken import ENCODINGS, tiktoken_encoding
+from .strategies import item_transcripts, transcripts
 
 # Rendering bodies ------------------------------------------------------------------------
 
@@ -49,11 +56,11 @@ _LONE = re.compile("[\ud800-\udfff]")
 class Body:
     data: bytes
     open: int
-    """Byte offset of the messages array's ``[``."""
+    """Byte offset of the packed array's ``[``."""
     close: int
     """Byte offset of its ``]``."""
     messages: list[bytes]
-    """Each message exactly as written."""
+    """Each message (item) exactly as written."""
 
 
 class _Writer:
@@ -105,23 +112,31 @@ class _Writer:
         return open_ + pad + ("," + pad).join(items) + "\n" + " " * (self.style.indent * depth) + close
 
 
+def packed_key(request: dict[str, Any]) -> str:
+    """The member pack_request packs: ``messages``, else a Responses body's ``input``."""
+    return "messages" if "messages" in request else "input"
+
+
 def render(request: dict[str, Any], style: Style) -> Body:
-    """The request as a body in ``style``, with the messages' byte positions."""
+    """The request as a body in ``style``, with the packed array's byte positions."""
     w = _Writer(style)
-    fields = {k: v for k, v in request.items() if k != "messages"}
+    key = packed_key(request)
+    fields = {k: v for k, v in request.items() if k != key}
     if style.extra_fields:
         fields = {"model": "gpt-x", "temperature": 0.5, "meta": {"tags": ["a/b", None]}, **fields, "stream": True}
     keys = list(fields)[::-1] if style.reverse_keys else list(fields)
     sep = "," + ("\n " if style.indent is not None else "")
     head = "{"
     if style.duplicate_keys:  # earlier values json.loads overrides
-        head += f'"messages"{w.colon()}{{"stale": 1}}{sep}"model"{w.colon()}"old"{sep}'
+        head += f'"{key}"{w.colon()}{{"stale": 1}}{sep}"model"{w.colon()}"old"{sep}'
+        if "tools" in request:
+            head += f'"tools"{w.colon()}3{sep}'
     if style.extra_fields:  # numbers as people write them
         head += f'"seed"{w.colon()}-0{sep}"scale"{w.colon()}1e2{sep}"top_p"{w.colon()}1.0{sep}'
     members = [f"{w.string(k)}{w.colon()}{w.value(fields[k], 1)}" for k in keys[: len(keys) // 2]]
-    text = head + sep.join(members) + (sep if members else "") + f'"messages"{w.colon()}['
+    text = head + sep.join(members) + (sep if members else "") + f'"{key}"{w.colon()}['
     open_at = len(text.encode("utf-8")) - 1
-    pieces = [w.value(m, 2) for m in request["messages"]]
+    pieces = [w.value(m, 2) for m in request[key]]
     inner = "\n  " if style.indent is not None else ""
     data = text.encode("utf-8")
     written: list[bytes] = []
@@ -142,14 +157,37 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def handoff(request: dict[str, Any], **options: Any) -> cf.HandoffPack:
+    """The object path: a chat body's ``messages`` with its ``system``, or a Responses
+    body's ``input`` (a string: one user message) with its ``instructions``, both with
+    their ``tools``."""
+    tools = request.get("tools")
+    if "messages" in request:
+        return cf.pack_handoff(request["messages"], system=request.get("system"), tools=tools, **options)
+    items = request["input"]
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    shape = options.pop("shape", "auto")
+    shape = "responses" if shape == "auto" else shape
+    return cf.pack_handoff(items, system=request.get("instructions"), tools=tools, shape=shape, **options)
+
+
 def object_path(data: bytes, **options: Any) -> tuple[dict[str, Any], cf.HandoffPack]:
     request = json.loads(data)
-    return request, cf.pack_handoff(request["messages"], system=request.get("system"), **options)
+    return request, handoff(request, **options)
+
+
+def packed_request(request: dict[str, Any], pack: cf.HandoffPack) -> dict[str, Any]:
+    """The request the object path sends: its packed member replaced by the pack's
+    messages (a string ``input`` is sent as it is)."""
+    key = packed_key(request)
+    return request if isinstance(request[key], str) else {**request, key: pack.messages}
 
 
 def check(body: Body, **options: Any) -> cf.PackedRequest:
     """pack_request equals the object path on every field, and copies bytes exactly."""
     request, pack = object_path(body.data, **options)
+    key = packed_key(request)
     packed = cf.pack_request(body.data, **options)
     assert (packed.fits, packed.tokens, packed.budget, packed.dropped, packed.note, packed.kept) == (
         pack.fits,
@@ -159,8 +197,8 @@ def check(body: Body, **options: Any) -> cf.PackedRequest:
         pack.note,
         pack.kept,
     )
-    assert canonical(json.loads(packed.body)) == canonical({**request, "messages": pack.messages})
-    if pack.note is None and pack.kept == list(range(len(request["messages"]))):
+    assert canonical(json.loads(packed.body)) == canonical(packed_request(request, pack))
+    if pack.note is None and pack.kept == list(range(len(request[key]))):
         assert packed.body is body.data
     # The envelope and every kept message, byte for byte, in order.
     out = packed.body
@@ -179,14 +217,21 @@ def check(body: Body, **options: Any) -> cf.PackedRequest:
 
 @pytest.mark.parametrize("style", STYLES, ids=range(len(STYLES)))
 def test_corpus_bodies_equal_the_object_path(backend: str, style: Style) -> None:
+    """Chat, Anthropic and Responses bodies (the corpus converted to items, with
+    ``instructions`` and tools)."""
     requests = [{"model": "m", "messages": m} for m in openai_corpus()] + anthropic_corpus()
+    requests += [responses_request(m) for m in openai_corpus()]
     for request in requests:
         body = render(request, style)
-        n = len(request["messages"])
+        key = packed_key(request)
+        n = len(request[key])
         for budget in (600, 3_000, 8_000):
             for cut in ("greedy", "chunked"):
                 check(body, target_context_tokens=budget, reserve_output_tokens=100, cut=cut)
         check(body, target_context_tokens=2_000, pinned=[n // 2, 1] if n > 1 else [], summary="Done: a, b; next c.")
+        if key == "input":  # the note is a message item
+            out = json.loads(cf.pack_request(body.data, target_context_tokens=600).body)
+            assert all(item.get("type") for item in out["input"])
 
 
 def test_backends_write_identical_bytes() -> None:
@@ -204,24 +249,221 @@ def test_backends_write_identical_bytes() -> None:
             assert ours == theirs
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file — returns its text.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+    {"type": "function", "function": {"name": "grep", "parameters": {"type": "object", "minimum": 1.0}}},
+]
+"""Tool definitions as a chat body carries them (non-ASCII, a float printed ``1``)."""
+RESPONSES_TOOLS = [{"type": "function", "name": "read_file", "parameters": {"type": "object"}, "strict": True}]
+
+
+def responses_request(messages: list[dict[str, Any]], tools: bool = True) -> dict[str, Any]:
+    """A chat transcript as a Responses body: its items, an ``instructions`` and tools."""
+    request: dict[str, Any] = {"model": "m", "instructions": "Answer in English.", "input": responses_items(messages)}
+    if tools:
+        request["tools"] = RESPONSES_TOOLS
+    return request
+
+
+@pytest.mark.parametrize("style", STYLES, ids=range(len(STYLES)))
+def test_corpus_bodies_with_tools_equal_the_object_path(backend: str, style: Style) -> None:
+    requests = [{"model": "m", "tools": TOOLS, "messages": m} for m in openai_corpus()]
+    requests += [{**r, "tools": TOOLS} for r in anthropic_corpus()]
+    for request in requests:
+        body = render(request, style)
+        for budget in (600, 8_000):
+            check(body, target_context_tokens=budget, cut="greedy" if budget > 600 else "chunked")
+        # The tools count: the same body without them packs into less.
+        bare = render({k: v for k, v in request.items() if k != "tools"}, style)
+        with_tools = cf.pack_request(body.data, target_context_tokens=10**9).tokens
+        assert cf.pack_request(bare.data, target_context_tokens=10**9).tokens < with_tools
+
+
+def test_responses_bodies_with_another_shape_use_it(backend: str) -> None:
+    request = responses_request(openai_corpus()[0], tools=False)
+    request["input"] = [m for m in openai_corpus()[0] if m["role"] != "tool" and not m.get("tool_calls")]
+    for shape in ("openai", "auto"):
+        check(render(request, STYLES[0]), target_context_tokens=500, shape=shape)
+
+
+@pytest.mark.usefixtures("_offline_tiktoken")
+@pytest.mark.parametrize("estimate", [None, "o200k_base"])
+@pytest.mark.parametrize(
+    "text",
+    ["hello", "héllo <|endoftext|> 😀 " * 300, "<run-state>\nstep 3\n</run-state>"],
+    ids=["short", "long", "volatile"],
+)
+def test_a_string_input_is_counted_and_passed_through(backend: str, text: str, estimate: str | None) -> None:
+    request = {"model": "m", "instructions": "Be brief.", "input": text, "tools": RESPONSES_TOOLS}
+    data = json.dumps(request).encode()
+    options: dict[str, Any] = {"system": "Be brief.", "tools": RESPONSES_TOOLS, "estimate_tokens": estimate}
+    for budget in (10, 100, 10_000):
+        result = cf.pack_request(data, target_context_tokens=budget, estimate_tokens=estimate)  # type: ignore[arg-type]
+        one = cf.pack_handoff([{"role": "user", "content": text}], target_context_tokens=10**9, **options)
+        assert result == cf.PackedRequest(data, one.tokens <= budget, one.tokens, budget, 0, None, [0])
+        assert result.body is data
+        if not text.startswith("<run-state>"):  # pack_handoff would drop a lone volatile tail
+            p = cf.pack_handoff([{"role": "user", "content": text}], target_context_tokens=budget, **options)
+            assert (result.fits, result.tokens, result.dropped, result.note, result.kept) == (
+                p.fits,
+                p.tokens,
+                p.dropped,
+                p.note,
+                p.kept,
+            )
+
+
+def _with(request: dict[str, Any], prompt_key: str, prompt: Any, tools: bool) -> dict[str, Any]:
+    if prompt is not None:
+        request[prompt_key] = prompt
+    if tools:
+        request["tools"] = TOOLS if prompt_key == "system" else RESPONSES_TOOLS
+    return request
+
+
+_systems = st.one_of(
+    st.none(), st.text(max_size=20), st.lists(st.fixed_dictionaries({"type": st.just("text")}), max_size=2)
+)
+generated_requests = st.one_of(
+    st.builds(
+        lambda m, p, t: _with({"messages": m}, "system", p, t), transcripts(max_turns=14), _systems, st.booleans()
+    ),
+    st.builds(
+        lambda m, p, t: _with({"input": m}, "instructions", p, t),
+        item_transcripts(max_turns=10),
+        st.one_of(st.none(), st.text(max_size=20)),
+        st.booleans(),
+    ),
+)
+"""Chat bodies (with a ``system``) and Responses bodies (with ``instructions``), with
+and without tools."""
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    transcripts(max_turns=14),
+    generated_requests,
     st.sampled_from(STYLES),
     st.integers(0, 2_500),
     st.sampled_from(["greedy", "chunked"]),
     st.one_of(st.none(), st.text(max_size=30)),
-    st.one_of(st.none(), st.text(max_size=20), st.lists(st.fixed_dictionaries({"type": st.just("text")}), max_size=2)),
 )
 def test_generated_bodies_equal_the_object_path(
-    messages: list[Any], style: Style, budget: int, cut: str, summary: str | None, system: Any
+    request: dict[str, Any], style: Style, budget: int, cut: str, summary: str | None
 ) -> None:
     for impl in ("native", "python"):
         if IMPLS[impl] is None:
             continue
-        request: dict[str, Any] = {"messages": messages} if system is None else {"system": system, "messages": messages}
         with _backend.using(impl):
             check(render(request, style), target_context_tokens=budget, cut=cut, summary=summary)
+
+
+IMAGE = "iVBORw0KGgo" * 4_000
+IMAGE_BODIES = [
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": IMAGE}}],
+            },
+            {"role": "assistant", "content": "a cat " * 200},
+            {"role": "user", "content": "and now?"},
+        ]
+    },
+    {
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": IMAGE}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "s" * 4_000},
+                    {"type": "text", "text": "a dog " * 200},
+                ],
+            },
+            {"role": "user", "content": "and now?"},
+        ],
+    },
+    {
+        "input": [
+            {"role": "user", "content": [{"type": "input_image", "image_url": IMAGE}]},
+            {"type": "reasoning", "summary": [], "encrypted_content": "e" * 4_000},
+            {"type": "message", "role": "assistant", "content": "a bird " * 200},
+            {"role": "user", "content": "and now?"},
+        ]
+    },
+]
+
+
+@pytest.mark.parametrize("k", range(len(IMAGE_BODIES)))
+def test_provider_sizing_equals_the_object_path(backend: str, k: int) -> None:
+    body = render(IMAGE_BODIES[k], STYLES[k])
+    for budget in (300, 2_500, 20_000):
+        for image_tokens in (0, 1_600):
+            check(body, target_context_tokens=budget, sizing="provider", image_tokens=image_tokens)
+    seed = cf.pack_request(body.data, target_context_tokens=10**9).tokens
+    provider = cf.pack_request(body.data, target_context_tokens=10**9, sizing="provider", image_tokens=1_600).tokens
+    assert provider < seed
+
+
+# Exact counts ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def _offline_tiktoken() -> None:
+    """Both encodings available to tiktoken (and so to the reference backend), offline."""
+    for name in ENCODINGS:
+        tiktoken_encoding(name)
+
+
+@pytest.mark.usefixtures("_offline_tiktoken")
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_encodings_equal_the_object_path(backend: str, name: str) -> None:
+    requests: list[dict[str, Any]] = [{"model": "m", "tools": TOOLS, "messages": m} for m in openai_corpus()[:12]]
+    requests += anthropic_corpus()[:6]
+    requests += [responses_request(m) for m in openai_corpus()[:6]]
+    for k, request in enumerate(requests):
+        body = render(request, STYLES[k % len(STYLES)])
+        for budget in (500, 4_000):
+            check(body, target_context_tokens=budget, estimate_tokens=name)
+        # Exact counts are not chars/4.
+        exact = cf.pack_request(body.data, target_context_tokens=10**9, estimate_tokens=name)
+        assert exact.tokens != cf.pack_request(body.data, target_context_tokens=10**9).tokens
+
+
+@pytest.mark.usefixtures("_offline_tiktoken")
+def test_batches_with_an_encoding_equal_one_by_one(backend: str) -> None:
+    bodies: list[Any] = [render(responses_request(m), STYLES[k % 4]).data for k, m in enumerate(openai_corpus())]
+    bodies.insert(2, b'{"input": [], "tools": {}}')
+    options: dict[str, Any] = {"target_context_tokens": 3_000, "estimate_tokens": "o200k_base"}
+    for threads in (1, 2):
+        batch = cf.pack_requests(bodies, threads=threads, **options)
+        for body, result in zip(bodies, batch, strict=True):
+            try:
+                alone: Any = cf.pack_request(body, **options)
+            except cf.ContextfoldError as exc:
+                alone = exc
+            assert _same(result, alone)
+
+
+def test_estimators_and_sizing_options_are_checked(backend: str) -> None:
+    data = b'{"messages": [{"role": "user", "content": "hi"}]}'
+    with pytest.raises(
+        cf.ArgumentError, match=r"an encoding name .*, not builtin_function_or_method: a custom estimator"
+    ):
+        cf.pack_request(data, target_context_tokens=100, estimate_tokens=len)  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentError, match="unknown encoding 'p50k_base'"):
+        cf.pack_request(data, target_context_tokens=100, estimate_tokens="p50k_base")  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentError, match="sizing must be"):
+        cf.pack_requests([data], target_context_tokens=100, sizing="exact")  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentError, match="estimate_tokens must be None"):
+        cf.pack_request(data, target_context_tokens=100, estimate_tokens="o200k_base", sizing="provider")
 
 
 # Bad bodies -------------------------------------------------------------------------------
@@ -243,13 +485,20 @@ def expected(data: bytes, **options: Any) -> tuple[Any, ...]:
         request = json.loads(text[1:] if text.startswith("\ufeff") else text)
     except (ValueError, RecursionError):
         return (cf.RequestError, "")
-    if not isinstance(request, dict) or "messages" not in request:
+    if not isinstance(request, dict) or not ("messages" in request or "input" in request):
         return (cf.RequestError, "")
+    key = packed_key(request)
+    instructions = request.get("instructions")
+    if key == "input" and instructions is not None and not isinstance(instructions, (str, list)):
+        # Named as the body names it (pack_handoff would say 'system').
+        return (cf.MessageTypeError, f"instructions: expected str, list or None, got {type(instructions).__name__}")
     try:
-        p = cf.pack_handoff(request["messages"], system=request.get("system"), **options)
+        p = handoff(request, **options)
     except cf.ContextfoldError as exc:
+        if key == "input" and str(exc).startswith("messages: expected a list"):
+            return (type(exc), f"input: expected a list or str, got {type(request['input']).__name__}")
         return (type(exc), str(exc))
-    return ("ok", p.fits, p.tokens, p.dropped, p.note, p.kept, canonical({**request, "messages": p.messages}))
+    return ("ok", p.fits, p.tokens, p.dropped, p.note, p.kept, canonical(packed_request(request, p)))
 
 
 BAD = {
@@ -277,6 +526,20 @@ LOADABLE = {
     "tool_calls a dict": b'{"messages": [{"role": "assistant", "content": null, "tool_calls": {}}]}',
     "system a number": b'{"system": 3, "messages": []}',
     "system a number, messages bad": b'{"system": {}, "messages": 1}',
+    "tools a dict": b'{"messages": [], "tools": {"name": "f"}}',
+    "tools a dict, messages bad": b'{"tools": {}, "messages": 1}',
+    "system bad, tools bad": b'{"tools": 1, "system": 2, "messages": []}',
+    "a tool not an object": b'{"messages": [], "tools": [{"name": "f"}, "g"]}',
+    "tools null": b'{"messages": [{"role": "user", "content": "hi"}], "tools": null}',
+    "input a number": b'{"input": 4}',
+    "input null": b'{"input": null, "tools": []}',
+    "instructions a number": b'{"instructions": 1, "input": []}',
+    "instructions a dict, tools bad": b'{"instructions": {}, "tools": 3, "input": 4}',
+    "item not an object": b'{"input": [{"role": "user", "content": "a"}, 3]}',
+    "call_id not a string": b'{"input": [{"type": "function_call", "call_id": 5, "name": "f", "arguments": ""}]}',
+    "item without a role": b'{"input": [{"type": "message", "content": "a"}]}',
+    "messages wins over input": b'{"input": [], "messages": [{"content": "a"}]}',
+    "a chat body's instructions": b'{"instructions": 1, "messages": []}',
 }
 
 
@@ -302,6 +565,21 @@ def test_loadable_bodies_raise_what_pack_handoff_raises(backend: str, name: str)
     data = LOADABLE[name]
     assert outcome(data, target_context_tokens=100) == expected(data, target_context_tokens=100)
     assert outcome(data, target_context_tokens=100)[0] is not cf.RequestError
+
+
+def test_bad_tools_and_items_name_the_index_and_field(backend: str) -> None:
+    cases = [
+        (LOADABLE["tools a dict"], "tools: expected a list or None, got dict", None, "tools"),
+        (LOADABLE["a tool not an object"], "tools[1]: expected a dict, got str", 1, "tools"),
+        (LOADABLE["instructions a number"], "instructions: expected str, list or None, got int", None, "instructions"),
+        (LOADABLE["input a number"], "input: expected a list or str, got int", None, ""),
+        (LOADABLE["item not an object"], "message 1: expected a dict, got int", 1, ""),
+        (LOADABLE["call_id not a string"], "message 0, field 'call_id'", 0, "call_id"),
+    ]
+    for data, text, index, field in cases:
+        with pytest.raises(cf.MessageTypeError, match=re.escape(text)) as caught:
+            cf.pack_request(data, target_context_tokens=100)
+        assert (caught.value.index, caught.value.field) == (index, field)
 
 
 def test_pinned_out_of_range_and_bad_options(backend: str) -> None:
@@ -354,8 +632,21 @@ SEED = render(
 ).data
 
 
+RESPONSES_SEED = render(
+    {
+        "instructions": "Be brief.",
+        "tools": RESPONSES_TOOLS,
+        "input": [
+            *responses_items(json.loads(SEED)["messages"]),
+            {"type": "reasoning", "summary": [], "encrypted_content": "x"},
+        ],
+    },
+    STYLES[2],
+).data
+
+
 @settings(max_examples=400)
-@given(st.one_of(st.binary(max_size=80), mutations(SEED)), st.integers(0, 200))
+@given(st.one_of(st.binary(max_size=80), mutations(SEED), mutations(RESPONSES_SEED)), st.integers(0, 200))
 def test_arbitrary_and_mutated_bodies_never_crash(data: bytes, budget: int) -> None:
     for impl in ("native", "python"):
         if IMPLS[impl] is None:

@@ -2,11 +2,15 @@
 
 - ``contextfold demo``: packs a generated agent run into a small window and shows it.
 - ``contextfold pack FILE.jsonl --context-tokens N``: packs one transcript a line (a list
-  of messages, or an object with ``messages`` and, for Anthropic shape, ``system``) and
-  writes the packed transcripts as JSONL, one line per good input line, in order. It
-  runs on the bytes path (:func:`contextfold.pack_request`): the input is read in large
-  blocks whose lines are packed on every core (``--threads``), and every byte of a line
-  outside its messages array, and every kept message, is copied as it was.
+  of messages, or a request body as :func:`contextfold.pack_request` takes it: an object
+  with ``messages`` and, for Anthropic shape, ``system``, or a Responses body with
+  ``input`` and ``instructions``; its ``tools`` are counted) and writes the packed
+  transcripts as JSONL, one line per good input line, in order. It runs on the bytes
+  path: the input is read in large blocks whose lines are packed on every core
+  (``--threads``), and every byte of a line outside its packed array, and every kept
+  message, is copied as it was. ``--tokenizer o200k_base`` (or ``cl100k_base``) counts
+  tokens exactly instead of by chars/4; ``--sizing provider`` sizes images a flat
+  ``--image-tokens`` and thinking signatures as nothing.
 - ``contextfold window FILE.jsonl``: where each transcript's history window starts.
 - ``contextfold bench [FILE.jsonl]``: times native vs reference vs LangChain, prints a
   table and writes a plot.
@@ -34,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import _backend, backend, message_tokens_array, pack_handoff, window_start
-from ._contract import chunk_size, handoff_budget, whole
+from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, chunk_size, handoff_budget, image_tokens_for, whole
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 
@@ -117,6 +121,7 @@ def _pack(args: argparse.Namespace) -> int:
     # Options are checked once, before any line is read: a bad one is one message.
     handoff_budget(args.context_tokens, args.reserve_output_tokens)
     chunk_size(args.context_tokens - args.reserve_output_tokens, args.shape, args.cut, None)
+    images = image_tokens_for(args.sizing, args.image_tokens, args.tokenizer)
     threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1, None)
     err = Console(stderr=True)
     summary = Summary()
@@ -129,7 +134,14 @@ def _pack(args: argparse.Namespace) -> int:
         first_line = 1
         for block in _blocks(stream):
             output, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
-                block, args.context_tokens, args.reserve_output_tokens, args.shape, args.cut, threads
+                block,
+                args.context_tokens,
+                args.reserve_output_tokens,
+                args.tokenizer,
+                args.shape,
+                args.cut,
+                images,
+                threads,
             )
             out.write(output)
             out.flush()
@@ -219,8 +231,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack.add_argument("file", help="JSONL file of transcripts, or - for standard input")
     pack.add_argument("--context-tokens", type=int, required=True, help="the model's context window, in tokens")
     pack.add_argument("--reserve-output-tokens", type=int, default=0, help="tokens kept free for the reply")
-    pack.add_argument("--shape", choices=["auto", "openai", "anthropic"], default="auto")
+    pack.add_argument("--shape", choices=["auto", "openai", "anthropic", "responses"], default="auto")
     pack.add_argument("--cut", choices=["greedy", "chunked"], default="greedy")
+    pack.add_argument(
+        "--tokenizer", choices=ENCODINGS, help="count tokens exactly with this encoding (default: chars/4)"
+    )
+    pack.add_argument("--sizing", choices=SIZINGS, default="seed", help="provider: images a flat count (default: seed)")
+    pack.add_argument(
+        "--image-tokens", type=int, default=DEFAULT_IMAGE_TOKENS, help="what an image costs with --sizing provider"
+    )
     pack.add_argument("-o", "--output", help="write the packed JSONL here instead of standard output")
     pack.add_argument("--threads", type=int, help="threads packing lines (default: one a CPU)")
     pack.set_defaults(run=_pack)

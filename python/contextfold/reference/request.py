@@ -3,9 +3,10 @@ request module.
 
 The body is decoded as UTF-8 and walked at its top level only: each member is loaded by
 the standard library's decoder (``JSONDecoder.raw_decode``, the scanner ``json.loads``
-runs), and the items of the ``messages`` array one by one, so their positions come with
-their values. The loaded messages go to the reference :func:`pack_handoff`, and the
-packed body is spliced from the input text exactly as the native path splices bytes.
+runs), and the items of the ``messages`` (or ``input``) array one by one, so their
+positions come with their values. The loaded items go to the reference
+:func:`pack_handoff` (with the body's ``system`` or ``instructions`` and ``tools``), and
+the packed body is spliced from the input text exactly as the native path splices bytes.
 """
 
 from __future__ import annotations
@@ -15,15 +16,25 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._contract import PackArguments, PackedRequest, as_bytes, pack_arguments
-from ..errors import ContextfoldError, MessageTypeError, RequestError
-from .pack import pack_handoff
-from .tokens import tokens_of
+from .._contract import (
+    EncodingName,
+    PackArguments,
+    PackedRequest,
+    as_bytes,
+    check_tools,
+    pack_arguments,
+)
+from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
+from .pack import _prompt_tokens, pack_handoff
+from .tokens import Transcript, message_tokens
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
-_NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' list"
+_NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' or 'input' list"
+NO_ESTIMATOR = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')"
+_ARRAYS = ("messages", "input")
+"""Members whose array items are packed (and so whose layout is recorded)."""
 
 Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None"]
 
@@ -38,7 +49,8 @@ class _Layout:
 
 
 class _Body:
-    """A request body's text, its root value's members, and the messages' layout."""
+    """A request body's text, its root value's members, and the layouts of its
+    ``messages`` and ``input`` arrays."""
 
     def __init__(self, body: bytes, transcripts: bool) -> None:
         try:
@@ -49,7 +61,7 @@ class _Body:
         self.members: dict[str, Any] = {}
         self.messages: Any = None
         self.has_messages = False
-        self.layout: _Layout | None = None
+        self.layouts: dict[str, _Layout] = {}
         self.root: Any = None
         try:
             self._walk(1 if self.text.startswith("\ufeff") else 0)
@@ -81,7 +93,7 @@ class _Body:
         if text.startswith("{", i):
             i = self._object(i)
         elif self.transcripts and text.startswith("[", i):
-            self.messages, i = self._array(i)
+            self.messages, i = self._array(i, "messages")
             self.has_messages = True
             self.root = self.messages
         else:
@@ -100,8 +112,8 @@ class _Body:
                 raise self._error("expecting a property name in double quotes", i)
             key, i = _scanstring(text, i + 1)
             i = self._expect(self._skip(i), ":", "expecting ':'")
-            if key == "messages" and text.startswith("[", i):
-                value, i = self._array(i)
+            if key in _ARRAYS and text.startswith("[", i):
+                value, i = self._array(i, key)
             else:
                 value, i = _DECODER.raw_decode(text, i)
             self.members[key] = value
@@ -115,7 +127,7 @@ class _Body:
             else:
                 raise self._error("expecting ',' or '}'", i)
 
-    def _array(self, i: int) -> tuple[list[Any], int]:
+    def _array(self, i: int, key: str) -> tuple[list[Any], int]:
         text = self.text
         layout = _Layout(i)
         items: list[Any] = []
@@ -133,13 +145,12 @@ class _Body:
                 else:
                     raise self._error("expecting ',' or ']'", i)
         layout.close = i
-        self.layout = layout
+        self.layouts[key] = layout
         return items, i + 1
 
-    def splice(self, kept: list[int], note: dict[str, Any] | None, note_at: int) -> bytes:
-        """The body with the messages array holding ``kept`` and the note at ``note_at``."""
-        text, layout = self.text, self.layout
-        assert layout is not None
+    def splice(self, key: str, kept: list[int], note: dict[str, Any] | None, note_at: int) -> bytes:
+        """The body with the ``key`` array holding ``kept`` and the note at ``note_at``."""
+        text, layout = self.text, self.layouts[key]
         spans = layout.items
 
         def separator(i: int) -> str:
@@ -167,18 +178,22 @@ def pack_request(
     body: Any,
     target_context_tokens: int,
     reserve_output_tokens: int,
+    estimate_tokens: str | None,
     pinned: Iterable[int],
     summary: str | None,
     shape: str,
     cut: str,
     chunk_tokens: int | None,
+    image_tokens: int | None,
 ) -> PackedRequest:
-    """One body packed into a :class:`PackedRequest`."""
+    """One body packed into a :class:`PackedRequest` (``estimate_tokens``: None or an
+    embedded encoding's name; ``image_tokens``: provider sizing's image cost, None for the
+    seeds' sizing)."""
     args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, None, pinned, summary, None, shape, cut, chunk_tokens
+        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, None, shape, cut, chunk_tokens
     )
     data = as_bytes(body)
-    body, dropped, fits, tokens, note, kept, _ = _pack(data, args, transcripts=False)
+    body, dropped, fits, tokens, note, kept, _ = _pack(data, args, _encoding(args), image_tokens, transcripts=False)
     return PackedRequest(body, fits, tokens, args.budget, dropped, note, kept)
 
 
@@ -186,22 +201,25 @@ def pack_requests(
     bodies: list[Any],
     target_context_tokens: int,
     reserve_output_tokens: int,
+    estimate_tokens: str | None,
     pinned: Iterable[int],
     summary: str | None,
     shape: str,
     cut: str,
     chunk_tokens: int | None,
+    image_tokens: int | None,
     threads: int,
 ) -> list[PackedRequest | Exception]:
     """Each body's :class:`PackedRequest` or the exception it raised, in order
     (``threads`` is unused: the reference packs one body after another)."""
     args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, None, pinned, summary, None, shape, cut, chunk_tokens
+        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, None, shape, cut, chunk_tokens
     )
+    estimate = _encoding(args)
     out: list[PackedRequest | Exception] = []
     for body in bodies:
         try:
-            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, transcripts=False)
+            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, estimate, image_tokens, False)
             out.append(PackedRequest(data, fits, tokens, args.budget, dropped, note, kept))
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)
@@ -209,12 +227,22 @@ def pack_requests(
 
 
 def pack_lines(
-    block: bytes, target_context_tokens: int, reserve_output_tokens: int, shape: str, cut: str, threads: int
+    block: bytes,
+    target_context_tokens: int,
+    reserve_output_tokens: int,
+    estimate_tokens: str | None,
+    shape: str,
+    cut: str,
+    image_tokens: int | None,
+    threads: int,
 ) -> tuple[bytes, int, int, int, int, int, list[tuple[int, str]]]:
     """The non-blank lines of a JSONL block packed: ``(output, packed, tokens_before,
     tokens_after, dropped, unfit, errors)`` (``errors``: each bad line's index in the
     block and its message)."""
-    args = pack_arguments(target_context_tokens, reserve_output_tokens, None, (), None, None, shape, cut, None)
+    args = pack_arguments(
+        target_context_tokens, reserve_output_tokens, estimate_tokens, (), None, None, shape, cut, None
+    )
+    estimate = _encoding(args)
     output: list[bytes] = []
     packed = before = after = dropped = unfit = 0
     errors: list[tuple[int, str]] = []
@@ -222,7 +250,7 @@ def pack_lines(
         if not line.strip():
             continue
         try:
-            body, gone, fits, tokens, _, _, tokens_before = _pack(line, args, transcripts=True)
+            body, gone, fits, tokens, _, _, tokens_before = _pack(line, args, estimate, image_tokens, transcripts=True)
         except ContextfoldError as exc:
             errors.append((index, str(exc)))
             continue
@@ -232,34 +260,91 @@ def pack_lines(
     return b"".join(output), packed, before, after, dropped, unfit, errors
 
 
-def _pack(body: bytes, args: PackArguments, transcripts: bool) -> Outcome:
+def _pack(
+    body: bytes, args: PackArguments, estimate: EncodingName | None, image_tokens: int | None, transcripts: bool
+) -> Outcome:
     """``(body, dropped, fits, tokens, note, kept, input_tokens)`` for one body;
     ``body`` is the input object when nothing changed."""
     parsed = _Body(body, transcripts)
-    if not parsed.has_messages:
+    members = parsed.members
+    key = "messages" if parsed.has_messages else "input" if "input" in members else None
+    if key is None:
         if transcripts:
             raise RequestError(_NO_TRANSCRIPT)
         if isinstance(parsed.root, dict):
-            raise RequestError("request body: no 'messages' member")
+            raise RequestError("request body: no 'messages' or 'input' member")
         raise RequestError(f"request body: expected a JSON object, got {type(parsed.root).__name__}")
-    messages = parsed.messages
-    system = parsed.members.get("system")
-    if transcripts and not isinstance(messages, list):
+    items = parsed.messages if key == "messages" else members["input"]
+    responses = key == "input"
+    field = "instructions" if responses else "system"
+    system, tools = members.get(field), members.get("tools")
+    if system is not None and not isinstance(system, (str, list)):
+        raise MessageTypeError(f"{field}: expected str, list or None, got {type(system).__name__}", None, field)
+    check_tools(tools)
+    if transcripts and not isinstance(items, (list, str) if responses else list):
         raise RequestError(_NO_TRANSCRIPT)
-    if not isinstance(messages, list) and (system is None or isinstance(system, (str, list))):
-        raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
+    shape = "responses" if responses and args.shape == "auto" else args.shape
+    if responses and isinstance(items, str):
+        return _one_message(body, items, system, tools, args, estimate, image_tokens)
+    if not isinstance(items, list):
+        wanted = "a list or str" if responses else "a list"
+        raise MessageTypeError(f"{key}: expected {wanted}, got {type(items).__name__}", None, "")
     cut = "greedy" if args.chunk_tokens is None else "chunked"
     pack = pack_handoff(
-        messages, args.budget, 0, None, args.pinned, args.summary, system, args.shape, cut, args.chunk_tokens
+        items,
+        args.budget,
+        0,
+        estimate,
+        args.pinned,
+        args.summary,
+        system,
+        shape,
+        cut,
+        args.chunk_tokens,
+        tools,
+        image_tokens,
     )
-    n = len(messages)
-    input_tokens = tokens_of(messages) if transcripts else None
+    n = len(items)
+    input_tokens = _tokens(items, estimate, shape, image_tokens) if transcripts else None
     if pack.note is None and pack.kept == list(range(n)):
         return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens
     note_at = next(
-        (k for k, m in enumerate(pack.messages) if k >= len(pack.kept) or m is not messages[pack.kept[k]]),
+        (k for k, m in enumerate(pack.messages) if k >= len(pack.kept) or m is not items[pack.kept[k]]),
         len(pack.messages),
     )
     note = None if pack.note is None else pack.messages[note_at]
-    out = parsed.splice(pack.kept, note, note_at)
+    out = parsed.splice(key, pack.kept, note, note_at)
     return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens
+
+
+def _encoding(args: PackArguments) -> EncodingName | None:
+    """The embedded encoding to count with, or None for chars/4 (a custom estimator would
+    run Python code in the middle of the native bytes path, so neither backend takes one)."""
+    if args.sizers is not None and not isinstance(args.sizers, str):
+        raise ArgumentError(NO_ESTIMATOR)
+    return args.sizers
+
+
+def _one_message(
+    body: bytes,
+    text: str,
+    system: Any,
+    tools: Any,
+    args: PackArguments,
+    estimate: EncodingName | None,
+    image_tokens: int | None,
+) -> Outcome:
+    """A Responses body whose ``input`` is a string: one user message, counted, never
+    packed (the body comes back as it is)."""
+    for p in args.pinned:
+        if p >= 1:
+            raise ArgumentError(f"pinned index {p} is out of range for 1 messages")
+    own = message_tokens({"role": "user", "content": text}, estimate, image_tokens)
+    tokens = own + _prompt_tokens((system, tools), estimate, image_tokens)
+    return body, 0, tokens <= args.budget, tokens, None, [0], own
+
+
+def _tokens(items: list[Any], estimate: EncodingName | None, shape: str, image_tokens: int | None) -> int:
+    """Tokens of all the items, read as packing reads them."""
+    t = Transcript(items, estimate, shape, image_tokens)
+    return t.sum(0, len(t))

@@ -106,6 +106,12 @@ pub fn message_type(text: String, field: &'static str) -> PyErr {
     Class::MessageType.err((text, None::<usize>, field))
 }
 
+/// A `MessageTypeError` naming an item of a list argument (`index`) and the argument.
+#[cold]
+pub fn message_type_at(text: String, index: Option<usize>, field: &'static str) -> PyErr {
+    Class::MessageType.err((text, index, field))
+}
+
 /// A state the binding's own logic rules out; raised rather than trusted.
 #[cold]
 pub fn internal(what: &str) -> PyErr {

@@ -11,32 +11,40 @@
 use crate::args::RawArgs;
 use crate::errors;
 use contextfold_core::pack::PackOptions;
-use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
+use contextfold_core::provider::Sizing;
+use contextfold_core::request::{self, BodySizing, PackedBody, RequestError, Root, ScanError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 
+/// Why a custom estimator is refused (worded as `contextfold.reference.request` words it).
+const NO_ESTIMATOR: &str = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')";
+
 /// Bodies packed between two checks for a pending signal.
 const ROUND: usize = 1024;
 
-/// The options of a call, read as `pack_handoff` reads its own (no estimator, no
-/// separate system prompt: a body carries its own), and the budget as Python holds it.
+/// The options of a call, read as `pack_handoff` reads its own (no separate system
+/// prompt or tools: a body carries its own), how to size, and the budget as Python holds
+/// it. `estimate` is None or an embedded encoding's name (the Python layer refuses a
+/// callable: it would need the GIL in the middle of the work).
 #[allow(clippy::too_many_arguments)] // pack_request's keyword arguments
 fn options<'py>(
     target: Bound<'py, PyAny>,
     reserve: Bound<'py, PyAny>,
+    estimate: Bound<'py, PyAny>,
     pinned: Bound<'py, PyAny>,
     summary: Bound<'py, PyAny>,
     shape: Bound<'py, PyAny>,
     cut: Bound<'py, PyAny>,
     chunk_tokens: Bound<'py, PyAny>,
-) -> PyResult<(PackOptions, Bound<'py, PyAny>)> {
+    image_tokens: Option<u64>,
+) -> PyResult<(PackOptions, BodySizing, Bound<'py, PyAny>)> {
     let py = target.py();
     let none = py.None().into_bound(py);
     let raw = RawArgs {
         target,
         reserve,
-        estimate: none.clone(),
+        estimate,
         pinned,
         summary,
         system: none.clone(),
@@ -46,6 +54,15 @@ fn options<'py>(
         tools: none,
     };
     let args = raw.check(0)?;
+    let sizing = match (&args.sizers, image_tokens) {
+        (None, None) => BodySizing::Chars(Sizing::Seed),
+        (None, Some(image_tokens)) => BodySizing::Chars(Sizing::Provider { image_tokens }),
+        (Some(name), _) => {
+            // A custom estimator would run Python code in the middle of the work.
+            let name = name.cast::<PyString>().map_err(|_| errors::argument(NO_ESTIMATOR.into()))?;
+            BodySizing::Exact(crate::sizer::encoding(&name.to_cow()?)?)
+        }
+    };
     let options = PackOptions {
         budget: args.budget,
         system_tokens: 0,
@@ -54,7 +71,7 @@ fn options<'py>(
         dialect: args.dialect,
         cut: args.cut,
     };
-    Ok((options, args.budget_int))
+    Ok((options, sizing, args.budget_int))
 }
 
 /// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
@@ -73,7 +90,8 @@ fn to_py(err: RequestError) -> PyErr {
     let text = err.to_string();
     match err {
         RequestError::Pack(e) => errors::to_py(e),
-        RequestError::System { .. } => errors::message_type(text, "system"),
+        RequestError::System { field, .. } => errors::message_type(text, field),
+        RequestError::Tools { index, .. } => errors::message_type_at(text, index, "tools"),
         RequestError::MessagesNotAList { root: Root::Request, .. } => errors::message_type(text, ""),
         RequestError::Scan(
             ScanError::NotUtf8 { offset } | ScanError::Syntax { offset, .. } | ScanError::TooDeep { offset },
@@ -113,23 +131,38 @@ fn packed_request<'py>(
 
 /// Packs one request body into a `PackedRequest`.
 #[pyfunction]
-#[pyo3(signature = (body, target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens))]
+#[pyo3(signature = (
+    body, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, shape, cut, chunk_tokens,
+    image_tokens
+))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 pub fn pack_request<'py>(
     body: &Bound<'py, PyAny>,
     target_context_tokens: Bound<'py, PyAny>,
     reserve_output_tokens: Bound<'py, PyAny>,
+    estimate_tokens: Bound<'py, PyAny>,
     pinned: Bound<'py, PyAny>,
     summary: Bound<'py, PyAny>,
     shape: Bound<'py, PyAny>,
     cut: Bound<'py, PyAny>,
     chunk_tokens: Bound<'py, PyAny>,
+    image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (options, budget) =
-        options(target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens)?;
+    let (options, sizing, budget) = options(
+        target_context_tokens,
+        reserve_output_tokens,
+        estimate_tokens,
+        pinned,
+        summary,
+        shape,
+        cut,
+        chunk_tokens,
+        image_tokens,
+    )?;
     let body = as_bytes(body)?;
     let input = body.as_bytes();
-    let packed = body.py().detach(|| request::pack_body(input, &options, Root::Request, false)).map_err(to_py)?;
+    let packed =
+        body.py().detach(|| request::pack_body(input, &options, sizing, Root::Request, false)).map_err(to_py)?;
     packed_request(&body, packed, &budget)
 }
 
@@ -137,30 +170,42 @@ pub fn pack_request<'py>(
 /// its `PackedRequest` or the exception `pack_request` raises for it.
 #[pyfunction]
 #[pyo3(signature = (
-    bodies, target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens, threads
+    bodies, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, shape, cut, chunk_tokens,
+    image_tokens, threads
 ))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 pub fn pack_requests<'py>(
     bodies: &Bound<'py, PyList>,
     target_context_tokens: Bound<'py, PyAny>,
     reserve_output_tokens: Bound<'py, PyAny>,
+    estimate_tokens: Bound<'py, PyAny>,
     pinned: Bound<'py, PyAny>,
     summary: Bound<'py, PyAny>,
     shape: Bound<'py, PyAny>,
     cut: Bound<'py, PyAny>,
     chunk_tokens: Bound<'py, PyAny>,
+    image_tokens: Option<u64>,
     threads: usize,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = bodies.py();
-    let (options, budget) =
-        options(target_context_tokens, reserve_output_tokens, pinned, summary, shape, cut, chunk_tokens)?;
+    let (options, sizing, budget) = options(
+        target_context_tokens,
+        reserve_output_tokens,
+        estimate_tokens,
+        pinned,
+        summary,
+        shape,
+        cut,
+        chunk_tokens,
+        image_tokens,
+    )?;
     // A body that cannot be read as bytes keeps its exception; the others are packed.
     let held: Vec<Result<Bound<'py, PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b)).collect();
     let empty = PyBytes::new(py, b"");
     let mut out = Vec::with_capacity(held.len());
     for round in held.chunks(ROUND) {
         let inputs: Vec<&[u8]> = round.iter().map(|b| b.as_ref().map_or(empty.as_bytes(), |b| b.as_bytes())).collect();
-        let results = py.detach(|| request::pack_bodies(&inputs, &options, Root::Request, false, threads));
+        let results = py.detach(|| request::pack_bodies(&inputs, &options, sizing, Root::Request, false, threads));
         for (input, result) in round.iter().zip(results) {
             out.push(match (input, result) {
                 (Err(err), _) => err.clone_ref(py).into_value(py).into_bound(py).into_any(),
@@ -178,21 +223,36 @@ pub fn pack_requests<'py>(
 /// dropped, unfit, errors)`, where `output` holds the packed lines in order, each ended
 /// by a newline, and `errors` each bad line's index in the block and its message.
 #[pyfunction]
-#[pyo3(signature = (block, target_context_tokens, reserve_output_tokens, shape, cut, threads))]
+#[pyo3(signature = (
+    block, target_context_tokens, reserve_output_tokens, estimate_tokens, shape, cut, image_tokens, threads
+))]
+#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 pub fn pack_lines<'py>(
     block: &Bound<'py, PyBytes>,
     target_context_tokens: Bound<'py, PyAny>,
     reserve_output_tokens: Bound<'py, PyAny>,
+    estimate_tokens: Bound<'py, PyAny>,
     shape: Bound<'py, PyAny>,
     cut: Bound<'py, PyAny>,
+    image_tokens: Option<u64>,
     threads: usize,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = block.py();
     let none = py.None().into_bound(py);
     let pinned = PyTuple::empty(py).into_any();
-    let (options, _) = options(target_context_tokens, reserve_output_tokens, pinned, none.clone(), shape, cut, none)?;
+    let (options, sizing, _) = options(
+        target_context_tokens,
+        reserve_output_tokens,
+        estimate_tokens,
+        pinned,
+        none.clone(),
+        shape,
+        cut,
+        none,
+        image_tokens,
+    )?;
     let input = block.as_bytes();
-    let lines = py.detach(|| request::pack_lines(input, &options, threads));
+    let lines = py.detach(|| request::pack_lines(input, &options, sizing, threads));
     let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
     (
         PyBytes::new(py, &lines.output),

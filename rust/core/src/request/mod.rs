@@ -1,12 +1,19 @@
-//! Bytes in, bytes out: pack a chat request body (JSON) without building its values.
+//! Bytes in, bytes out: pack a request body (JSON) without building its values.
 //!
 //! [`scan::parse`] reads the body into a [`scan::Tape`] whose strings borrow the input;
 //! the generic packer runs on it through the same accessor trait as on Python objects,
-//! so the decision equals `pack_handoff(json.loads(body)["messages"], system=…)`. The
-//! packed body is then spliced from the input: the bytes before the messages array, the
-//! kept messages copied byte for byte (with the separators that preceded them), the note
-//! as compact JSON, the bytes after the array. Provider prompt caches keyed on bytes keep
-//! hitting, and only the note is ever serialised.
+//! so the decision equals the object path's: `pack_handoff(req["messages"],
+//! system=req.get("system"), tools=req.get("tools"))` for a chat body (OpenAI or
+//! Anthropic), `pack_handoff(req["input"], shape="responses",
+//! system=req.get("instructions"), tools=req.get("tools"))` for a Responses body (one with
+//! an `input` and no `messages`). The packed body is then spliced from the input: the
+//! bytes before the array, the kept items copied byte for byte (with the separators that
+//! preceded them), the note as compact JSON, the bytes after the array. Provider prompt
+//! caches keyed on bytes keep hitting, and only the note is ever serialised.
+//!
+//! A Responses `input` may be a plain string: one user message, nothing to pack. It is
+//! counted (with `instructions` and `tools`) and the body comes back as it is, `kept`
+//! `[0]`, `fits` whether the count is within the budget.
 
 mod node;
 pub mod scan;
@@ -14,12 +21,14 @@ pub mod scan;
 pub use node::Node;
 pub use scan::{Root, ScanError};
 
+use crate::encoding::{Encoding, ExactTokens};
 use crate::error::CoreError;
 use crate::json::{JsonNode, Shape};
-use crate::pack::{self, Note, PackOptions, Packed};
-use crate::tokens::CharsPerToken;
+use crate::pack::{self, Dialect, Note, PackOptions, Packed};
+use crate::provider::Sizing;
+use crate::tokens::{CharsPerToken, Sizer};
 use crate::transcript::Transcript;
-use scan::Layout;
+use scan::{Layout, Tape};
 use std::fmt;
 
 /// Why a body could not be packed.
@@ -29,18 +38,21 @@ pub enum RequestError {
     Scan(ScanError),
     /// The root is not what `root` accepts (`got`: its Python type name).
     NotAnObject { got: String, root: Root },
-    /// The root object has no `messages` member.
+    /// The root object has neither a `messages` nor an `input` member.
     NoMessages { root: Root },
-    /// `messages` is not an array.
-    MessagesNotAList { got: String, root: Root },
-    /// `system` is not a string, an array or null.
-    System { got: String },
+    /// `messages` is not an array (`input`: not an array or a string).
+    MessagesNotAList { got: String, root: Root, responses: bool },
+    /// `system` (`instructions` in a Responses body) is not a string, an array or null.
+    System { got: String, field: &'static str },
+    /// `tools` is not an array or null (`index`: `None`), or its item `index` is not an
+    /// object.
+    Tools { got: String, index: Option<usize> },
     /// What `pack_handoff` raises on the loaded value.
     Pack(CoreError),
 }
 
 /// The CLI's one wording for a line that holds no transcript.
-const NO_TRANSCRIPT: &str = "expected a list of messages or an object with a 'messages' list";
+const NO_TRANSCRIPT: &str = "expected a list of messages or an object with a 'messages' or 'input' list";
 
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -50,9 +62,16 @@ impl fmt::Display for RequestError {
             | RequestError::NoMessages { root: Root::RequestOrTranscript }
             | RequestError::MessagesNotAList { root: Root::RequestOrTranscript, .. } => f.write_str(NO_TRANSCRIPT),
             RequestError::NotAnObject { got, .. } => write!(f, "request body: expected a JSON object, got {got}"),
-            RequestError::NoMessages { .. } => f.write_str("request body: no 'messages' member"),
-            RequestError::MessagesNotAList { got, .. } => write!(f, "messages: expected a list, got {got}"),
-            RequestError::System { got } => write!(f, "system: expected str, list or None, got {got}"),
+            RequestError::NoMessages { .. } => f.write_str("request body: no 'messages' or 'input' member"),
+            RequestError::MessagesNotAList { got, responses: false, .. } => {
+                write!(f, "messages: expected a list, got {got}")
+            }
+            RequestError::MessagesNotAList { got, responses: true, .. } => {
+                write!(f, "input: expected a list or str, got {got}")
+            }
+            RequestError::System { got, field } => write!(f, "{field}: expected str, list or None, got {got}"),
+            RequestError::Tools { got, index: None } => write!(f, "tools: expected a list or None, got {got}"),
+            RequestError::Tools { got, index: Some(i) } => write!(f, "tools[{i}]: expected a dict, got {got}"),
             RequestError::Pack(e) => e.fmt(f),
         }
     }
@@ -72,47 +91,132 @@ pub struct PackedBody {
     pub input_tokens: Option<u128>,
 }
 
+/// How a body's messages, separate prompt and tools are sized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodySizing {
+    /// Four UTF-16 units a token, by the seeds' rule or the provider's.
+    Chars(Sizing),
+    /// An embedded encoding's exact count.
+    Exact(Encoding),
+}
+
 /// Packs the request body `input` under `options` (whose `system_tokens` is replaced by
-/// the size of the body's own `system` member).
+/// the size of the body's own `system` or `instructions` and `tools` members).
 ///
 /// # Errors
 /// In the order the object path meets them: the body is not JSON (or not UTF-8), not an
-/// object, has no `messages`; `system` has the wrong type; `messages` is not an array;
-/// then what packing raises (a malformed message, a pinned index out of range).
+/// object, has no `messages` (nor `input`); `system` (`instructions`) or `tools` has the
+/// wrong type; `messages` is not an array (`input`: nor a string); then what packing
+/// raises (a malformed message, a pinned index out of range).
 pub fn pack_body(
     input: &[u8],
     options: &PackOptions,
+    sizing: BodySizing,
     root: Root,
     count_input: bool,
 ) -> Result<PackedBody, RequestError> {
     let tape = scan::parse(input, root).map_err(RequestError::Scan)?;
-    let top = tape.node(0);
-    let Some(messages) = tape.messages else {
-        return Err(if top.shape() == Shape::Object {
-            RequestError::NoMessages { root }
-        } else {
-            RequestError::NotAnObject { got: top.type_name(), root }
-        });
-    };
-    let mut options = options.clone();
-    options.system_tokens = match tape.system.map(|at| tape.node(at)) {
-        None => 0,
-        Some(system) => system_tokens(system)?,
-    };
-    let list = tape.node(messages);
-    let items = match list.view() {
-        Ok(crate::View::Array { items, .. }) => items,
-        _ => return Err(RequestError::MessagesNotAList { got: list.type_name(), root }),
-    };
-    let nodes: Vec<Node<'_, '_>> = items.collect();
-    let mut transcript =
-        Transcript::read(&nodes, CharsPerToken, pack::format_for(options.dialect)).map_err(RequestError::Pack)?;
-    let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
-    let n = nodes.len();
-    let input_tokens = if count_input { Some(transcript.sum(0..n).map_err(RequestError::Pack)?) } else { None };
-    let unchanged = packed.note.is_none() && packed.kept.iter().copied().eq(0..n);
-    let body = (!unchanged).then(|| splice(input, &tape.layout, &packed.kept, packed.note.as_ref()));
-    Ok(PackedBody { dropped: n - packed.kept.len().min(n), packed, body, input_tokens })
+    let body = Body { input, tape: &tape, root, count_input };
+    match sizing {
+        BodySizing::Chars(Sizing::Seed) => body.pack(options, CharsPerToken),
+        BodySizing::Chars(sizing) => body.pack(options, sizing),
+        BodySizing::Exact(encoding) => body.pack(options, ExactTokens::new(encoding)),
+    }
+}
+
+/// A parsed body, to be packed.
+struct Body<'t, 'a> {
+    input: &'a [u8],
+    tape: &'t Tape<'a>,
+    root: Root,
+    count_input: bool,
+}
+
+impl<'t, 'a> Body<'t, 'a> {
+    fn pack<S: Sizer<Node<'t, 'a>>>(&self, options: &PackOptions, mut sizer: S) -> Result<PackedBody, RequestError> {
+        let (tape, root) = (self.tape, self.root);
+        let (at, layout, responses) = match (tape.messages, tape.input_items) {
+            (Some(at), _) => (at, &tape.layout, false),
+            (None, Some(at)) => (at, &tape.input_layout, true),
+            (None, None) => {
+                let top = tape.node(0);
+                return Err(if top.shape() == Shape::Object {
+                    RequestError::NoMessages { root }
+                } else {
+                    RequestError::NotAnObject { got: top.type_name(), root }
+                });
+            }
+        };
+        let mut options = options.clone();
+        if responses && options.dialect.is_none() {
+            options.dialect = Some(Dialect::Responses);
+        }
+        let (prompt, field) = if responses { (tape.instructions, "instructions") } else { (tape.system, "system") };
+        let prompt = prompt.map(|at| tape.node(at));
+        if let Some(prompt) = prompt.filter(|p| !matches!(p.shape(), Shape::Null | Shape::Str | Shape::Array)) {
+            return Err(RequestError::System { got: prompt.type_name(), field });
+        }
+        let tools = tape.tools.map(|at| tape.node(at));
+        if let Some(tools) = tools {
+            check_tools(tools)?;
+        }
+        // The separate prompt and the tools cost what a system message with that content
+        // costs (sums past u64 saturate, as on the object path).
+        options.system_tokens = 0;
+        for content in [prompt, tools].into_iter().flatten() {
+            let tokens = crate::tokens::system_tokens(&mut sizer, content).map_err(RequestError::Pack)?;
+            options.system_tokens = options.system_tokens.saturating_add(tokens);
+        }
+        let list = tape.node(at);
+        let items = match list.view() {
+            Ok(crate::View::Array { items, .. }) => items,
+            Ok(crate::View::Str(_)) if responses => return self.one_message(list, &options, sizer),
+            _ => return Err(RequestError::MessagesNotAList { got: list.type_name(), root, responses }),
+        };
+        let nodes: Vec<Node<'t, 'a>> = items.collect();
+        let mut transcript =
+            Transcript::read(&nodes, sizer, pack::format_for(options.dialect)).map_err(RequestError::Pack)?;
+        let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
+        let n = nodes.len();
+        let input_tokens =
+            if self.count_input { Some(transcript.sum(0..n).map_err(RequestError::Pack)?) } else { None };
+        let unchanged = packed.note.is_none() && packed.kept.iter().copied().eq(0..n);
+        let body = (!unchanged).then(|| splice(self.input, layout, &packed.kept, packed.note.as_ref()));
+        Ok(PackedBody { dropped: n - packed.kept.len().min(n), packed, body, input_tokens })
+    }
+
+    /// A Responses body whose `input` is a string: one user message, counted, never
+    /// packed (the body comes back as it is).
+    fn one_message<S: Sizer<Node<'t, 'a>>>(
+        &self,
+        text: Node<'t, 'a>,
+        options: &PackOptions,
+        mut sizer: S,
+    ) -> Result<PackedBody, RequestError> {
+        if let Some(&bad) = options.pinned.iter().find(|&&p| p >= 1) {
+            let text = format!("pinned index {bad} is out of range for 1 messages");
+            return Err(RequestError::Pack(CoreError::argument(text)));
+        }
+        // A user message costs what a system message with the same content costs.
+        let own = crate::tokens::system_tokens(&mut sizer, text).map_err(RequestError::Pack)?;
+        let tokens = u128::from(own) + u128::from(options.system_tokens);
+        let fits = tokens <= u128::from(options.budget);
+        let packed = Packed { kept: vec![0], note: None, fits, tokens };
+        Ok(PackedBody { packed, dropped: 0, body: None, input_tokens: self.count_input.then_some(u128::from(own)) })
+    }
+}
+
+/// Checks a body's `tools` as `pack_handoff` checks its `tools=`: null, or an array of
+/// objects.
+fn check_tools(tools: Node<'_, '_>) -> Result<(), RequestError> {
+    match tools.view() {
+        Ok(crate::View::Null) => Ok(()),
+        Ok(crate::View::Array { items, .. }) => match items.enumerate().find(|(_, t)| t.shape() != Shape::Object) {
+            Some((i, tool)) => Err(RequestError::Tools { got: tool.type_name(), index: Some(i) }),
+            None => Ok(()),
+        },
+        _ => Err(RequestError::Tools { got: tools.type_name(), index: None }),
+    }
 }
 
 /// Threads [`pack_bodies`] uses at most, whatever it is given.
@@ -124,11 +228,12 @@ pub const MAX_THREADS: usize = 64;
 pub fn pack_bodies(
     inputs: &[&[u8]],
     options: &PackOptions,
+    sizing: BodySizing,
     root: Root,
     count_input: bool,
     threads: usize,
 ) -> Vec<Result<PackedBody, RequestError>> {
-    let one = |input: &[u8]| pack_body(input, options, root, count_input);
+    let one = |input: &[u8]| pack_body(input, options, sizing, root, count_input);
     let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
     if threads <= 1 {
         return inputs.iter().map(|input| one(input)).collect();
@@ -182,13 +287,13 @@ pub struct PackedLines {
 
 /// Packs every non-blank line of `block` (lines end with `\n`; a line is a request
 /// body or a bare array of messages), on up to `threads` threads.
-pub fn pack_lines(block: &[u8], options: &PackOptions, threads: usize) -> PackedLines {
+pub fn pack_lines(block: &[u8], options: &PackOptions, sizing: BodySizing, threads: usize) -> PackedLines {
     let lines: Vec<(usize, &[u8])> = scan::lines(block)
         .enumerate()
         .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
         .collect();
     let inputs: Vec<&[u8]> = lines.iter().map(|&(_, line)| line).collect();
-    let results = pack_bodies(&inputs, options, Root::RequestOrTranscript, true, threads);
+    let results = pack_bodies(&inputs, options, sizing, Root::RequestOrTranscript, true, threads);
     let mut out = PackedLines { output: Vec::with_capacity(block.len()), ..PackedLines::default() };
     for ((index, line), result) in lines.into_iter().zip(results) {
         match result {
@@ -205,17 +310,6 @@ pub fn pack_lines(block: &[u8], options: &PackOptions, threads: usize) -> Packed
         }
     }
     out
-}
-
-/// Tokens of the body's separate system prompt ([`crate::tokens::system_tokens`]), after
-/// checking its type as a request's.
-fn system_tokens(system: Node<'_, '_>) -> Result<u64, RequestError> {
-    match system.shape() {
-        Shape::Null | Shape::Str | Shape::Array => {
-            crate::tokens::system_tokens(&mut CharsPerToken, system).map_err(RequestError::Pack)
-        }
-        _ => Err(RequestError::System { got: system.type_name() }),
-    }
 }
 
 /// One item of the packed messages array.

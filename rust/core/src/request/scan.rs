@@ -7,8 +7,9 @@
 //! int conversion). The input must be UTF-8 (a leading byte-order mark is skipped, as
 //! `json.loads` skips it in bytes).
 //!
-//! While scanning, the scanner notes where the request's `messages` array and each of
-//! its items lie in the input, so a packed body can be spliced from the input's bytes.
+//! While scanning, the scanner notes where the request's `messages` array (or a
+//! Responses request's `input` array) and each of its items lie in the input, so a
+//! packed body can be spliced from the input's bytes.
 //!
 //! Performance notes: the input is validated as UTF-8 once up front (the standard
 //! library's validator runs word-at-a-time over ASCII), so the string scan only looks for
@@ -31,11 +32,15 @@
 //! callgrind on the 53 corpus bodies at 8,000 tokens: `pack_body` 19.1M instructions a
 //! pass before (thin-LTO-off build), 17.0M after (full-LTO build: not the same build, so
 //! an estimate), `Scanner::string` with its masks 9.5M to 8.1M.
-//! Left as they are, by the same profile: the up-front UTF-8 validation (5%; `simdutf8`
-//! would cut it, but is a new dependency), the UTF-16 length of each string counted after
-//! the scan (8%; could be counted from the block masks), decoding the escaped strings of
-//! dropped messages for the note (6%; a prefix decoder would stop after the snippet's
-//! units).
+//! Blocks are masked where they lie in the input: copying each into a buffer first and
+//! loading it back stalled the loads (store forwarding) and made the mask builder a fifth
+//! of the time; escaped strings are decoded from block masks of their backslashes, not a
+//! search from each escape (`pack_request` on the corpus bodies 1.30 to 0.97 ms for
+//! both, full-LTO build, perf). Left as they are: the up-front UTF-8 validation (4%;
+//! `simdutf8` would cut it, but is a new dependency), the UTF-16 length of each sized
+//! string counted after the scan (7%; could be counted from the block masks, but for
+//! every string, sized or not), decoding the whole of an escaped string whose note line
+//! shows its first 80 units (a prefix decoder needs a new accessor on `JsonNode`).
 
 use crate::json::MAX_DEPTH;
 
@@ -116,8 +121,27 @@ pub struct Tape<'a> {
     pub(super) messages: Option<usize>,
     /// The last `system` member of a root object (slot).
     pub(super) system: Option<usize>,
+    /// The last `input` member of a root object (slot): a Responses request's items.
+    pub(super) input_items: Option<usize>,
+    /// The last `instructions` member of a root object (slot).
+    pub(super) instructions: Option<usize>,
+    /// The last `tools` member of a root object (slot).
+    pub(super) tools: Option<usize>,
     /// Where the items of the messages array lie (when it is one).
     pub(super) layout: Layout,
+    /// Where the items of the `input` array lie (when it is one).
+    pub(super) input_layout: Layout,
+}
+
+impl Tape<'_> {
+    /// The layout recorded for a tracked array.
+    fn layout_of(&mut self, member: Member) -> &mut Layout {
+        if member == Member::Input {
+            &mut self.input_layout
+        } else {
+            &mut self.layout
+        }
+    }
 }
 
 /// Why a text is not JSON that `json.loads` would load.
@@ -151,6 +175,9 @@ impl std::fmt::Display for ScanError {
 enum Member {
     Messages,
     System,
+    Input,
+    Instructions,
+    Tools,
     Other,
 }
 
@@ -158,8 +185,9 @@ struct Frame {
     slot: usize,
     object: bool,
     len: usize,
-    /// Items of this array are messages: their spans are recorded.
-    tracked: bool,
+    /// Items of this array are messages (`Messages`) or Responses items (`Input`): their
+    /// spans are recorded.
+    tracked: Option<Member>,
     /// First byte of the item being read (tracked arrays).
     item_start: usize,
     /// Key of the member being read (the root object).
@@ -193,7 +221,11 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
             escaped: Vec::new(),
             messages: None,
             system: None,
+            input_items: None,
+            instructions: None,
+            tools: None,
             layout: Layout::default(),
+            input_layout: Layout::default(),
         },
         stack: Vec::with_capacity(16),
         root,
@@ -201,7 +233,7 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
         avx2: std::arch::is_x86_feature_detected!("avx2"),
         #[cfg(not(target_arch = "x86_64"))]
         avx2: false,
-        block: Block { at: usize::MAX, bytes: [0; 64], masks: Masks::default() },
+        block: Block { at: usize::MAX, masks: Masks::default(), tail: [b' '; 64] },
     };
     scanner.run()?;
     Ok(scanner.tape)
@@ -222,8 +254,9 @@ struct Scanner<'a> {
 /// An input block (64-byte aligned) and its masks.
 struct Block {
     at: usize,
-    bytes: [u8; 64],
     masks: Masks,
+    /// The last block of the input, padded with spaces (a full block is read in place).
+    tail: [u8; 64],
 }
 
 /// Masks of the bytes of a 64-byte block a string scan needs: bit `i` for byte `i`.
@@ -428,6 +461,28 @@ fn block_at(bytes: &[u8], at: usize) -> [u8; 64] {
     }
 }
 
+/// Bit `i` set when byte `at + i` of `bytes` is `byte`; the block is read in place when
+/// it is whole (see [`Scanner::block_bytes`]).
+#[inline]
+fn mask_at(bytes: &[u8], at: usize, byte: u8) -> u64 {
+    match bytes.get(at..at + 64).and_then(|b| <&[u8; 64]>::try_from(b).ok()) {
+        Some(block) => byte_mask(block, byte),
+        None => byte_mask(&block_at(bytes, at), byte),
+    }
+}
+
+/// The positions of the backslashes in `bytes`, found a 64-byte mask at a time.
+fn backslashes(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    (0..bytes.len()).step_by(64).flat_map(move |at| {
+        let mut mask = mask_at(bytes, at, b'\\');
+        std::iter::from_fn(move || {
+            let bit = mask.trailing_zeros() as usize;
+            mask &= mask.checked_sub(1)?;
+            Some(at + bit)
+        })
+    })
+}
+
 /// The lines of `block` (split at `\n`, as `bytes.split(b"\n")` splits), found a
 /// 64-byte mask at a time: a byte-by-byte split was a fifth of the CLI's time.
 pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -444,7 +499,7 @@ pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
                 done = true;
                 return block.get(start..);
             }
-            mask = byte_mask(&block_at(block, at), b'\n');
+            mask = mask_at(block, at, b'\n');
             at += 64;
         }
         let end = at - 64 + mask.trailing_zeros() as usize;
@@ -550,14 +605,20 @@ impl<'a> Scanner<'a> {
             let slot = self.tape.slots.len();
             let depth = self.stack.len();
             if let Some(top) = self.stack.last_mut() {
-                if top.tracked {
+                if top.tracked.is_some() {
                     top.item_start = self.pos;
                 }
                 if depth == 1 && top.object {
-                    match top.member {
-                        Member::Messages => self.tape.messages = Some(slot),
-                        Member::System => self.tape.system = Some(slot),
-                        Member::Other => {}
+                    let member = match top.member {
+                        Member::Messages => Some(&mut self.tape.messages),
+                        Member::System => Some(&mut self.tape.system),
+                        Member::Input => Some(&mut self.tape.input_items),
+                        Member::Instructions => Some(&mut self.tape.instructions),
+                        Member::Tools => Some(&mut self.tape.tools),
+                        Member::Other => None,
+                    };
+                    if let Some(member) = member {
+                        *member = Some(slot);
                     }
                 }
             }
@@ -572,9 +633,9 @@ impl<'a> Scanner<'a> {
                     } else {
                         self.push(Slot::Array { len: 0, end: 0 })
                     };
-                    let tracked = !object && self.tracks_array();
-                    if tracked {
-                        self.tape.layout = Layout { open: self.pos, close: 0, items: Vec::new() };
+                    let tracked = if object { None } else { self.tracked_array() };
+                    if let Some(member) = tracked {
+                        *self.tape.layout_of(member) = Layout { open: self.pos, close: 0, items: Vec::new() };
                         if self.stack.is_empty() {
                             self.tape.messages = Some(at);
                         }
@@ -608,9 +669,9 @@ impl<'a> Scanner<'a> {
             loop {
                 let Some(top) = self.stack.last_mut() else { break 'value };
                 top.len += 1;
-                if top.tracked {
+                if let Some(member) = top.tracked {
                     let span = (top.item_start, self.pos);
-                    self.tape.layout.items.push(span);
+                    self.tape.layout_of(member).items.push(span);
                 }
                 let object = top.object;
                 self.skip_ws();
@@ -636,11 +697,15 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Whether the array starting now holds the messages.
-    fn tracks_array(&self) -> bool {
+    /// Whether the array starting now holds the messages (`Messages`) or a Responses
+    /// request's items (`Input`).
+    fn tracked_array(&self) -> Option<Member> {
         match self.stack.last() {
-            None => self.root == Root::RequestOrTranscript,
-            Some(top) => self.stack.len() == 1 && top.object && top.member == Member::Messages,
+            None => (self.root == Root::RequestOrTranscript).then_some(Member::Messages),
+            Some(top) if self.stack.len() == 1 && top.object => {
+                matches!(top.member, Member::Messages | Member::Input).then_some(top.member)
+            }
+            Some(_) => None,
         }
     }
 
@@ -655,6 +720,9 @@ impl<'a> Scanner<'a> {
             let member = match self.tape.text(at) {
                 Some(crate::Text::Utf8("messages")) => Member::Messages,
                 Some(crate::Text::Utf8("system")) => Member::System,
+                Some(crate::Text::Utf8("input")) => Member::Input,
+                Some(crate::Text::Utf8("instructions")) => Member::Instructions,
+                Some(crate::Text::Utf8("tools")) => Member::Tools,
                 _ => Member::Other,
             };
             if let Some(top) = self.stack.last_mut() {
@@ -674,8 +742,8 @@ impl<'a> Scanner<'a> {
     fn close(&mut self) -> Result<(), ScanError> {
         let Some(frame) = self.stack.pop() else { return Err(self.error("unbalanced brackets")) };
         let end = self.tape.slots.len();
-        if frame.tracked {
-            self.tape.layout.close = self.pos;
+        if let Some(member) = frame.tracked {
+            self.tape.layout_of(member).close = self.pos;
         }
         let duplicates = frame.object && frame.len > 1 && self.tape.has_duplicate_keys(frame.slot, frame.len);
         if let Some(slot) = self.tape.slots.get_mut(frame.slot) {
@@ -765,11 +833,20 @@ impl<'a> Scanner<'a> {
     #[inline]
     fn masks_at(&mut self, at: usize) -> Masks {
         if self.block.at != at {
-            self.block.bytes = block_at(self.bytes, at);
-            self.block.masks = block_masks(&self.block.bytes, self.avx2);
+            if self.bytes.len() < at + 64 {
+                self.block.tail = block_at(self.bytes, at);
+            }
+            self.block.masks = block_masks(self.block_bytes(at), self.avx2);
             self.block.at = at;
         }
         self.block.masks
+    }
+
+    /// The aligned block at `at`: read in place (a copy would be stored and read back
+    /// at once, which stalls the loads), or the padded tail.
+    #[inline]
+    fn block_bytes(&self, at: usize) -> &[u8; 64] {
+        self.bytes.get(at..at + 64).and_then(|b| <&[u8; 64]>::try_from(b).ok()).unwrap_or(&self.block.tail)
     }
 
     /// Reads a string from its opening quote: its slot. Escapes are checked and
@@ -807,7 +884,7 @@ impl<'a> Scanner<'a> {
             }
             let codes = escaped & inside;
             if codes != 0 {
-                let EscapeMasks { valid, slash, unicode } = escape_masks(&self.block.bytes, self.avx2);
+                let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
                 if codes & !valid != 0 {
                     // The backslash before the code (in the previous block for bit 0).
                     self.pos = at(codes & !valid) - 1;
@@ -860,13 +937,20 @@ impl<'a> Scanner<'a> {
 
 /// The text of the (already validated) escaped string body `input[from..to]`: UTF-8,
 /// unless a lone surrogate makes it UTF-16.
+///
+/// The backslashes come from block masks: a search from each escape (a `\n` every line
+/// of a tool output) spent more on starting the search than on searching.
 pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
     let body = input.get(from..to).unwrap_or_default();
     let mut out = String::with_capacity(body.len());
-    let mut rest = body;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(rest.get(..at).unwrap_or_default());
-        let Some((units, count, taken)) = escape(rest.as_bytes(), at) else { break };
+    // Bytes of `body` before `copied` are in `out`.
+    let mut copied = 0;
+    for at in backslashes(body.as_bytes()) {
+        if at < copied {
+            continue; // the code of an escape already read (`\\`)
+        }
+        out.push_str(body.get(copied..at).unwrap_or_default());
+        let Some((units, count, taken)) = escape(body.as_bytes(), at) else { break };
         match units.get(..count).and_then(|u| char::decode_utf16(u.iter().copied()).next()) {
             Some(Ok(c)) => out.push(c),
             _ => {
@@ -875,9 +959,9 @@ pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
                 return Decoded::Wide(wide);
             }
         }
-        rest = rest.get(at + taken..).unwrap_or_default();
+        copied = at + taken;
     }
-    out.push_str(rest);
+    out.push_str(body.get(copied..).unwrap_or_default());
     Decoded::Utf8(out)
 }
 

@@ -29,6 +29,8 @@ fn parsed(text: &str) -> Result<Value, ScanError> {
     scan::parse(text.as_bytes(), Root::Request).map(|tape| value(tape.node(0)))
 }
 
+const SEED: BodySizing = BodySizing::Chars(Sizing::Seed);
+
 fn options(budget: u64) -> PackOptions {
     PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut: Cut::Greedy }
 }
@@ -89,9 +91,10 @@ fn bad_input_is_reported_with_its_offset() {
 
 #[test]
 fn request_errors_come_in_the_object_paths_order() {
-    let pack = |s: &str| pack_body(s.as_bytes(), &options(100), Root::Request, false).err().map(|e| e.to_string());
+    let pack =
+        |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::Request, false).err().map(|e| e.to_string());
     assert_eq!(pack("[1]").as_deref(), Some("request body: expected a JSON object, got list"));
-    assert_eq!(pack("{}").as_deref(), Some("request body: no 'messages' member"));
+    assert_eq!(pack("{}").as_deref(), Some("request body: no 'messages' or 'input' member"));
     assert_eq!(
         pack(r#"{"messages": {}, "system": 1}"#).as_deref(),
         Some("system: expected str, list or None, got int")
@@ -102,7 +105,7 @@ fn request_errors_come_in_the_object_paths_order() {
         pack(r#"{"messages": [{"role": "user", "content": 1.5}]}"#).as_deref(),
         Some("message 0, field 'content': expected str, list or None, got float")
     );
-    let transcript = |s: &str| pack_body(s.as_bytes(), &options(100), Root::RequestOrTranscript, false);
+    let transcript = |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::RequestOrTranscript, false);
     assert!(transcript(r#"[{"role": "user", "content": "hi"}]"#).is_ok());
     assert_eq!(transcript("3").err().map(|e| e.to_string()).as_deref(), Some(NO_TRANSCRIPT));
 }
@@ -117,9 +120,9 @@ fn a_body_that_fits_is_unchanged_and_a_packed_one_keeps_its_bytes() {
         {"content": "old", "role": "user"}, {"role":"assistant","content":"LONG"},
         {"role":"user",  "content":"now \u00e9"} ], "stream": true}"#
         .replace("LONG", &"y".repeat(400));
-    let fits = pack_body(body.as_bytes(), &options(1000), Root::Request, true).unwrap();
+    let fits = pack_body(body.as_bytes(), &options(1000), SEED, Root::Request, true).unwrap();
     assert_eq!((fits.body, fits.dropped, fits.input_tokens), (None, 0, Some(fits.packed.tokens)));
-    let packed = pack_body(body.as_bytes(), &options(60), Root::Request, false).unwrap();
+    let packed = pack_body(body.as_bytes(), &options(60), SEED, Root::Request, false).unwrap();
     let out = String::from_utf8(packed.body.unwrap()).unwrap();
     assert_eq!(packed.packed.kept, [0, 3]);
     let note = packed.packed.note.as_ref().unwrap();
@@ -219,7 +222,7 @@ proptest! {
         }
         let request = json!({"model": "x", "messages": messages, "n": 1});
         let text = if pretty { serde_json::to_string_pretty(&request).unwrap() } else { serde_json::to_string(&request).unwrap() };
-        let out = pack_body(text.as_bytes(), &options(budget), Root::Request, false).unwrap();
+        let out = pack_body(text.as_bytes(), &options(budget), SEED, Root::Request, false).unwrap();
         let refs: Vec<&Value> = messages.iter().collect();
         let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
         let expected = pack::pack(&mut t, &options(budget)).unwrap();
@@ -250,9 +253,9 @@ fn batches_equal_one_by_one_on_any_number_of_threads() {
         })
         .collect();
     let inputs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
-    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), Root::Request, false)).collect();
+    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), SEED, Root::Request, false)).collect();
     for threads in [1, 2, 8, 1000] {
-        assert_eq!(pack_bodies(&inputs, &options(50), Root::Request, false, threads), one, "{threads}");
+        assert_eq!(pack_bodies(&inputs, &options(50), SEED, Root::Request, false, threads), one, "{threads}");
     }
 }
 
@@ -260,7 +263,7 @@ fn batches_equal_one_by_one_on_any_number_of_threads() {
 fn lines_are_packed_in_order_with_bad_ones_reported() {
     let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
     let block = format!("{long}\n\n  \r\n[1]\n{{\"id\": 7, \"messages\": []}}\n{{bad\n");
-    let lines = pack_lines(block.as_bytes(), &options(20), 2);
+    let lines = pack_lines(block.as_bytes(), &options(20), SEED, 2);
     let output = String::from_utf8(lines.output).unwrap();
     let out: Vec<&str> = output.lines().collect();
     assert_eq!(out.len(), 2);
@@ -271,4 +274,78 @@ fn lines_are_packed_in_order_with_bad_ones_reported() {
     assert_eq!(errors[0], (3, "message 0: expected a dict, got int".to_string()));
     assert_eq!(errors[1].0, 5);
     assert!(errors[1].1.starts_with("not JSON"));
+}
+
+#[test]
+fn tools_and_prompts_are_checked_in_the_object_paths_order() {
+    let pack =
+        |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::Request, false).err().map(|e| e.to_string());
+    assert_eq!(pack(r#"{"messages": {}, "tools": 1}"#).as_deref(), Some("tools: expected a list or None, got int"));
+    assert_eq!(pack(r#"{"messages": [], "tools": [{}, []]}"#).as_deref(), Some("tools[1]: expected a dict, got list"));
+    assert_eq!(
+        pack(r#"{"tools": 1, "messages": [], "system": 2}"#).as_deref(),
+        Some("system: expected str, list or None, got int")
+    );
+    assert_eq!(
+        pack(r#"{"input": [], "instructions": {}}"#).as_deref(),
+        Some("instructions: expected str, list or None, got dict")
+    );
+    assert_eq!(pack(r#"{"input": 3}"#).as_deref(), Some("input: expected a list or str, got int"));
+    // Null tools and a chat body's instructions (or a Responses body's system) cost nothing.
+    let plain = pack_body(br#"{"messages": []}"#, &options(100), SEED, Root::Request, false).unwrap();
+    for other in [r#"{"messages": [], "tools": null}"#, r#"{"messages": [], "instructions": "abcdefgh"}"#] {
+        let packed = pack_body(other.as_bytes(), &options(100), SEED, Root::Request, false).unwrap();
+        assert_eq!(packed.packed, plain.packed);
+    }
+}
+
+#[test]
+fn tools_count_as_a_system_message_with_their_json() {
+    let tools = r#"[{"type": "function", "name": "f", "parameters": {"a": 1.0}}]"#;
+    let compact = r#"[{"type":"function","name":"f","parameters":{"a":1}}]"#;
+    let cost = crate::tokens::estimate_units(compact.len()) + crate::tokens::MESSAGE_OVERHEAD;
+    let body = format!(r#"{{"messages": [{{"role": "user", "content": "abcd"}}], "tools": {tools}}}"#);
+    let packed = pack_body(body.as_bytes(), &options(1000), SEED, Root::Request, false).unwrap();
+    assert_eq!(packed.packed.tokens, u128::from(cost + 1 + 4));
+    let exact = BodySizing::Exact(Encoding::O200kBase);
+    let counted = pack_body(body.as_bytes(), &options(1000), exact, Root::Request, false).unwrap();
+    let o200k = |t: &str| u128::try_from(Encoding::O200kBase.count_str(t)).unwrap() + 4;
+    assert_eq!(counted.packed.tokens, o200k(compact) + o200k("abcd"));
+}
+
+#[test]
+fn responses_bodies_pack_their_input_items() {
+    let call = |i: usize| {
+        format!(
+            r#"{{"type":"function_call","call_id":"c{i}","name":"f","arguments":"{{}}"}},
+            {{"type":"function_call_output","call_id":"c{i}","output":"{}"}}"#,
+            "z".repeat(200)
+        )
+    };
+    let calls: Vec<String> = (0..6).map(call).collect();
+    let body = format!(
+        r#"{{"model":"m","instructions":"Be brief.","input":[{{"role":"user","content":"go"}},{},
+        {{"type":"message","role":"user","content":"now"}}],"store":false}}"#,
+        calls.join(",")
+    );
+    let packed = pack_body(body.as_bytes(), &options(300), SEED, Root::Request, false).unwrap();
+    let out: Value = serde_json::from_slice(&packed.body.unwrap()).unwrap();
+    let items = out["input"].as_array().unwrap();
+    assert_eq!(packed.packed.kept.len() + 1, items.len());
+    assert_eq!(items[0]["type"], "message", "the note is a message item");
+    assert_eq!(out["instructions"], "Be brief.");
+    assert_eq!(out["store"], false);
+    // Calls stay with their outputs.
+    let partner = |i: usize| if i % 2 == 1 { i + 1 } else { i - 1 };
+    assert!(packed.packed.kept.iter().all(|&i| i == 0 || i == 13 || packed.packed.kept.contains(&partner(i))));
+    assert!(packed.packed.kept.contains(&13));
+    // A string input is one user message: counted, never changed.
+    let text = r#"{"input": "hello there", "instructions": "abcd"}"#;
+    let one = pack_body(text.as_bytes(), &options(100), SEED, Root::Request, true).unwrap();
+    assert_eq!((one.body, one.packed.kept, one.packed.fits, one.packed.tokens), (None, vec![0], true, 3 + 4 + 1 + 4));
+    let over = pack_body(text.as_bytes(), &options(10), SEED, Root::Request, false).unwrap();
+    assert!(!over.packed.fits);
+    let pinned = PackOptions { pinned: vec![1], ..options(100) };
+    let err = pack_body(text.as_bytes(), &pinned, SEED, Root::Request, false).err().map(|e| e.to_string());
+    assert_eq!(err.as_deref(), Some("pinned index 1 is out of range for 1 messages"));
 }
