@@ -16,6 +16,7 @@ from typing import Any
 
 import contextfold as cf
 import pytest
+from contextfold.synthetic import responses_items
 
 from ..conftest import anthropic_corpus, openai_corpus
 from . import need
@@ -73,6 +74,21 @@ def test_messages_bodies_are_packed_in_anthropic_shape(server: str) -> None:
     expected = cf.pack_request(body, target_context_tokens=WINDOW, reserve_output_tokens=RESERVE, shape="anthropic")
     assert expected.dropped > 0
     assert received(server) == {"path": "/v1/messages", "body": expected.body}
+
+
+def test_responses_bodies_are_packed_as_items_with_their_tools(server: str) -> None:
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    items = responses_items(messages)
+    tools = [{"type": "function", "name": "run", "parameters": {"type": "object"}, "description": "x " * 200}]
+    body = json.dumps({"model": "served", "instructions": "Be brief.", "input": items, "tools": tools}).encode()
+    post(server, "/v1/responses", body)
+    options = {"target_context_tokens": WINDOW, "reserve_output_tokens": RESERVE}
+    expected = cf.pack_request(body, **options)  # type: ignore[arg-type]
+    assert expected.dropped > 0 and expected.fits
+    assert received(server) == {"path": "/v1/responses", "body": expected.body}
+    sent = json.loads(expected.body)
+    same = cf.pack_handoff(items, shape="responses", system="Be brief.", tools=tools, **options)  # type: ignore[arg-type]
+    assert sent["input"] == same.messages and sent["tools"] == tools
 
 
 def test_everything_else_passes_untouched(server: str) -> None:

@@ -5,8 +5,9 @@ No framework needed (plain ASGI; any server runs it)::
     from contextfold.integrations.asgi import PackingMiddleware
     app = PackingMiddleware(proxy_app, target_context_tokens=32_768, reserve_output_tokens=2_048)
 
-``POST`` requests to a chat-completions path (OpenAI shape) or a messages path (Anthropic
-shape, its top-level ``system`` counted) have their JSON body packed on the bytes path,
+``POST`` requests to a chat-completions path (OpenAI shape), a messages path (Anthropic
+shape, its top-level ``system`` counted) or a responses path (Responses API ``input``
+items, ``instructions`` counted) have their JSON body packed on the bytes path,
 :func:`contextfold.pack_request`: the body is never loaded into Python objects, and every
 byte outside the dropped messages is forwarded as it came (kept messages byte for byte,
 so prompt caches keyed on bytes keep hitting); ``Content-Length`` is set to the new size.
@@ -14,10 +15,11 @@ Everything else passes untouched: other paths and methods, compressed bodies
 (``Content-Encoding``), bodies over ``max_body_bytes``, and bodies contextfold cannot read
 (logged; the server behind answers them as it would have).
 
-The window is fixed per middleware, since the body is not parsed: set
-``target_context_tokens`` to the served model's window and ``reserve_output_tokens`` to
-the largest ``max_tokens`` your clients ask for (vLLM refuses a prompt whose tokens plus
-``max_tokens`` exceed ``max_model_len``) plus the tool definitions they send.
+The body's ``tools`` are counted and never dropped. The window is fixed per middleware,
+since the body is not parsed: set ``target_context_tokens`` to the served model's window
+and ``reserve_output_tokens`` to the largest ``max_tokens`` your clients ask for (vLLM
+refuses a prompt whose tokens plus ``max_tokens`` exceed ``max_model_len``).
+``estimate_tokens="o200k_base"`` (or ``"cl100k_base"``) counts exactly, natively.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MESSAGES_PATHS = ("/v1/messages", "/messages")
+RESPONSES_PATHS = ("/v1/responses", "/responses")
 
 
 class PackingMiddleware:
-    """Packs the bodies of chat-completion and messages requests before ``app`` sees them."""
+    """Packs the bodies of chat-completion, messages and responses requests before ``app``
+    sees them."""
 
     def __init__(
         self,
@@ -53,8 +57,10 @@ class PackingMiddleware:
         reserve_output_tokens: int = 0,
         cut: Literal["greedy", "chunked"] = "greedy",
         chunk_tokens: int | None = None,
+        estimate_tokens: Literal["o200k_base", "cl100k_base"] | None = None,
         chat_paths: Sequence[str] = CHAT_PATHS,
         messages_paths: Sequence[str] = MESSAGES_PATHS,
+        responses_paths: Sequence[str] = RESPONSES_PATHS,
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         cf.handoff_budget(target_context_tokens, reserve_output_tokens)  # bad numbers fail here
@@ -64,8 +70,13 @@ class PackingMiddleware:
             "reserve_output_tokens": reserve_output_tokens,
             "cut": cut,
             "chunk_tokens": chunk_tokens,
+            "estimate_tokens": estimate_tokens,
         }
-        self.shapes = {**{p: "openai" for p in chat_paths}, **{p: "anthropic" for p in messages_paths}}
+        self.shapes = {
+            **{p: "openai" for p in chat_paths},
+            **{p: "anthropic" for p in messages_paths},
+            **{p: "responses" for p in responses_paths},
+        }
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
