@@ -3,11 +3,11 @@
 
 use crate::rng::Rng;
 use crate::value::{stringify, utf16_len, V};
+use contextfold_core::arena::Node;
 use contextfold_core::json::{json_len, MAX_DEPTH};
 use contextfold_core::pack::{self, Cut, Dialect, PackOptions, Packed, NOTE_HEADER, SUMMARY_HEADER};
-use contextfold_core::tokens::{ArraySizes, CharsPerToken, Checked, Role, Sizer, Sizes};
+use contextfold_core::tokens::{ArraySizes, CharsPerToken, Checked, MessageSizer, Role, SizedMessages};
 use contextfold_core::transcript::Transcript;
-use contextfold_core::tree::Node;
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::{CoreError, JsonNode, Problem};
 
@@ -22,20 +22,20 @@ macro_rules! ensure {
     };
 }
 
-/// Sizes every message as chars/4 times `scale` (a scale above 1 drives totals past 2^64).
+/// SizedMessages every message as chars/4 times `scale` (a scale above 1 drives totals past 2^64).
 pub struct Scaled(pub u64);
 
-impl<N: JsonNode> Sizer<N> for Scaled {
+impl<N: JsonNode> MessageSizer<N> for Scaled {
     fn message_tokens(&mut self, index: Option<usize>, m: &N, c: &Checked<N>) -> Result<u64, CoreError> {
         Ok(CharsPerToken.message_tokens(index, m, c)?.saturating_mul(self.0))
     }
 
     fn system_tokens(&mut self, c: &Checked<N>) -> Result<u64, CoreError> {
-        Ok(<CharsPerToken as Sizer<N>>::system_tokens(&mut CharsPerToken, c)?.saturating_mul(self.0))
+        Ok(<CharsPerToken as MessageSizer<N>>::system_tokens(&mut CharsPerToken, c)?.saturating_mul(self.0))
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
-        Ok(<CharsPerToken as Sizer<N>>::text_tokens(&mut CharsPerToken, text)?.saturating_mul(self.0))
+        Ok(<CharsPerToken as MessageSizer<N>>::text_tokens(&mut CharsPerToken, text)?.saturating_mul(self.0))
     }
 
     fn units_tokens(&self, units: usize) -> Option<u64> {
@@ -319,7 +319,9 @@ pub fn packing(nodes: &[Node<'_, '_>], t: &[V], sizes: &[u64], scale: u64, rng: 
     let note_cost = match &p.note {
         Some(note) => {
             let mut s = Scaled(scale);
-            u128::from(<Scaled as Sizer<Node<'_, '_>>>::text_tokens(&mut s, &note.text).map_err(|e| e.to_string())?) + 4
+            u128::from(
+                <Scaled as MessageSizer<Node<'_, '_>>>::text_tokens(&mut s, &note.text).map_err(|e| e.to_string())?,
+            ) + 4
         }
         None => 0,
     };

@@ -4,7 +4,7 @@
 //! JavaScript's `JSON.stringify`.
 
 use crate::rng::Rng;
-use contextfold_core::tree::{Arena, Leaf, INLINE};
+use contextfold_core::arena::{Arena, Entry, INLINE};
 use contextfold_core::Text;
 
 /// A JSON value as a host language holds it.
@@ -313,27 +313,27 @@ impl Strings {
             while let Some(task) = stack.pop() {
                 match task {
                     Task::Value(V::Str(_)) | Task::Key(_) => {
-                        arena.push(strings.next().map_or(Leaf::Null, leaf));
+                        arena.push(strings.next().map_or(Entry::Null, leaf));
                     }
                     Task::Value(V::Null) => {
-                        arena.push(Leaf::Null);
+                        arena.push(Entry::Null);
                     }
                     Task::Value(V::Bool(b)) => {
-                        arena.push(Leaf::Bool(*b));
+                        arena.push(Entry::Bool(*b));
                     }
                     Task::Value(V::Int(i)) => {
-                        arena.push(Leaf::Int(*i));
+                        arena.push(Entry::Int(*i));
                     }
                     Task::Value(V::Float(f)) => {
-                        arena.push(Leaf::Float(*f));
+                        arena.push(Entry::Float(*f));
                     }
                     Task::Value(v @ V::Arr(items)) => {
-                        let at = arena.push(Leaf::Array { len: 0 });
+                        let at = arena.push(Entry::Array { len: 0 });
                         stack.push(Task::Close(at, items.len()));
                         children(v, &mut stack);
                     }
                     Task::Value(v @ V::Obj(entries)) => {
-                        let at = arena.push(Leaf::Object { len: 0 });
+                        let at = arena.push(Entry::Object { len: 0 });
                         stack.push(Task::Close(at, entries.len()));
                         children(v, &mut stack);
                     }
@@ -369,12 +369,12 @@ fn store(cps: &[u32], rng: &mut Rng) -> Stored {
     }
 }
 
-fn leaf(stored: &Stored) -> Leaf<'_> {
+fn leaf(stored: &Stored) -> Entry<'_> {
     match stored {
-        Stored::Latin1(b) => Leaf::Str(Text::Latin1(b)),
-        Stored::Ucs2(u) => Leaf::Str(Text::Ucs2(u)),
-        Stored::Ucs4(u) => Leaf::Str(Text::Ucs4(u)),
-        Stored::Utf8(s) => Leaf::Str(Text::Utf8(s)),
-        Stored::Inline(b) => Leaf::inline(b).unwrap_or(Leaf::Str(Text::Latin1(b))),
+        Stored::Latin1(b) => Entry::Str(Text::Latin1(b)),
+        Stored::Ucs2(u) => Entry::Str(Text::Ucs2(u)),
+        Stored::Ucs4(u) => Entry::Str(Text::Ucs4(u)),
+        Stored::Utf8(s) => Entry::Str(Text::Utf8(s)),
+        Stored::Inline(b) => Entry::inline(b).unwrap_or(Entry::Str(Text::Latin1(b))),
     }
 }

@@ -29,7 +29,7 @@
 use crate::error::CoreError;
 use crate::json::{write_json, JsonNode};
 use crate::text::Text;
-use crate::tokens::{Checked, Sizer, MESSAGE_OVERHEAD};
+use crate::tokens::{Checked, MessageSizer, MESSAGE_OVERHEAD};
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
@@ -295,7 +295,7 @@ pub fn message_text<'a, N: JsonNode>(
     Ok(Text::Utf8(buffer))
 }
 
-/// Sizes messages by an encoding's exact count: a message costs the count of its
+/// SizedMessages messages by an encoding's exact count: a message costs the count of its
 /// [`message_text`] plus [`MESSAGE_OVERHEAD`].
 #[derive(Debug, Clone)]
 pub struct ExactTokens {
@@ -313,7 +313,7 @@ impl ExactTokens {
     }
 }
 
-impl<N: JsonNode> Sizer<N> for ExactTokens {
+impl<N: JsonNode> MessageSizer<N> for ExactTokens {
     fn message_tokens(&mut self, _index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         let text = message_text(message, checked, &mut self.text)?;
         Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)

@@ -8,7 +8,7 @@
 //! after them, and an item of any other type is kept or dropped whole, never rejected.
 
 use crate::error::{CoreError, Problem};
-use crate::json::{JsonNode, Key, MessageFields, Shape};
+use crate::json::{JsonNode, JsonType, Key, MessageFields};
 use crate::text::Text;
 use crate::tokens::{check_fields, parse_role, Checked, Role};
 
@@ -81,7 +81,7 @@ fn item_of(kind: &Text<'_>) -> Item {
 /// # Errors
 /// The first field at fault.
 pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
-    if item.shape() != Shape::Object {
+    if item.json_type() != JsonType::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: item.type_name() }));
     }
     let fields = item.message_fields();
@@ -102,7 +102,7 @@ pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
     }
     let call_id = match kind {
         Item::Call | Item::Output => match item.get(Key::CallId) {
-            Some(id) if id.shape() != Shape::Str => {
+            Some(id) if id.json_type() != JsonType::Str => {
                 return Err(CoreError::wrong_type("call_id", "str", id.type_name()))
             }
             id => id,
@@ -115,8 +115,8 @@ pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
         Item::Message | Item::Other => Role::Other,
     };
     // Kept for the note's line only (read as leniently as a line reads any message).
-    let content = fields.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array));
-    let tool_calls = fields.tool_calls.filter(|c| c.shape() == Shape::Array);
+    let content = fields.content.filter(|c| matches!(c.json_type(), JsonType::Str | JsonType::Array));
+    let tool_calls = fields.tool_calls.filter(|c| c.json_type() == JsonType::Array);
     Ok(Checked { role, content, tool_calls, item: kind, call_id })
 }
 
@@ -127,7 +127,7 @@ pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
 /// are not a list read as absent.
 pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
     let other = |role| Checked { role, content: None, tool_calls: None, item: Item::Other, call_id: None };
-    if item.shape() != Shape::Object {
+    if item.json_type() != JsonType::Object {
         return other(Role::Other);
     }
     let fields = item.message_fields();
@@ -141,11 +141,11 @@ pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
         Item::Other => Role::Other,
     };
     let call_id = match kind {
-        Item::Call | Item::Output => item.get(Key::CallId).filter(|id| id.shape() == Shape::Str),
+        Item::Call | Item::Output => item.get(Key::CallId).filter(|id| id.json_type() == JsonType::Str),
         _ => None,
     };
-    let content = fields.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array));
-    let tool_calls = fields.tool_calls.filter(|c| c.shape() == Shape::Array);
+    let content = fields.content.filter(|c| matches!(c.json_type(), JsonType::Str | JsonType::Array));
+    let tool_calls = fields.tool_calls.filter(|c| c.json_type() == JsonType::Array);
     Checked { role, content, tool_calls, item: kind, call_id }
 }
 
@@ -153,7 +153,7 @@ pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
 /// leniently as [`peek_item`] reads them, with a lookup a field (what segmenting every
 /// item needs, cheaper than reading all of its fields).
 pub fn peek_kind<N: JsonNode>(item: &N) -> (Item, Role, Option<N>) {
-    if item.shape() != Shape::Object {
+    if item.json_type() != JsonType::Object {
         return (Item::Other, Role::Other, None);
     }
     match kind_of(item.get(Key::Type).as_ref()) {
@@ -164,7 +164,7 @@ pub fn peek_kind<N: JsonNode>(item: &N) -> (Item, Role, Option<N>) {
         }
         kind @ (Item::Call | Item::Output) => {
             let role = if kind == Item::Call { Role::Assistant } else { Role::Tool };
-            (kind, role, item.get(Key::CallId).filter(|id| id.shape() == Shape::Str))
+            (kind, role, item.get(Key::CallId).filter(|id| id.json_type() == JsonType::Str))
         }
         Item::Reasoning => (Item::Reasoning, Role::Assistant, None),
         Item::Other => (Item::Other, Role::Other, None),

@@ -58,7 +58,7 @@ pub enum View<'a, N: JsonNode> {
 
 /// A value's type, without its contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub enum JsonType {
     Null,
     Bool,
     Number,
@@ -75,6 +75,47 @@ pub struct MessageFields<N> {
     pub content: Option<N>,
     pub tool_calls: Option<N>,
     pub kind: Option<N>,
+}
+
+/// Values stored flat in preorder, a container followed by its children (an object's as
+/// key, value, key, value…), each knowing where its subtree ends: the batch arena and the
+/// request tape.
+pub trait Preorder: Copy {
+    /// The value at a position.
+    type Node;
+    /// The value at `at`.
+    fn node_at(self, at: usize) -> Self::Node;
+    /// The position one past the subtree at `at` (`None` past the end).
+    fn end_of(self, at: usize) -> Option<usize>;
+}
+
+/// Consecutive sibling values in a [`Preorder`] store.
+#[derive(Clone, Copy)]
+pub struct Siblings<P> {
+    store: P,
+    pos: usize,
+    left: usize,
+}
+
+impl<P: Preorder> Siblings<P> {
+    /// The `left` siblings from position `pos` on.
+    pub fn new(store: P, pos: usize, left: usize) -> Self {
+        Siblings { store, pos, left }
+    }
+}
+
+impl<P: Preorder> Iterator for Siblings<P> {
+    type Item = P::Node;
+
+    fn next(&mut self) -> Option<P::Node> {
+        if self.left == 0 {
+            return None;
+        }
+        let node = self.store.node_at(self.pos);
+        self.pos = self.store.end_of(self.pos)?;
+        self.left -= 1;
+        Some(node)
+    }
 }
 
 /// Read access to a JSON-like value: a message, its content, a content part.
@@ -108,15 +149,15 @@ pub trait JsonNode: Sized {
     fn type_name(&self) -> String;
 
     /// The value's type; implementations override it with a check cheaper than `view`.
-    fn shape(&self) -> Shape {
+    fn json_type(&self) -> JsonType {
         match self.view() {
-            Ok(View::Null) => Shape::Null,
-            Ok(View::Bool(_)) => Shape::Bool,
-            Ok(View::Int(_) | View::Float(_)) => Shape::Number,
-            Ok(View::Str(_)) => Shape::Str,
-            Ok(View::Array { .. }) => Shape::Array,
-            Ok(View::Object { .. }) => Shape::Object,
-            Err(_) => Shape::Other,
+            Ok(View::Null) => JsonType::Null,
+            Ok(View::Bool(_)) => JsonType::Bool,
+            Ok(View::Int(_) | View::Float(_)) => JsonType::Number,
+            Ok(View::Str(_)) => JsonType::Str,
+            Ok(View::Array { .. }) => JsonType::Array,
+            Ok(View::Object { .. }) => JsonType::Object,
+            Err(_) => JsonType::Other,
         }
     }
 

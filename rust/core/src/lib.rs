@@ -9,6 +9,7 @@
 // Tests may index and unwrap: a panic there is a test failure, not a crash in production.
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod arena;
 pub mod encoding;
 pub mod error;
 pub mod items;
@@ -21,12 +22,11 @@ pub mod request;
 pub mod text;
 pub mod tokens;
 pub mod transcript;
-pub mod tree;
 pub mod window;
 
 #[cfg(test)]
 mod no_wrap_tests;
 
 pub use error::{CoreError, Problem};
-pub use json::{JsonNode, Key, MessageFields, Shape, View};
+pub use json::{JsonNode, JsonType, Key, MessageFields, View};
 pub use text::Text;

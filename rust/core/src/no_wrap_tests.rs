@@ -1,9 +1,9 @@
-//! Sizes near and past 2^64 (a custom estimator can return any u64): every total,
+//! SizedMessages near and past 2^64 (a custom estimator can return any u64): every total,
 //! comparison and cut point is the exact figure, never a wrapped one.
 
 use crate::json::JsonNode;
 use crate::pack::{pack, Cut, PackOptions};
-use crate::tokens::{ArraySizes, Checked, Sizer};
+use crate::tokens::{ArraySizes, Checked, MessageSizer};
 use crate::transcript::Transcript;
 use crate::window::{compact_tail_start_for_budget, window_start, WindowLimits};
 use crate::CoreError;
@@ -15,7 +15,7 @@ const E63: u64 = 1 << 63;
 /// An estimator that gives every message and every note text the same size.
 struct Flat(u64);
 
-impl<N: JsonNode> Sizer<N> for Flat {
+impl<N: JsonNode> MessageSizer<N> for Flat {
     fn message_tokens(&mut self, _: Option<usize>, _: &N, _: &Checked<N>) -> Result<u64, CoreError> {
         Ok(self.0)
     }
@@ -84,7 +84,7 @@ fn an_overflowing_core_reports_its_exact_total() {
 fn a_note_that_costs_past_2_to_the_64_is_not_kept() {
     // Messages cost 10, a note text u64::MAX (+4 overhead): no note fits, ever.
     struct CheapMessages;
-    impl<N: JsonNode> Sizer<N> for CheapMessages {
+    impl<N: JsonNode> MessageSizer<N> for CheapMessages {
         fn message_tokens(&mut self, _: Option<usize>, _: &N, _: &Checked<N>) -> Result<u64, CoreError> {
             Ok(10)
         }

@@ -14,7 +14,7 @@
 use crate::error::CoreError;
 use crate::json::{json_len_with, JsonNode, Key, Visit, Visitor};
 use crate::text::Text;
-use crate::tokens::{estimate_units, message_units_with, CharsPerToken, Checked, Sizer, MESSAGE_OVERHEAD};
+use crate::tokens::{estimate_units, message_units_with, CharsPerToken, Checked, MessageSizer, MESSAGE_OVERHEAD};
 
 /// Tokens an image or document block costs by default: what a provider bills for a large
 /// image (Anthropic: about width × height / 750, capped near 1,600 for the 1.15-megapixel
@@ -63,7 +63,7 @@ fn visit_kind(kind: &Text<'_>, blocks: &mut u64) -> Visit {
     }
 }
 
-impl<N: JsonNode> Sizer<N> for Sizing {
+impl<N: JsonNode> MessageSizer<N> for Sizing {
     fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         let Sizing::Provider { image_tokens } = *self else {
             return CharsPerToken.message_tokens(index, message, checked);
@@ -79,7 +79,7 @@ impl<N: JsonNode> Sizer<N> for Sizing {
 
     fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
         let Sizing::Provider { image_tokens } = *self else {
-            return <CharsPerToken as Sizer<N>>::system_tokens(&mut CharsPerToken, checked);
+            return <CharsPerToken as MessageSizer<N>>::system_tokens(&mut CharsPerToken, checked);
         };
         let mut opaque = Opaque::default();
         let units = message_units_with(checked, &mut opaque)?;
@@ -87,7 +87,7 @@ impl<N: JsonNode> Sizer<N> for Sizing {
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
-        <CharsPerToken as Sizer<N>>::text_tokens(&mut CharsPerToken, text)
+        <CharsPerToken as MessageSizer<N>>::text_tokens(&mut CharsPerToken, text)
     }
 
     fn units_tokens(&self, units: usize) -> Option<u64> {

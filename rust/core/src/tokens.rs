@@ -16,7 +16,7 @@
 
 use crate::error::{CoreError, Problem};
 use crate::items::Item;
-use crate::json::{json_len, json_len_with, AsText, JsonNode, Key, MessageFields, Shape, Visitor};
+use crate::json::{json_len, json_len_with, AsText, JsonNode, JsonType, Key, MessageFields, Visitor};
 use crate::text::Text;
 
 /// Per-message overhead in tokens (role and framing).
@@ -56,7 +56,7 @@ impl Role {
 /// # Errors
 /// When the message is not an object, or its role is missing or not a string.
 pub fn role_of<N: JsonNode>(message: &N) -> Result<Role, CoreError> {
-    if message.shape() != Shape::Object {
+    if message.json_type() != JsonType::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
     }
     parse_role(message.get(Key::Role))
@@ -113,7 +113,7 @@ pub struct Checked<N> {
 /// # Errors
 /// The first field at fault.
 pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> {
-    if message.shape() != Shape::Object {
+    if message.json_type() != JsonType::Object {
         return Err(CoreError::field(None, "", Problem::WrongType { expected: "a dict", got: message.type_name() }));
     }
     check_fields(message.message_fields())
@@ -126,17 +126,17 @@ pub fn check_message<N: JsonNode>(message: &N) -> Result<Checked<N>, CoreError> 
 pub fn check_fields<N: JsonNode>(fields: MessageFields<N>) -> Result<Checked<N>, CoreError> {
     let role = parse_role(fields.role)?;
     let content = match fields.content {
-        Some(content) => match content.shape() {
-            Shape::Null => None,
-            Shape::Str | Shape::Array => Some(content),
+        Some(content) => match content.json_type() {
+            JsonType::Null => None,
+            JsonType::Str | JsonType::Array => Some(content),
             _ => return Err(CoreError::wrong_type("content", "str, list or None", content.type_name())),
         },
         None => None,
     };
     let tool_calls = match fields.tool_calls {
-        Some(calls) => match calls.shape() {
-            Shape::Null => None,
-            Shape::Array => Some(calls),
+        Some(calls) => match calls.json_type() {
+            JsonType::Null => None,
+            JsonType::Array => Some(calls),
             _ => return Err(CoreError::wrong_type("tool_calls", "list or None", calls.type_name())),
         },
         None => None,
@@ -191,7 +191,7 @@ pub fn message_units_with<N: JsonNode, V: Visitor<N>>(
 }
 
 /// How messages and note texts are sized.
-pub trait Sizer<N> {
+pub trait MessageSizer<N> {
     /// Tokens of a message (overhead included), given its checked fields; `index` is its
     /// place in a transcript, `None` for a message sized on its own.
     ///
@@ -224,7 +224,7 @@ pub trait Sizer<N> {
 ///
 /// # Errors
 /// When the message is malformed or a custom estimator fails.
-pub fn message_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, message: &N) -> Result<u64, CoreError> {
+pub fn message_tokens<N: JsonNode, S: MessageSizer<N>>(sizer: &mut S, message: &N) -> Result<u64, CoreError> {
     let checked = check_message(message)?;
     sizer.message_tokens(None, message, &checked)
 }
@@ -236,10 +236,10 @@ pub fn message_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, message: &N) -> R
 /// # Errors
 /// When it is none of those (field `system`), nested content has no JSON form, or a
 /// custom estimator fails.
-pub fn system_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, system: N) -> Result<u64, CoreError> {
-    match system.shape() {
-        Shape::Null => Ok(0),
-        Shape::Str | Shape::Array => sizer.system_tokens(&Checked {
+pub fn system_tokens<N: JsonNode, S: MessageSizer<N>>(sizer: &mut S, system: N) -> Result<u64, CoreError> {
+    match system.json_type() {
+        JsonType::Null => Ok(0),
+        JsonType::Str | JsonType::Array => sizer.system_tokens(&Checked {
             role: Role::System,
             content: Some(system),
             tool_calls: None,
@@ -254,7 +254,7 @@ pub fn system_tokens<N: JsonNode, S: Sizer<N>>(sizer: &mut S, system: N) -> Resu
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsPerToken;
 
-impl<N: JsonNode> Sizer<N> for CharsPerToken {
+impl<N: JsonNode> MessageSizer<N> for CharsPerToken {
     fn message_tokens(&mut self, _index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         let units = if checked.item.sized_whole() {
             json_len(message).map_err(|p| CoreError::field(None, "", p))?
@@ -279,7 +279,7 @@ impl<N: JsonNode> Sizer<N> for CharsPerToken {
 
 /// Anything an algorithm can ask for roles and sizes: a transcript of messages, or
 /// plain arrays of sizes and roles.
-pub trait Sizes {
+pub trait SizedMessages {
     /// Number of messages.
     fn len(&self) -> usize;
     /// Whether there are no messages.
@@ -322,7 +322,7 @@ impl<'a> ArraySizes<'a> {
     }
 }
 
-impl Sizes for ArraySizes<'_> {
+impl SizedMessages for ArraySizes<'_> {
     fn len(&self) -> usize {
         self.sizes.len()
     }

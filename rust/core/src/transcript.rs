@@ -10,8 +10,8 @@
 
 use crate::error::CoreError;
 use crate::items::{check_item, marks_responses, peek_item, Format, Item};
-use crate::json::{JsonNode, Key, Shape};
-use crate::tokens::{check_fields, check_message, parse_role, Checked, Role, Sizer, Sizes};
+use crate::json::{JsonNode, JsonType, Key};
+use crate::tokens::{check_fields, check_message, parse_role, Checked, MessageSizer, Role, SizedMessages};
 
 /// A transcript whose entries are read up front ([`Transcript::read_all`]) or on demand
 /// ([`Transcript::read`]), and whose sizes are computed on first use.
@@ -27,7 +27,7 @@ pub struct Transcript<'m, N, S> {
     responses: Option<bool>,
 }
 
-impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
+impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
     /// [`Transcript::read_all`] with [`Format::Auto`].
     ///
     /// # Errors
@@ -103,13 +103,13 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
         if self.is_responses() {
             return Some(peek_item(m));
         }
-        let object = m.shape() == Shape::Object;
+        let object = m.json_type() == JsonType::Object;
         let fields = object.then(|| m.message_fields());
         let (role, content, tool_calls) = match fields {
             Some(f) => (
                 parse_role(f.role).unwrap_or(Role::Other),
-                f.content.filter(|c| matches!(c.shape(), Shape::Str | Shape::Array)),
-                f.tool_calls.filter(|c| c.shape() == Shape::Array),
+                f.content.filter(|c| matches!(c.json_type(), JsonType::Str | JsonType::Array)),
+                f.tool_calls.filter(|c| c.json_type() == JsonType::Array),
             ),
             None => (Role::Other, None, None),
         };
@@ -134,7 +134,7 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
     /// Sum of the sizes of messages in `range`: exact (see [`crate::tokens`]).
     ///
     /// # Errors
-    /// As [`Sizes::tokens`].
+    /// As [`SizedMessages::tokens`].
     pub fn sum(&mut self, range: std::ops::Range<usize>) -> Result<u128, CoreError> {
         let mut total = 0u128;
         for i in range {
@@ -147,10 +147,10 @@ impl<'m, N: JsonNode, S: Sizer<N>> Transcript<'m, N, S> {
 /// Checks chat messages; with `detect`, `None` when any entry marks the transcript as
 /// Responses items (seen before any error is raised, as if detected first).
 fn check_chat<N: JsonNode>(messages: &[N], detect: bool) -> Result<Option<Vec<Checked<N>>>, CoreError> {
-    let marks = |m: &N| m.shape() == Shape::Object && marks_responses(&m.message_fields());
+    let marks = |m: &N| m.json_type() == JsonType::Object && marks_responses(&m.message_fields());
     let mut checked = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
-        let fields = (m.shape() == Shape::Object).then(|| m.message_fields());
+        let fields = (m.json_type() == JsonType::Object).then(|| m.message_fields());
         if detect && fields.as_ref().is_some_and(marks_responses) {
             return Ok(None);
         }
@@ -171,7 +171,7 @@ fn check_items<N: JsonNode>(messages: &[N]) -> Result<Vec<Checked<N>>, CoreError
     messages.iter().enumerate().map(|(i, m)| check_item(m).map_err(|e| e.at(i))).collect()
 }
 
-impl<N: JsonNode, S: Sizer<N>> Sizes for Transcript<'_, N, S> {
+impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
     fn len(&self) -> usize {
         self.messages.len()
     }

@@ -12,7 +12,7 @@
 //! cut points counted from the start, exactly as the definition says.
 
 use crate::error::CoreError;
-use crate::tokens::{Role, Sizes};
+use crate::tokens::{Role, SizedMessages};
 
 /// Messages kept verbatim by [`crate::window::window_start`] by default.
 pub const HISTORY_WINDOW: usize = 80;
@@ -53,7 +53,7 @@ impl Default for WindowLimits {
     }
 }
 
-fn last_user<T: Sizes>(t: &T) -> Option<usize> {
+fn last_user<T: SizedMessages>(t: &T) -> Option<usize> {
     (0..t.len()).rev().find(|&i| t.role(i) == Role::User)
 }
 
@@ -61,7 +61,7 @@ fn last_user<T: Sizes>(t: &T) -> Option<usize> {
 ///
 /// # Errors
 /// When a message reached while sizing is malformed.
-pub fn window_start<T: Sizes>(t: &mut T, limits: WindowLimits) -> Result<usize, CoreError> {
+pub fn window_start<T: SizedMessages>(t: &mut T, limits: WindowLimits) -> Result<usize, CoreError> {
     let n = t.len();
     let Some(last_user) = last_user(t) else {
         // No user turn: all of it when it fits the budget, else only the last message.
@@ -85,7 +85,7 @@ fn message_front(n: usize, window: usize) -> usize {
 
 /// Whether the messages from `from` on cost more than `budget`, sizing from the newest
 /// and stopping as soon as they do.
-fn suffix_exceeds<T: Sizes>(t: &mut T, from: usize, budget: u64) -> Result<bool, CoreError> {
+fn suffix_exceeds<T: SizedMessages>(t: &mut T, from: usize, budget: u64) -> Result<bool, CoreError> {
     let mut sum = 0u128;
     for i in (from..t.len()).rev() {
         sum += u128::from(t.tokens(i)?);
@@ -97,7 +97,12 @@ fn suffix_exceeds<T: Sizes>(t: &mut T, from: usize, budget: u64) -> Result<bool,
 }
 
 /// `min(max(front, token cut), last_user)`, reading as few sizes as the answer needs.
-fn token_front<T: Sizes>(t: &mut T, limits: WindowLimits, front: usize, last_user: usize) -> Result<usize, CoreError> {
+fn token_front<T: SizedMessages>(
+    t: &mut T,
+    limits: WindowLimits,
+    front: usize,
+    last_user: usize,
+) -> Result<usize, CoreError> {
     let n = t.len();
     let budget = u128::from(limits.tokens);
     let chunk = budget / 4;
@@ -134,7 +139,7 @@ fn token_front<T: Sizes>(t: &mut T, limits: WindowLimits, front: usize, last_use
 /// The token cut by its definition: the first cut point (where the running total from
 /// the start crosses a multiple of `chunk`) after which the rest fits `budget`; 0 when
 /// everything fits, `len` when no cut point does.
-fn token_cut_from_start<T: Sizes>(t: &mut T, budget: u128, chunk: u128) -> Result<usize, CoreError> {
+fn token_cut_from_start<T: SizedMessages>(t: &mut T, budget: u128, chunk: u128) -> Result<usize, CoreError> {
     let n = t.len();
     let mut remaining = 0u128;
     for i in 0..n {
@@ -158,7 +163,7 @@ fn token_cut_from_start<T: Sizes>(t: &mut T, budget: u128, chunk: u128) -> Resul
 
 /// `i` clamped to the transcript, then moved forward past `tool` messages, so a verbatim
 /// part never opens on a tool result whose call it lost.
-pub fn verbatim_start<T: Sizes>(t: &T, i: usize) -> usize {
+pub fn verbatim_start<T: SizedMessages>(t: &T, i: usize) -> usize {
     let n = t.len();
     (i.min(n)..n).find(|&j| t.role(j) != Role::Tool).unwrap_or(n)
 }
@@ -169,7 +174,7 @@ pub fn verbatim_start<T: Sizes>(t: &T, i: usize) -> usize {
 ///
 /// # Errors
 /// When a message reached while sizing is malformed.
-pub fn compact_tail_start_for_budget<T: Sizes>(t: &mut T, budget: u64) -> Result<usize, CoreError> {
+pub fn compact_tail_start_for_budget<T: SizedMessages>(t: &mut T, budget: u64) -> Result<usize, CoreError> {
     let n = t.len();
     let mut start = n;
     let mut sum = 0u128;
@@ -189,7 +194,7 @@ pub fn compact_tail_start_for_budget<T: Sizes>(t: &mut T, budget: u64) -> Result
 }
 
 /// Index of the last user message when it lies before `tail_start`, else `None`.
-pub fn pinned_directive_index<T: Sizes>(t: &T, tail_start: usize) -> Option<usize> {
+pub fn pinned_directive_index<T: SizedMessages>(t: &T, tail_start: usize) -> Option<usize> {
     last_user(t).filter(|&i| i < tail_start)
 }
 

@@ -17,13 +17,13 @@
 //! [`MAX_EXTRACT_DEPTH`]) leaves that transcript to the attached path, which raises exactly as
 //! one-by-one packing does.
 
-use crate::node::{shape_of, text_of};
+use crate::node::{json_type_of, text_of};
+use contextfold_core::arena::{Arena, Entry, Node};
 use contextfold_core::encoding::{Encoding, ExactTokens};
 use contextfold_core::pack::{self, PackOptions, Packed};
 use contextfold_core::tokens::CharsPerToken;
 use contextfold_core::transcript::Transcript;
-use contextfold_core::tree::{Arena, Leaf, Node};
-use contextfold_core::{CoreError, Shape, Text};
+use contextfold_core::{CoreError, JsonType, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString};
@@ -103,39 +103,39 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
             if open.len() > MAX_EXTRACT_DEPTH {
                 return None;
             }
-            match shape_of(&value) {
-                Shape::Str => extract_str(&value, chunk)?,
-                Shape::Object => {
-                    let at = chunk.arena.push(Leaf::Object { len: 0 });
-                    // SAFETY: `shape_of` checked the type.
+            match json_type_of(&value) {
+                JsonType::Str => extract_str(&value, chunk)?,
+                JsonType::Object => {
+                    let at = chunk.arena.push(Entry::Object { len: 0 });
+                    // SAFETY: `json_type_of` checked the type.
                     let dict = unsafe { value.cast_into_unchecked::<PyDict>() };
                     open.push(Open::Dict { dict, pos: 0, at, len: 0 });
                 }
-                Shape::Array => {
-                    let at = chunk.arena.push(Leaf::Array { len: 0 });
-                    // SAFETY: `shape_of` checked the type.
+                JsonType::Array => {
+                    let at = chunk.arena.push(Entry::Array { len: 0 });
+                    // SAFETY: `json_type_of` checked the type.
                     let list = unsafe { value.cast_into_unchecked::<PyList>() };
                     open.push(Open::List { list, next: 0, at });
                 }
-                Shape::Null => {
-                    chunk.arena.push(Leaf::Null);
+                JsonType::Null => {
+                    chunk.arena.push(Entry::Null);
                 }
-                Shape::Bool => {
-                    chunk.arena.push(Leaf::Bool(value.is_truthy().ok()?));
+                JsonType::Bool => {
+                    chunk.arena.push(Entry::Bool(value.is_truthy().ok()?));
                 }
                 // Numbers by `__index__` (numpy ints) are left to the attached path.
-                Shape::Number if !PyFloat::is_type_of(&value) && !PyInt::is_type_of(&value) => return None,
-                Shape::Number => {
-                    let leaf = match value.cast::<PyFloat>() {
-                        Ok(f) => Leaf::Float(f.value()),
+                JsonType::Number if !PyFloat::is_type_of(&value) && !PyInt::is_type_of(&value) => return None,
+                JsonType::Number => {
+                    let number = match value.cast::<PyFloat>() {
+                        Ok(f) => Entry::Float(f.value()),
                         Err(_) => match value.extract::<i64>() {
-                            Ok(i) => Leaf::Int(i),
-                            Err(_) => Leaf::Float(value.extract::<f64>().unwrap_or(f64::INFINITY)),
+                            Ok(i) => Entry::Int(i),
+                            Err(_) => Entry::Float(value.extract::<f64>().unwrap_or(f64::INFINITY)),
                         },
                     };
-                    chunk.arena.push(leaf);
+                    chunk.arena.push(number);
                 }
-                Shape::Other => return None,
+                JsonType::Other => return None,
             }
         }
         let top = open.last_mut()?;
@@ -178,10 +178,10 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
 
 /// Copies a short Latin-1 string into the arena, or borrows a longer one's data.
 fn extract_str(value: &Bound<'_, PyAny>, chunk: &mut Chunk) -> Option<()> {
-    // SAFETY: the caller checked the type with `shape_of`.
+    // SAFETY: the caller checked the type with `json_type_of`.
     let s = unsafe { value.cast_unchecked::<PyString>() };
     let text: Text<'_> = text_of(s)?;
-    if let Some(leaf) = if let Text::Latin1(bytes) = text { Leaf::inline(bytes) } else { None } {
+    if let Some(leaf) = if let Text::Latin1(bytes) = text { Entry::inline(bytes) } else { None } {
         chunk.arena.push(leaf);
         return Some(());
     }
@@ -189,7 +189,7 @@ fn extract_str(value: &Bound<'_, PyAny>, chunk: &mut Chunk) -> Option<()> {
     // reference until its arena is cleared (see `Chunk`'s field order).
     let text = unsafe { std::mem::transmute::<Text<'_>, Text<'static>>(text) };
     chunk.strings.push(s.clone().unbind());
-    chunk.arena.push(Leaf::Str(text));
+    chunk.arena.push(Entry::Str(text));
     Some(())
 }
 

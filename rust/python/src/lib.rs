@@ -17,10 +17,10 @@ mod strings;
 use contextfold_core::items::{self, Format};
 use contextfold_core::pack::{self, Cut, PackOptions};
 use contextfold_core::provider::Sizing;
-use contextfold_core::tokens::{self, ArraySizes, Role, Sizes};
+use contextfold_core::tokens::{self, ArraySizes, Role, SizedMessages};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
-use contextfold_core::{CoreError, JsonNode, Shape, Text};
+use contextfold_core::{CoreError, JsonNode, JsonType, Text};
 use node::PyNode;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::intern;
@@ -111,7 +111,7 @@ fn message_tokens<'py>(
         sizer::check_stack()?;
     }
     let message = PyNode(message);
-    let is_item = message.shape() == Shape::Object && items::marks_responses(&message.message_fields());
+    let is_item = message.json_type() == JsonType::Object && items::marks_responses(&message.message_fields());
     let checked = if is_item { items::check_item(&message) } else { contextfold_core::tokens::check_message(&message) }
         .map_err(errors::to_py)?;
     PySizer::new(estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
@@ -267,7 +267,7 @@ fn pack_handoff<'py>(
     let snapshot = nodes(messages)?;
     let reading = Reading::OnDemand(pack::format_for(args.dialect));
     let packed = with_nodes(&snapshot, args.sizers, reading, sizing(image_tokens), |t| pack::pack(t, &options))?;
-    handoff_pack(&snapshot, packed, &args.budget_int)
+    to_handoff_pack(&snapshot, packed, &args.budget_int)
 }
 
 /// What a separate system prompt and the tool definitions cost: each what a system
@@ -349,7 +349,7 @@ fn pack_many<'py>(
         let started = std::time::Instant::now();
         let (packed, snapshot) = in_place(i, &transcript, opts)?;
         packing.push(started.elapsed());
-        out.push(handoff_pack(&snapshot, packed, &budget_int)?);
+        out.push(to_handoff_pack(&snapshot, packed, &budget_int)?);
         fairness.tick()?;
     }
     let threaded = threads > 1 && (!auto || probe > 0);
@@ -372,7 +372,7 @@ fn pack_many<'py>(
             // error exactly as one-by-one packing does.
             _ => in_place(i, &transcript, opts)?,
         };
-        out.push(handoff_pack(&snapshot, packed, &budget_int)?);
+        out.push(to_handoff_pack(&snapshot, packed, &budget_int)?);
         fairness.tick()?;
     }
     Ok(out)
@@ -390,7 +390,7 @@ fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
 
 /// The `HandoffPack` for a packed transcript: the output list (the caller's messages,
 /// the note a new dict at its place), dropped, fits, tokens, budget, note, kept.
-fn handoff_pack<'py>(
+fn to_handoff_pack<'py>(
     messages: &[PyNode<'py>],
     packed: pack::Packed,
     budget: &Bound<'py, PyAny>,

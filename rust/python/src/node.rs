@@ -1,6 +1,6 @@
 //! [`PyNode`]: the core's accessor trait over a borrowed Python value.
 
-use contextfold_core::{JsonNode, Key, MessageFields, Problem, Shape, Text, View};
+use contextfold_core::{JsonNode, JsonType, Key, MessageFields, Problem, Text, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use pyo3::{intern, PyTypeInfo};
@@ -103,21 +103,21 @@ impl<'py> Iterator for DictEntries<'py> {
 }
 
 /// The JSON type of a Python value, by its type flags (no failed casts).
-pub fn shape_of(v: &Bound<'_, PyAny>) -> Shape {
+pub fn json_type_of(v: &Bound<'_, PyAny>) -> JsonType {
     if PyString::is_type_of(v) {
-        Shape::Str
+        JsonType::Str
     } else if PyDict::is_type_of(v) {
-        Shape::Object
+        JsonType::Object
     } else if PyList::is_type_of(v) {
-        Shape::Array
+        JsonType::Array
     } else if v.is_none() {
-        Shape::Null
+        JsonType::Null
     } else if PyBool::is_type_of(v) {
-        Shape::Bool
+        JsonType::Bool
     } else if PyInt::is_type_of(v) || PyFloat::is_type_of(v) || has_index(v) {
-        Shape::Number
+        JsonType::Number
     } else {
-        Shape::Other
+        JsonType::Other
     }
 }
 
@@ -145,22 +145,22 @@ impl<'py> JsonNode for PyNode<'py> {
     fn view(&self) -> Result<View<'_, Self>, Problem> {
         let v = &self.0;
         // SAFETY (each cast_unchecked): `shape` has just checked the type.
-        Ok(match self.shape() {
-            Shape::Str => {
+        Ok(match self.json_type() {
+            JsonType::Str => {
                 View::Str(text_of(unsafe { v.cast_unchecked::<PyString>() }).ok_or_else(|| self.wrong_type())?)
             }
-            Shape::Object => {
+            JsonType::Object => {
                 let d = unsafe { v.cast_unchecked::<PyDict>() };
                 View::Object { entries: DictEntries { dict: d.clone(), pos: 0 }, len: d.len() }
             }
-            Shape::Array => {
+            JsonType::Array => {
                 let l = unsafe { v.cast_unchecked::<PyList>() };
                 View::Array { items: ListItems { list: l.clone(), next: 0 }, len: l.len() }
             }
-            Shape::Null => View::Null,
-            Shape::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
-            Shape::Number if PyFloat::is_type_of(v) => View::Float(unsafe { v.cast_unchecked::<PyFloat>() }.value()),
-            Shape::Number => {
+            JsonType::Null => View::Null,
+            JsonType::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
+            JsonType::Number if PyFloat::is_type_of(v) => View::Float(unsafe { v.cast_unchecked::<PyFloat>() }.value()),
+            JsonType::Number => {
                 let int =
                     if PyInt::is_type_of(v) { v.clone() } else { index_of(v).ok_or_else(|| self.wrong_type())? };
                 match int.extract::<i64>() {
@@ -169,12 +169,12 @@ impl<'py> JsonNode for PyNode<'py> {
                     Err(_) => View::Float(int.extract::<f64>().unwrap_or(f64::INFINITY)),
                 }
             }
-            Shape::Other => return Err(self.wrong_type()),
+            JsonType::Other => return Err(self.wrong_type()),
         })
     }
 
-    fn shape(&self) -> Shape {
-        shape_of(&self.0)
+    fn json_type(&self) -> JsonType {
+        json_type_of(&self.0)
     }
 
     fn get(&self, k: Key) -> Option<Self> {

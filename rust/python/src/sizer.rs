@@ -1,4 +1,4 @@
-//! The caller's estimator, as the core's [`Sizer`].
+//! The caller's estimator, as the core's [`MessageSizer`].
 //!
 //! With no estimator the core's chars/4 rule (seed or provider sizing) runs natively, and so does a named encoding
 //! (`"o200k_base"`, `"cl100k_base"`), counted by the core with the GIL released for long
@@ -11,7 +11,7 @@
 use crate::node::PyNode;
 use contextfold_core::encoding::{message_text, Encoding, ExactTokens};
 use contextfold_core::provider::Sizing;
-use contextfold_core::tokens::{CharsPerToken, Checked, Sizer, MESSAGE_OVERHEAD};
+use contextfold_core::tokens::{CharsPerToken, Checked, MessageSizer, MESSAGE_OVERHEAD};
 use contextfold_core::{CoreError, Text};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -111,7 +111,7 @@ impl<'py> PySizer<'py> {
     }
 }
 
-impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
+impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
     fn message_tokens(
         &mut self,
         index: Option<usize>,
@@ -133,8 +133,8 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
 
     fn system_tokens(&mut self, checked: &Checked<PyNode<'py>>) -> Result<u64, CoreError> {
         match &mut self.estimate {
-            Estimate::CharsPerToken => <Sizing as Sizer<PyNode<'py>>>::system_tokens(&mut self.sizing, checked),
-            Estimate::Exact(exact) => <ExactTokens as Sizer<PyNode<'py>>>::system_tokens(exact, checked),
+            Estimate::CharsPerToken => <Sizing as MessageSizer<PyNode<'py>>>::system_tokens(&mut self.sizing, checked),
+            Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::system_tokens(exact, checked),
             Estimate::Custom(per_message, _) => {
                 // The estimator sees the system message the prompt stands for.
                 let py = per_message.py();
@@ -155,8 +155,10 @@ impl<'py> Sizer<PyNode<'py>> for PySizer<'py> {
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
         match &mut self.estimate {
-            Estimate::CharsPerToken => <CharsPerToken as Sizer<PyNode<'py>>>::text_tokens(&mut CharsPerToken, text),
-            Estimate::Exact(exact) => <ExactTokens as Sizer<PyNode<'py>>>::text_tokens(exact, text),
+            Estimate::CharsPerToken => {
+                <CharsPerToken as MessageSizer<PyNode<'py>>>::text_tokens(&mut CharsPerToken, text)
+            }
+            Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::text_tokens(exact, text),
             Estimate::Custom(_, per_text) => {
                 let result = per_text.call1((text,));
                 self.call(result)

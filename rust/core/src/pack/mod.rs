@@ -31,7 +31,7 @@ pub use segments::is_volatile_content;
 use crate::error::CoreError;
 use crate::items::Format;
 use crate::json::JsonNode;
-use crate::tokens::{Role, Sizer, Sizes};
+use crate::tokens::{MessageSizer, Role, SizedMessages};
 use crate::transcript::Transcript;
 use segments::{is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
 use tail::{chunked_tail, greedy_tail, History};
@@ -137,7 +137,7 @@ pub struct Packed {
 /// # Errors
 /// When a message that must be sized is malformed, a pinned index is out of range, or a
 /// custom estimator fails.
-pub fn pack<N: JsonNode, S: Sizer<N>>(
+pub fn pack<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
@@ -155,7 +155,7 @@ pub fn pack<N: JsonNode, S: Sizer<N>>(
     Ok(packed)
 }
 
-fn pack_transcript<N: JsonNode, S: Sizer<N>>(
+fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
@@ -191,7 +191,7 @@ fn pack_transcript<N: JsonNode, S: Sizer<N>>(
 
 /// Whether messages `from..to` cost at most `budget`, sizing from the newest and stopping
 /// once they do not.
-fn fits_within<N: JsonNode, S: Sizer<N>>(
+fn fits_within<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     from: usize,
     to: usize,
@@ -207,7 +207,7 @@ fn fits_within<N: JsonNode, S: Sizer<N>>(
     Ok(sum <= budget)
 }
 
-fn pack_history<N: JsonNode, S: Sizer<N>>(
+fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     end: usize,
     budget: i128,

@@ -4,9 +4,9 @@ use super::segments::{block_is, blocks, Segment};
 use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMARY_HEADER};
 use crate::error::CoreError;
 use crate::items::{check_item, marks_responses};
-use crate::json::{JsonNode, Key, Shape, View};
+use crate::json::{JsonNode, JsonType, Key, View};
 use crate::text::{Snippet, Text};
-use crate::tokens::{check_message, Checked, Sizer, MESSAGE_OVERHEAD};
+use crate::tokens::{check_message, Checked, MessageSizer, MESSAGE_OVERHEAD};
 use crate::transcript::Transcript;
 
 /// One line for a dropped message: `role [tool, names]: first words…`; an item with no
@@ -17,7 +17,7 @@ use crate::transcript::Transcript;
 /// field (a line made of whatever reads cleanly would differ between readers). An entry
 /// is read as a Responses item when it marks one, as `message_tokens` reads it.
 pub fn handoff_line<N: JsonNode>(message: &N) -> Result<String, CoreError> {
-    let is_item = message.shape() == Shape::Object && marks_responses(&message.message_fields());
+    let is_item = message.json_type() == JsonType::Object && marks_responses(&message.message_fields());
     let checked = if is_item { check_item(message)? } else { check_message(message)? };
     let mut line = String::new();
     write_handoff_line(&mut line, message, &checked);
@@ -26,7 +26,7 @@ pub fn handoff_line<N: JsonNode>(message: &N) -> Result<String, CoreError> {
 
 /// Appends [`handoff_line`] of `message` (whose fields are `checked`) to `out`.
 fn write_handoff_line<N: JsonNode>(out: &mut String, message: &N, checked: &Checked<N>) {
-    let label = message.get(Key::Role).filter(|r| r.shape() == Shape::Str).or_else(|| message.get(Key::Type));
+    let label = message.get(Key::Role).filter(|r| r.json_type() == JsonType::Str).or_else(|| message.get(Key::Type));
     if let Some(t) = label.as_ref().and_then(JsonNode::as_text) {
         t.push_lossy(out);
     }
@@ -144,14 +144,14 @@ pub fn summary_note(summary: &str) -> String {
     format!("{SUMMARY_HEADER}\n{summary}")
 }
 
-fn note_tokens<N: JsonNode, S: Sizer<N>>(t: &mut Transcript<'_, N, S>, text: &str) -> Result<i128, CoreError> {
+fn note_tokens<N: JsonNode, S: MessageSizer<N>>(t: &mut Transcript<'_, N, S>, text: &str) -> Result<i128, CoreError> {
     Ok(i128::from(t.sizer().text_tokens(text)?) + i128::from(MESSAGE_OVERHEAD))
 }
 
 /// Tokens of a listing note: `newest` lines (newest first, `lines_units` UTF-16 units
 /// with their `\n- ` prefixes) after a marker for `unlisted` more. From the length alone
 /// when the estimate allows (no text built per candidate), else from the text.
-pub(super) fn listing_tokens<N: JsonNode, S: Sizer<N>>(
+pub(super) fn listing_tokens<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     newest: &[String],
     lines_units: usize,
@@ -172,7 +172,7 @@ fn listing(newest: &[String], unlisted: usize) -> String {
 /// The note listing as many of the newest dropped messages as fit `room` tokens, with
 /// its cost; `None` when not even the marker does. `total` messages are dropped;
 /// `newest` are the newest of them, newest first (each checked as its line is written).
-fn listing_note<N: JsonNode, S: Sizer<N>>(
+fn listing_note<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     total: usize,
     newest_dropped: &[usize],
@@ -235,7 +235,7 @@ pub(super) enum NoteLimit {
 /// The note for `dropped` messages (`newest` of them, newest first, as
 /// [`newest_dropped`] gives): the caller's summary, or else a listing of as many of the
 /// newest as fit; `None` when nothing is dropped or no note fits.
-pub(super) fn note_for<N: JsonNode, S: Sizer<N>>(
+pub(super) fn note_for<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     dropped: usize,
     newest: &[usize],

@@ -3,13 +3,13 @@
 use super::{Dialect, VOLATILE_TAIL_TAG};
 use crate::error::CoreError;
 use crate::items::{marks_responses, peek_kind, Item};
-use crate::json::{JsonNode, Key, Shape, View};
+use crate::json::{JsonNode, JsonType, Key, View};
 use crate::text::Text;
-use crate::tokens::{Checked, Role, Sizer, Sizes};
+use crate::tokens::{Checked, MessageSizer, Role, SizedMessages};
 use crate::transcript::Transcript;
 
 pub(super) fn blocks<N: JsonNode>(message: &Checked<N>) -> Option<N::Items> {
-    let content = message.content.as_ref().filter(|c| c.shape() == Shape::Array)?;
+    let content = message.content.as_ref().filter(|c| c.json_type() == JsonType::Array)?;
     match content.view() {
         Ok(View::Array { items, .. }) => Some(items),
         _ => None,
@@ -63,12 +63,12 @@ pub(super) fn is_volatile<N: JsonNode>(message: &Checked<N>) -> bool {
 /// `None` when no entry shows one (OpenAI chat). A transcript in one shape reads as
 /// reading all of it would; only the entries after its newest tool exchange are read.
 pub(super) fn newest_shape<N: JsonNode>(messages: &[N]) -> Option<Dialect> {
-    messages.iter().rev().filter(|m| m.shape() == Shape::Object).find_map(|m| {
+    messages.iter().rev().filter(|m| m.json_type() == JsonType::Object).find_map(|m| {
         let fields = m.message_fields();
         if marks_responses(&fields) {
             return Some(Dialect::Responses);
         }
-        let blocks = fields.content.filter(|c| c.shape() == Shape::Array).and_then(|c| match c.view() {
+        let blocks = fields.content.filter(|c| c.json_type() == JsonType::Array).and_then(|c| match c.view() {
             Ok(View::Array { mut items, .. }) => {
                 Some(items.any(|b| block_is(&b, "tool_use") || block_is(&b, "tool_result")))
             }
@@ -91,7 +91,7 @@ pub(super) struct Segment {
     pub(super) core: bool,
 }
 
-pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
+pub(super) fn segments<N: JsonNode, S: MessageSizer<N>>(
     t: &Transcript<'_, N, S>,
     from: usize,
     to: usize,
@@ -137,7 +137,7 @@ pub(super) fn segments<N: JsonNode, S: Sizer<N>>(
 /// Performance: each item is read once; outputs are found by a hash of their `call_id`'s
 /// code points in a sorted list (no string built or map allocated per id), the ids
 /// compared whole on a hash match.
-fn item_segments<N: JsonNode, S: Sizer<N>>(
+fn item_segments<N: JsonNode, S: MessageSizer<N>>(
     t: &Transcript<'_, N, S>,
     from: usize,
     to: usize,
@@ -217,7 +217,7 @@ pub(super) enum Segmenter {
 
 impl Segmenter {
     /// Segments between `prefix` and `end` in `dialect`, all of them when `listed`.
-    pub(super) fn new<N: JsonNode, S: Sizer<N>>(
+    pub(super) fn new<N: JsonNode, S: MessageSizer<N>>(
         t: &Transcript<'_, N, S>,
         prefix: usize,
         end: usize,
@@ -235,7 +235,7 @@ impl Segmenter {
     }
 
     /// Message `i`'s role (`prefix <= i < end`), as read for the segments when it was.
-    pub(super) fn role<N: JsonNode, S: Sizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Role {
+    pub(super) fn role<N: JsonNode, S: MessageSizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Role {
         match self {
             Segmenter::Listed { prefix, roles, .. } => {
                 i.checked_sub(*prefix).and_then(|k| roles.get(k)).copied().unwrap_or_else(|| t.role(i))
@@ -245,7 +245,7 @@ impl Segmenter {
     }
 
     /// The segment holding message `i` (`prefix <= i < end`).
-    pub(super) fn containing<N: JsonNode, S: Sizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Segment {
+    pub(super) fn containing<N: JsonNode, S: MessageSizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Segment {
         let one = Segment { start: i, end: i + 1, core: false };
         match *self {
             Segmenter::Listed { ref segs, .. } => {
@@ -283,7 +283,11 @@ impl Segmenter {
 
     /// The start of the segment that ends at `stop` (`prefix < stop <= end`, `stop` a
     /// segment boundary); called with `stop` falling, as the tail walks back.
-    pub(super) fn start_before<N: JsonNode, S: Sizer<N>>(&mut self, t: &Transcript<'_, N, S>, stop: usize) -> usize {
+    pub(super) fn start_before<N: JsonNode, S: MessageSizer<N>>(
+        &mut self,
+        t: &Transcript<'_, N, S>,
+        stop: usize,
+    ) -> usize {
         let last = stop - 1;
         match self {
             Segmenter::Listed { segs, .. } => {
@@ -319,7 +323,7 @@ impl Segmenter {
 
 /// OpenAI shape: the assistant message with tool calls whose run of `tool` messages holds
 /// `tool` message `i`, if any (the nearest message before the run, at or after `prefix`).
-fn caller_before<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, prefix: usize, i: usize) -> Option<usize> {
+fn caller_before<N: JsonNode, S: MessageSizer<N>>(t: &Transcript<'_, N, S>, prefix: usize, i: usize) -> Option<usize> {
     let mut p = i;
     while p > prefix && t.role(p - 1) == Role::Tool {
         p -= 1;
@@ -330,7 +334,7 @@ fn caller_before<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, prefix: usi
 
 /// Anthropic shape: whether message `i` is a user message with `tool_result` blocks right
 /// after an assistant message with `tool_use` blocks (the two are one segment).
-fn answers_call<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, i: usize) -> bool {
+fn answers_call<N: JsonNode, S: MessageSizer<N>>(t: &Transcript<'_, N, S>, i: usize) -> bool {
     i > 0
         && t.role(i) == Role::User
         && t.role(i - 1) == Role::Assistant
@@ -338,7 +342,7 @@ fn answers_call<N: JsonNode, S: Sizer<N>>(t: &Transcript<'_, N, S>, i: usize) ->
         && t.peek(i - 1).is_some_and(|m| has_block(&m, "tool_use"))
 }
 
-pub(super) fn seg_tokens<N: JsonNode, S: Sizer<N>>(
+pub(super) fn seg_tokens<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     s: Segment,
 ) -> Result<i128, CoreError> {

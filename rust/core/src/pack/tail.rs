@@ -5,7 +5,7 @@ use super::segments::{seg_tokens, Segment, Segmenter};
 use super::PackOptions;
 use crate::error::CoreError;
 use crate::json::JsonNode;
-use crate::tokens::Sizer;
+use crate::tokens::MessageSizer;
 use crate::transcript::Transcript;
 
 /// Where the tail starts (a message index), its tokens, and the note with its tokens.
@@ -37,7 +37,7 @@ impl History<'_> {
 /// Greedy: extend the tail over the newest segments, walking back from the end, while
 /// core + tail + the smallest note (its marker) fit; without room for even that, the
 /// tail alone decides and no note goes. Only the segments walked are read.
-pub(super) fn greedy_tail<N: JsonNode, S: Sizer<N>>(
+pub(super) fn greedy_tail<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     segments: &mut Segmenter,
     history: &History<'_>,
@@ -77,7 +77,7 @@ pub(super) fn greedy_tail<N: JsonNode, S: Sizer<N>>(
 
 /// Chunked: the tail starts at the earliest fixed cut point where core + note + tail fit
 /// (`chunk` at least 1). `segs` are all the history's segments, the core ones marked.
-pub(super) fn chunked_tail<N: JsonNode, S: Sizer<N>>(
+pub(super) fn chunked_tail<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     segs: &[Segment],
     history: &History<'_>,

@@ -23,10 +23,10 @@ pub use scan::{Root, ScanError};
 
 use crate::encoding::{Encoding, ExactTokens};
 use crate::error::CoreError;
-use crate::json::{JsonNode, Shape};
+use crate::json::{JsonNode, JsonType};
 use crate::pack::{self, Dialect, Note, PackOptions, Packed};
 use crate::provider::Sizing;
-use crate::tokens::{CharsPerToken, Sizer};
+use crate::tokens::{CharsPerToken, MessageSizer};
 use crate::transcript::Transcript;
 use scan::{Layout, Tape};
 use std::fmt;
@@ -133,14 +133,18 @@ struct Body<'t, 'a> {
 }
 
 impl<'t, 'a> Body<'t, 'a> {
-    fn pack<S: Sizer<Node<'t, 'a>>>(&self, options: &PackOptions, mut sizer: S) -> Result<PackedBody, RequestError> {
+    fn pack<S: MessageSizer<Node<'t, 'a>>>(
+        &self,
+        options: &PackOptions,
+        mut sizer: S,
+    ) -> Result<PackedBody, RequestError> {
         let (tape, root) = (self.tape, self.root);
         let (at, layout, responses) = match (tape.messages, tape.input_items) {
             (Some(at), _) => (at, &tape.layout, false),
             (None, Some(at)) => (at, &tape.input_layout, true),
             (None, None) => {
                 let top = tape.node(0);
-                return Err(if top.shape() == Shape::Object {
+                return Err(if top.json_type() == JsonType::Object {
                     RequestError::NoMessages { root }
                 } else {
                     RequestError::NotAnObject { got: top.type_name(), root }
@@ -153,7 +157,9 @@ impl<'t, 'a> Body<'t, 'a> {
         }
         let (prompt, field) = if responses { (tape.instructions, "instructions") } else { (tape.system, "system") };
         let prompt = prompt.map(|at| tape.node(at));
-        if let Some(prompt) = prompt.filter(|p| !matches!(p.shape(), Shape::Null | Shape::Str | Shape::Array)) {
+        if let Some(prompt) =
+            prompt.filter(|p| !matches!(p.json_type(), JsonType::Null | JsonType::Str | JsonType::Array))
+        {
             return Err(RequestError::System { got: prompt.type_name(), field });
         }
         let tools = tape.tools.map(|at| tape.node(at));
@@ -187,7 +193,7 @@ impl<'t, 'a> Body<'t, 'a> {
 
     /// A Responses body whose `input` is a string: one user message, counted, never
     /// packed (the body comes back as it is).
-    fn one_message<S: Sizer<Node<'t, 'a>>>(
+    fn one_message<S: MessageSizer<Node<'t, 'a>>>(
         &self,
         text: Node<'t, 'a>,
         options: &PackOptions,
@@ -211,10 +217,12 @@ impl<'t, 'a> Body<'t, 'a> {
 fn check_tools(tools: Node<'_, '_>) -> Result<(), RequestError> {
     match tools.view() {
         Ok(crate::View::Null) => Ok(()),
-        Ok(crate::View::Array { items, .. }) => match items.enumerate().find(|(_, t)| t.shape() != Shape::Object) {
-            Some((i, tool)) => Err(RequestError::Tools { got: tool.type_name(), index: Some(i) }),
-            None => Ok(()),
-        },
+        Ok(crate::View::Array { items, .. }) => {
+            match items.enumerate().find(|(_, t)| t.json_type() != JsonType::Object) {
+                Some((i, tool)) => Err(RequestError::Tools { got: tool.type_name(), index: Some(i) }),
+                None => Ok(()),
+            }
+        }
         _ => Err(RequestError::Tools { got: tools.type_name(), index: None }),
     }
 }

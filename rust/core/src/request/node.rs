@@ -3,7 +3,7 @@
 
 use super::scan::{decode, Decoded, Slot, Tape};
 use crate::error::Problem;
-use crate::json::{JsonNode, Key, MessageFields, Shape, View};
+use crate::json::{JsonNode, JsonType, Key, MessageFields, Preorder, Siblings, View};
 use crate::text::Text;
 
 /// A value on a tape.
@@ -44,7 +44,7 @@ impl<'a> Tape<'a> {
 
     /// Whether two of the `len` keys of the object at `at` are equal.
     pub(super) fn has_duplicate_keys(&self, at: usize, len: usize) -> bool {
-        let keys = Siblings { tape: self, pos: at + 1, left: 2 * len }.step_by(2);
+        let keys = Siblings::new(self, at + 1, 2 * len).step_by(2);
         if len <= 16 {
             // Messages and content parts have a handful of keys: compare them pairwise,
             // shortest first out (different lengths never match).
@@ -74,31 +74,22 @@ fn same_text(a: &Text<'_>, b: &Text<'_>) -> bool {
     }
 }
 
-/// Consecutive sibling values.
-pub struct Siblings<'t, 'a> {
-    tape: &'t Tape<'a>,
-    pos: usize,
-    left: usize,
-}
+impl<'t, 'a> Preorder for &'t Tape<'a> {
+    type Node = Node<'t, 'a>;
 
-impl<'t, 'a> Iterator for Siblings<'t, 'a> {
-    type Item = Node<'t, 'a>;
+    fn node_at(self, at: usize) -> Node<'t, 'a> {
+        Node { tape: self, at }
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        let node = Node { tape: self.tape, at: self.pos };
-        self.pos = self.tape.end(self.pos);
-        self.left -= 1;
-        Some(node)
+    fn end_of(self, at: usize) -> Option<usize> {
+        Some(self.end(at))
     }
 }
 
 /// An object's entries; when a key repeats, only its last entry (the value `json.loads`
 /// keeps).
 pub struct Entries<'t, 'a> {
-    items: Siblings<'t, 'a>,
+    items: Siblings<&'t Tape<'a>>,
     duplicates: bool,
 }
 
@@ -113,7 +104,7 @@ impl<'t, 'a> Iterator for Entries<'t, 'a> {
                 return Some((key, value));
             }
             let text = key.as_text();
-            let mut later = Siblings { tape: self.items.tape, pos: self.items.pos, left: self.items.left };
+            let mut later = self.items;
             let repeated = std::iter::from_fn(|| {
                 let k = later.next()?;
                 later.next();
@@ -132,8 +123,8 @@ impl<'t, 'a> Node<'t, 'a> {
         self.tape.slots.get(self.at).copied().unwrap_or(Slot::Null)
     }
 
-    fn children(&self, left: usize) -> Siblings<'t, 'a> {
-        Siblings { tape: self.tape, pos: self.at + 1, left }
+    fn children(&self, left: usize) -> Siblings<&'t Tape<'a>> {
+        Siblings::new(self.tape, self.at + 1, left)
     }
 
     /// Each entry's key and value, every repeat included (cheaper than [`Entries`] when
@@ -146,7 +137,7 @@ impl<'t, 'a> Node<'t, 'a> {
 }
 
 impl<'t, 'a> JsonNode for Node<'t, 'a> {
-    type Items = Siblings<'t, 'a>;
+    type Items = Siblings<&'t Tape<'a>>;
     type Entries = Entries<'t, 'a>;
 
     fn view(&self) -> Result<View<'_, Self>, Problem> {
@@ -170,14 +161,14 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
         })
     }
 
-    fn shape(&self) -> Shape {
+    fn json_type(&self) -> JsonType {
         match self.slot() {
-            Slot::Null => Shape::Null,
-            Slot::Bool(_) => Shape::Bool,
-            Slot::Int(_) | Slot::Float { .. } => Shape::Number,
-            Slot::Str { .. } | Slot::Escaped { .. } => Shape::Str,
-            Slot::Array { .. } => Shape::Array,
-            Slot::Object { .. } => Shape::Object,
+            Slot::Null => JsonType::Null,
+            Slot::Bool(_) => JsonType::Bool,
+            Slot::Int(_) | Slot::Float { .. } => JsonType::Number,
+            Slot::Str { .. } | Slot::Escaped { .. } => JsonType::Str,
+            Slot::Array { .. } => JsonType::Array,
+            Slot::Object { .. } => JsonType::Object,
         }
     }
 

@@ -7,12 +7,12 @@
 //! so walking needs no per-node allocation.
 
 use crate::error::Problem;
-use crate::json::{JsonNode, Key, Shape, View};
+use crate::json::{JsonNode, JsonType, Key, Preorder, Siblings, View};
 use crate::text::Text;
 
 /// One value in an [`Arena`].
 #[derive(Debug, Clone, Copy)]
-pub enum Leaf<'a> {
+pub enum Entry<'a> {
     Null,
     Bool(bool),
     Int(i64),
@@ -37,18 +37,19 @@ pub enum Leaf<'a> {
 /// Longest Latin-1 string an [`Arena`] holds in place.
 pub const INLINE: usize = 22;
 
-impl Leaf<'_> {
+impl Entry<'_> {
     /// A Latin-1 string held in place, when it is short enough.
     pub fn inline(latin1: &[u8]) -> Option<Self> {
         let mut bytes = [0u8; INLINE];
         bytes.get_mut(..latin1.len())?.copy_from_slice(latin1);
-        Some(Leaf::Inline { len: u8::try_from(latin1.len()).ok()?, bytes })
+        Some(Entry::Inline { len: u8::try_from(latin1.len()).ok()?, bytes })
     }
 }
 
+/// An entry and where its subtree ends.
 #[derive(Debug, Clone, Copy)]
-struct Slot<'a> {
-    leaf: Leaf<'a>,
+pub struct Slot<'a> {
+    entry: Entry<'a>,
     /// Index one past this value's subtree.
     end: usize,
 }
@@ -81,9 +82,9 @@ impl<'a> Arena<'a> {
     }
 
     /// Pushes a value; for a container, push its children next and then [`Arena::close`] it.
-    pub fn push(&mut self, leaf: Leaf<'a>) -> usize {
+    pub fn push(&mut self, entry: Entry<'a>) -> usize {
         let at = self.slots.len();
-        self.slots.push(Slot { leaf, end: at + 1 });
+        self.slots.push(Slot { entry, end: at + 1 });
         at
     }
 
@@ -93,9 +94,9 @@ impl<'a> Arena<'a> {
         let end = self.slots.len();
         if let Some(slot) = self.slots.get_mut(at) {
             slot.end = end;
-            slot.leaf = match slot.leaf {
-                Leaf::Array { .. } => Leaf::Array { len },
-                Leaf::Object { .. } => Leaf::Object { len },
+            slot.entry = match slot.entry {
+                Entry::Array { .. } => Entry::Array { len },
+                Entry::Object { .. } => Entry::Object { len },
                 other => other,
             };
         }
@@ -120,29 +121,20 @@ impl<'t, 'a> Node<'t, 'a> {
     }
 }
 
-/// Consecutive sibling values.
-pub struct Siblings<'t, 'a> {
-    arena: &'t [Slot<'a>],
-    pos: usize,
-    left: usize,
-}
+impl<'t, 'a> Preorder for &'t [Slot<'a>] {
+    type Node = Node<'t, 'a>;
 
-impl<'t, 'a> Iterator for Siblings<'t, 'a> {
-    type Item = Node<'t, 'a>;
+    fn node_at(self, at: usize) -> Node<'t, 'a> {
+        Node { arena: self, at }
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        let node = Node { arena: self.arena, at: self.pos };
-        self.pos = node.slot()?.end;
-        self.left -= 1;
-        Some(node)
+    fn end_of(self, at: usize) -> Option<usize> {
+        self.get(at).map(|slot| slot.end)
     }
 }
 
 /// An object's entries: its children taken two at a time.
-pub struct Pairs<'t, 'a>(Siblings<'t, 'a>);
+pub struct Pairs<'t, 'a>(Siblings<&'t [Slot<'a>]>);
 
 impl<'t, 'a> Iterator for Pairs<'t, 'a> {
     type Item = (Node<'t, 'a>, Node<'t, 'a>);
@@ -153,50 +145,50 @@ impl<'t, 'a> Iterator for Pairs<'t, 'a> {
 }
 
 impl<'t, 'a> JsonNode for Node<'t, 'a> {
-    type Items = Siblings<'t, 'a>;
+    type Items = Siblings<&'t [Slot<'a>]>;
     type Entries = Pairs<'t, 'a>;
 
     fn view(&self) -> Result<View<'_, Self>, Problem> {
         let Some(slot) = self.slot() else { return Ok(View::Null) };
-        let children = |left| Siblings { arena: self.arena, pos: self.at + 1, left };
-        Ok(match &slot.leaf {
-            Leaf::Null => View::Null,
-            Leaf::Bool(b) => View::Bool(*b),
-            Leaf::Int(i) => View::Int(*i),
-            Leaf::Float(f) => View::Float(*f),
-            Leaf::Str(t) => View::Str(*t),
-            Leaf::Inline { len, bytes } => View::Str(Text::Latin1(bytes.get(..usize::from(*len)).unwrap_or_default())),
-            Leaf::Array { len } => View::Array { items: children(*len), len: *len },
-            Leaf::Object { len } => View::Object { entries: Pairs(children(2 * len)), len: *len },
+        let children = |left| Siblings::new(self.arena, self.at + 1, left);
+        Ok(match &slot.entry {
+            Entry::Null => View::Null,
+            Entry::Bool(b) => View::Bool(*b),
+            Entry::Int(i) => View::Int(*i),
+            Entry::Float(f) => View::Float(*f),
+            Entry::Str(t) => View::Str(*t),
+            Entry::Inline { len, bytes } => View::Str(Text::Latin1(bytes.get(..usize::from(*len)).unwrap_or_default())),
+            Entry::Array { len } => View::Array { items: children(*len), len: *len },
+            Entry::Object { len } => View::Object { entries: Pairs(children(2 * len)), len: *len },
         })
     }
 
-    fn shape(&self) -> Shape {
-        match self.slot().map(|s| s.leaf) {
-            None | Some(Leaf::Null) => Shape::Null,
-            Some(Leaf::Bool(_)) => Shape::Bool,
-            Some(Leaf::Int(_) | Leaf::Float(_)) => Shape::Number,
-            Some(Leaf::Str(_) | Leaf::Inline { .. }) => Shape::Str,
-            Some(Leaf::Array { .. }) => Shape::Array,
-            Some(Leaf::Object { .. }) => Shape::Object,
+    fn json_type(&self) -> JsonType {
+        match self.slot().map(|s| s.entry) {
+            None | Some(Entry::Null) => JsonType::Null,
+            Some(Entry::Bool(_)) => JsonType::Bool,
+            Some(Entry::Int(_) | Entry::Float(_)) => JsonType::Number,
+            Some(Entry::Str(_) | Entry::Inline { .. }) => JsonType::Str,
+            Some(Entry::Array { .. }) => JsonType::Array,
+            Some(Entry::Object { .. }) => JsonType::Object,
         }
     }
 
     fn get(&self, key: Key) -> Option<Self> {
-        let Some(Leaf::Object { len }) = self.slot().map(|s| s.leaf) else { return None };
-        let mut entries = Pairs(Siblings { arena: self.arena, pos: self.at + 1, left: 2 * len });
+        let Some(Entry::Object { len }) = self.slot().map(|s| s.entry) else { return None };
+        let mut entries = Pairs(Siblings::new(self.arena, self.at + 1, 2 * len));
         entries.find(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(key.as_str()))).map(|(_, v)| v)
     }
 
     fn type_name(&self) -> String {
-        match self.shape() {
-            Shape::Null => "NoneType",
-            Shape::Bool => "bool",
-            Shape::Number => "number",
-            Shape::Str => "str",
-            Shape::Array => "list",
-            Shape::Object => "dict",
-            Shape::Other => "object",
+        match self.json_type() {
+            JsonType::Null => "NoneType",
+            JsonType::Bool => "bool",
+            JsonType::Number => "number",
+            JsonType::Str => "str",
+            JsonType::Array => "list",
+            JsonType::Object => "dict",
+            JsonType::Other => "object",
         }
         .into()
     }
@@ -211,18 +203,18 @@ mod tests {
     fn arena_values_measure_like_their_json() {
         // [{"a":"x\\n","b":[1,true,null]},"é"]
         let mut arena = Arena::new();
-        let list = arena.push(Leaf::Array { len: 0 });
-        let obj = arena.push(Leaf::Object { len: 0 });
-        arena.push(Leaf::Str(Text::Utf8("a")));
-        arena.push(Leaf::Str(Text::Utf8("x\n")));
-        arena.push(Leaf::Str(Text::Utf8("b")));
-        let inner = arena.push(Leaf::Array { len: 0 });
-        arena.push(Leaf::Int(1));
-        arena.push(Leaf::Bool(true));
-        arena.push(Leaf::Null);
+        let list = arena.push(Entry::Array { len: 0 });
+        let obj = arena.push(Entry::Object { len: 0 });
+        arena.push(Entry::Str(Text::Utf8("a")));
+        arena.push(Entry::Str(Text::Utf8("x\n")));
+        arena.push(Entry::Str(Text::Utf8("b")));
+        let inner = arena.push(Entry::Array { len: 0 });
+        arena.push(Entry::Int(1));
+        arena.push(Entry::Bool(true));
+        arena.push(Entry::Null);
         arena.close(inner, 3);
         arena.close(obj, 2);
-        arena.push(Leaf::Str(Text::Utf8("é")));
+        arena.push(Entry::Str(Text::Utf8("é")));
         arena.close(list, 2);
         let root = arena.node(list);
         assert_eq!(json_len(&root), Ok(r#"[{"a":"x\n","b":[1,true,null]},"é"]"#.len() - 1));
