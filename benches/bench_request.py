@@ -38,7 +38,7 @@ def object_path(body: bytes) -> bytes:
     return json.dumps({**request, "messages": pack.messages}).encode()
 
 
-def _check(packed: list[Any]) -> None:
+def check_bodies(packed: list[Any]) -> None:
     for body, result in zip(bodies(), packed, strict=True):
         assert json.loads(result.body) == json.loads(object_path(body))
 
@@ -47,7 +47,7 @@ def _check(packed: list[Any]) -> None:
 def bench_pack_request(benchmark: Any, backend: str) -> None:
     impl = native() if backend == "native" else reference
     with _backend.using(impl):
-        _check([pack_request(b, target_context_tokens=BUDGET) for b in bodies()])
+        check_bodies([pack_request(b, target_context_tokens=BUDGET) for b in bodies()])
         benchmark.group = f"request bodies @ {BUDGET}"
         benchmark(lambda: [pack_request(b, target_context_tokens=BUDGET) for b in bodies()])
 

@@ -28,11 +28,13 @@ from functools import partial
 from typing import Any
 
 import contextfold
-from contextfold import pack_handoff, pack_many, reference
+from contextfold import pack_handoff, pack_many, pack_request, reference
 from contextfold._backend import using
 from contextfold.bench import langchain_trimmer
+from contextfold.synthetic import responses_items
 
 from .bench_codemap import ITEMS, counter_sorted
+from .bench_request import bodies, check_bodies, object_path
 from .conftest import corpus, repeated
 
 BUDGET = 8_000
@@ -108,11 +110,37 @@ def pairs() -> dict[str, Pair]:
         out[f"pack_many {name}: 2 threads vs 1"] = Pair(many(2), many(1), time.perf_counter)
         out[f"pack_many {name}: default vs 1 thread"] = Pair(many(None), many(1), time.perf_counter)
 
+    responses = [responses_items(repeated(1_000))]
+    native, python = _packer(_native, responses), _packer(reference, responses)
+    assert native() == python()
+    out["pack_handoff responses 1000: native vs reference"] = Pair(native, python)
+
+    requests = bodies()
+    pack_all = partial(_request_packer, requests)
+    with using(_native):
+        check_bodies([pack_request(b, target_context_tokens=BUDGET) for b in requests])
+    out["pack_request corpus: native vs json.loads + pack_handoff + json.dumps"] = Pair(
+        pack_all, lambda: [object_path(b) for b in requests]
+    )
+    try:
+        import orjson
+    except ImportError:
+        pass
+    else:
+        out["pack_request corpus: native vs orjson.loads alone"] = Pair(
+            pack_all, lambda: [orjson.loads(b) for b in requests]
+        )
+
     for name, items in ITEMS.items():
         rank, counter = partial(_native.rank_by_count, items), partial(counter_sorted, items)
         assert rank() == counter()
         out[f"rank_by_count 100,000 items, {name}: native vs Counter+sorted"] = Pair(rank, counter)
     return out
+
+
+def _request_packer(requests: list[bytes]) -> list[Any]:
+    with using(contextfold._native):
+        return [pack_request(b, target_context_tokens=BUDGET) for b in requests]
 
 
 def _timed(fn: Call, calls: int, clock: Callable[[], float]) -> float:
