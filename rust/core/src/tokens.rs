@@ -69,21 +69,6 @@ pub(crate) fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError
     let Some(text) = role.as_text() else {
         return Err(CoreError::wrong_type("role", "str", role.type_name()));
     };
-    // One-byte text (nearly every role) is matched as bytes: no compare chain.
-    let bytes = match text {
-        Text::Latin1(b) => Some(b),
-        Text::Utf8(s) => Some(s.as_bytes()),
-        Text::Ucs2(_) | Text::Ucs4(_) => None,
-    };
-    if let Some(bytes) = bytes {
-        return Ok(match bytes {
-            b"user" => Role::User,
-            b"assistant" => Role::Assistant,
-            b"tool" => Role::Tool,
-            b"system" => Role::System,
-            _ => Role::Other,
-        });
-    }
     Ok(if text.eq_ascii("user") {
         Role::User
     } else if text.eq_ascii("assistant") {
