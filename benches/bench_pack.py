@@ -22,13 +22,10 @@ def _fixture(name: str) -> list[list[dict[str, Any]]]:
     return corpus() if name == "corpus" else [repeated(int(name))]
 
 
-def _pack_all(impl: Any, convos: list[list[dict[str, Any]]]) -> list[Any]:
-    saved = _backend.impl
-    _backend.impl = impl
-    try:
+def pack_all(impl: Any, convos: list[list[dict[str, Any]]]) -> list[Any]:
+    """Every transcript packed at ``BUDGET`` on backend ``impl``."""
+    with _backend.using(impl):
         return [pack_handoff(c, target_context_tokens=BUDGET) for c in convos]
-    finally:
-        _backend.impl = saved
 
 
 @pytest.mark.parametrize("fixture", ["corpus", "1000"])
@@ -36,15 +33,11 @@ def _pack_all(impl: Any, convos: list[list[dict[str, Any]]]) -> list[Any]:
 def bench_pack_handoff(benchmark: Any, backend: str, fixture: str) -> None:
     impl = native() if backend == "native" else reference
     convos = _fixture(fixture)
-    expected = [(p.kept, p.note) for p in _pack_all(reference, convos)]
-    assert [(p.kept, p.note) for p in _pack_all(impl, convos)] == expected
+    expected = [(p.kept, p.note) for p in pack_all(reference, convos)]
+    assert [(p.kept, p.note) for p in pack_all(impl, convos)] == expected
     benchmark.group = f"pack_handoff {fixture} @ {BUDGET}"
-    saved = _backend.impl
-    _backend.impl = impl
-    try:
+    with _backend.using(impl):
         benchmark(lambda: [pack_handoff(c, target_context_tokens=BUDGET) for c in convos])
-    finally:
-        _backend.impl = saved
 
 
 @pytest.mark.parametrize("fixture", ["corpus", "1000"])
@@ -183,10 +176,6 @@ def bench_pack_handoff_200_000_pins(benchmark: Any, backend: str) -> None:
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(200_000)]
     pins = list(range(len(messages)))
     benchmark.group = "pack_handoff 200,000 pins"
-    saved = _backend.impl
-    _backend.impl = impl
-    try:
+    with _backend.using(impl):
         packed = benchmark(lambda: pack_handoff(messages, target_context_tokens=1_000, pinned=pins))
-    finally:
-        _backend.impl = saved
     assert packed.kept == pins

@@ -14,6 +14,7 @@ import pytest
 from contextfold import _backend, pack_handoff, reference
 from contextfold.synthetic import responses_items
 
+from .bench_pack import pack_all
 from .conftest import corpus, native, repeated
 
 BUDGET = 8_000
@@ -24,17 +25,12 @@ def _items(fixture: str) -> list[list[dict[str, Any]]]:
     return [responses_items(c) for c in corpus()] if fixture == "corpus" else [responses_items(repeated(int(fixture)))]
 
 
-def _pack_all(impl: Any, transcripts: list[list[dict[str, Any]]]) -> list[Any]:
-    with _backend.using(impl):
-        return [pack_handoff(t, target_context_tokens=BUDGET) for t in transcripts]
-
-
 @pytest.mark.parametrize("fixture", ["corpus", "1000"])
 @pytest.mark.parametrize("backend", ["native", "python"])
 def bench_pack_responses(benchmark: Any, backend: str, fixture: str) -> None:
     impl = native() if backend == "native" else reference
     transcripts = _items(fixture)
-    assert _pack_all(impl, transcripts) == _pack_all(reference, transcripts)
+    assert pack_all(impl, transcripts) == pack_all(reference, transcripts)
     benchmark.group = f"pack_handoff responses {fixture} @ {BUDGET}"
     with _backend.using(impl):
         benchmark(lambda: [pack_handoff(t, target_context_tokens=BUDGET) for t in transcripts])

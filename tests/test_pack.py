@@ -89,6 +89,14 @@ def check_contract(
         following = pack.messages[prefix + 1] if len(pack.messages) > prefix + 1 else None
         assert note["role"] == ("user" if following is None or following["role"] == "assistant" else "assistant")
         assert pack.note.startswith(("Earlier conversation", "Summary of the earlier"))
+        if pack.note.startswith("Earlier conversation"):
+            # 5. each dropped history message is listed or counted by the marker; a
+            # dropped volatile tail is neither
+            listed = pack.note.count("\n- ")
+            marker = re.search(r"^\[… (\d+) earlier messages? not shown\]$", pack.note, re.M)
+            unlisted = int(marker.group(1)) if marker else 0
+            tail_dropped = 0 if volatile == n or volatile in kept else n - volatile
+            assert listed + unlisted == pack.dropped - tail_dropped
     if pack.fits:
         assert pack.tokens <= budget
         expected = cf.tokens_of([messages[i] for i in kept], estimate_tokens=estimate)
@@ -625,3 +633,20 @@ def test_a_malformed_message_packing_does_not_read_raises_nothing(backend: str, 
 def test_a_malformed_message_packing_reads_raises(backend: str, at: int, budget: int) -> None:
     with pytest.raises(cf.MessageTypeError, match=rf"^message {at}, field 'role': missing"):
         cf.pack_handoff(_run_with({"content": "no role"}, at), target_context_tokens=budget)
+
+
+def test_of_several_malformed_messages_the_newest_raises(backend: str) -> None:
+    """At or under budget every message is sized, newest first (docs/packing.md)."""
+    messages = _run_with({"content": "no role"}, 60)
+    messages[120] = {"content": "no role"}
+    with pytest.raises(cf.MessageTypeError, match=r"^message 120, field 'role': missing"):
+        cf.pack_handoff(messages, target_context_tokens=10**9)
+
+
+def test_the_chunked_cut_reads_every_entry_after_the_system_prefix(backend: str) -> None:
+    """Where the greedy cut drops a malformed message unread, the chunked cut, which sizes
+    every entry after the leading system messages, raises (docs/packing.md)."""
+    messages = _run_with({"content": "no role"}, 60)
+    assert cf.pack_handoff(messages, target_context_tokens=3_000).fits
+    with pytest.raises(cf.MessageTypeError, match=r"^message 60, field 'role': missing"):
+        cf.pack_handoff(messages, target_context_tokens=3_000, cut="chunked")

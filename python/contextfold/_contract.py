@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
-from ._js import compact_json, entry, plain
+from ._js import compact_json, entry, plain, str_value
 from .errors import ArgumentError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -88,13 +88,19 @@ def role_of(message: Any, index: int | None = None) -> str:
     if not isinstance(message, dict):
         raise MessageTypeError(f"{where(index)}: expected a dict, got {type(message).__name__}", index, "")
     role = entry(message, "role", _MISSING)
-    if type(role) is str:
-        return role
+    text = str_value(role)
+    if text is not None:
+        return text
     if role is _MISSING:
         raise MessageTypeError(f"{where(index)}, field 'role': missing", index, "role")
-    if not isinstance(role, str):
-        raise MessageTypeError(f"{where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
-    return str.__str__(role)
+    raise MessageTypeError(f"{where(index)}, field 'role': expected str, got {type(role).__name__}", index, "role")
+
+
+def check_pinned(pinned: Iterable[int], n: int) -> None:
+    """Every pinned index is one of the ``n`` messages (the core's ``check_pinned``)."""
+    for p in pinned:
+        if p >= n:
+            raise ArgumentError(f"pinned index {p} is out of range for {n} messages")
 
 
 def content_and_calls(message: dict[str, Any], index: int | None = None) -> tuple[Any, list[Any] | None]:

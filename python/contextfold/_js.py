@@ -65,7 +65,9 @@ def str_value(value: Any) -> str | None:
 def plain(value: Any) -> Any:
     """The built-in value a ``str``, ``list`` or ``dict`` subclass holds (an exact one as
     it is); anything else as it is. Callers test ``type(value) is str`` (or list, dict)
-    first, so the common case costs nothing."""
+    first where it matters, so the common case costs nothing."""
+    if type(value) in _EXACT_CONTAINERS:
+        return value
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, list):

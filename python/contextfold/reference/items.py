@@ -66,8 +66,9 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
         role = role_of(item, index)
         content_and_calls(item, index)
         return ("system" if role == "developer" else role), kind
-    if kind in (CALL, OUTPUT) and has_entry(item, "call_id") and not isinstance(entry(item, "call_id"), str):
-        got = type(entry(item, "call_id")).__name__
+    call_id = entry(item, "call_id", "")  # absent: nothing to check
+    if kind in (CALL, OUTPUT) and not isinstance(call_id, str):
+        got = type(call_id).__name__
         raise MessageTypeError(f"{where(index)}, field 'call_id': expected str, got {got}", index, "call_id")
     return _ROLES[kind], kind
 

@@ -20,6 +20,7 @@ from .._contract import (
     Sizers,
     Sizing,
     add_note,
+    check_pinned,
     elision_marker,
     encoding_name,
     is_volatile_content,
@@ -28,7 +29,6 @@ from .._contract import (
     resolved,
 )
 from .._js import JS_SPACES, entry, plain, str_value, utf16_len
-from ..errors import ArgumentError
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
 from .tokens import TranscriptOnDemand, checked_role, message_tokens
 
@@ -543,9 +543,7 @@ def _pack(
     estimate = resolved(sizing)
     t = TranscriptOnDemand(messages, sizing, dialect, image_tokens)
     n = len(t)
-    for p in pinned:
-        if p >= n:
-            raise ArgumentError(f"pinned index {p} is out of range for {n} messages")
+    check_pinned(pinned, n)
     packer = _Packer(t, estimate, pinned, summary)
     # shape="auto" reads back to the newest entry that shows a shape only.
     shown = _newest_shape(t.messages) if dialect == "auto" else None
@@ -605,8 +603,10 @@ def pack_many(
 ) -> list[HandoffPack]:
     """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
     sizing = None if encoding is None else encoding_name(encoding)
+    tools_tokens = _prompt_tokens((tools,), sizing)  # the same for every transcript: sized once
     prompts = [
-        _prompt_tokens((None if systems is None else systems[i], tools), sizing) for i in range(len(transcripts))
+        min(U64_MAX, tools_tokens + _prompt_tokens((None if systems is None else systems[i],), sizing))
+        for i in range(len(transcripts))
     ]
     out = []
     for i, (messages, system) in enumerate(zip(transcripts, prompts, strict=True)):

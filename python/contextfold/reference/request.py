@@ -21,12 +21,13 @@ from .._contract import (
     PackArguments,
     PackedRequest,
     as_bytes,
+    check_pinned,
     check_tools,
     pack_arguments,
 )
 from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
 from .pack import _prompt_tokens, pack_handoff
-from .tokens import Transcript, message_tokens
+from .tokens import message_tokens, tokens_in
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -305,7 +306,7 @@ def _pack(
         image_tokens,
     )
     n = len(items)
-    input_tokens = _tokens(items, estimate, shape, image_tokens) if transcripts else None
+    input_tokens = tokens_in(items, estimate, image_tokens, shape) if transcripts else None
     if pack.note is None and pack.kept == list(range(n)):
         return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens
     note_at = next(
@@ -336,15 +337,7 @@ def _one_message(
 ) -> Outcome:
     """A Responses body whose ``input`` is a string: one user message, counted, never
     packed (the body comes back as it is)."""
-    for p in args.pinned:
-        if p >= 1:
-            raise ArgumentError(f"pinned index {p} is out of range for 1 messages")
+    check_pinned(args.pinned, 1)
     own = message_tokens({"role": "user", "content": text}, estimate, image_tokens)
     tokens = own + _prompt_tokens((system, tools), estimate, image_tokens)
     return body, 0, tokens <= args.budget, tokens, None, [0], own
-
-
-def _tokens(items: list[Any], estimate: EncodingName | None, shape: str, image_tokens: int | None) -> int:
-    """Tokens of all the items, read as packing reads them."""
-    t = Transcript(items, estimate, shape, image_tokens)
-    return t.sum(0, len(t))

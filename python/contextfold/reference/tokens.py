@@ -50,50 +50,6 @@ def _default_tokens(index: int | None, message: dict[str, Any], whole: bool) -> 
     return -(-units // 4) + MESSAGE_OVERHEAD
 
 
-class Transcript:
-    """Roles read (and checked) up front; each message sized once, on first use.
-
-    The list is read once, here: what an estimator later does to the caller's list does
-    not reach the result (the native backend reads it the same way).
-
-    ``shape`` ``"auto"`` reads Responses items when any entry marks them so
-    (:func:`~.items.marks_responses`), else chat messages; ``"responses"`` reads items;
-    any other shape reads chat messages. ``kinds`` is None for chat messages.
-    """
-
-    __slots__ = ("_size", "kinds", "messages", "roles", "sizes")
-
-    def __init__(
-        self, messages: Any, sizing: Sizing = None, shape: str = "auto", image_tokens: int | None = None
-    ) -> None:
-        if not isinstance(messages, list):
-            raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = list.copy(messages)
-        self.kinds: list[str] | None = None
-        if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in self.messages)):
-            checked = [check_item(m, i) for i, m in enumerate(self.messages)]
-            self.roles = [role for role, _ in checked]
-            self.kinds = [kind for _, kind in checked]
-        else:
-            self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
-        self.sizes: list[int | None] = [None] * len(self.messages)
-        self._size: PerMessage = _sizer(sizing, image_tokens)
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def tokens(self, i: int) -> int:
-        size = self.sizes[i]
-        if size is None:
-            kinds = self.kinds
-            size = self.sizes[i] = self._size(i, self.messages[i], kinds is not None and kinds[i] != MESSAGE)
-        return size
-
-    def sum(self, start: int, stop: int) -> int:
-        tokens = self.tokens
-        return sum(tokens(i) for i in range(start, stop))
-
-
 class TranscriptOnDemand:
     """A transcript read as packing reaches it (``contextfold-core``'s ``Transcript::read``).
 
@@ -135,13 +91,52 @@ class TranscriptOnDemand:
     def tokens(self, i: int) -> int:
         size = self.sizes[i]
         if size is None:
-            whole = self.check(i)[1] != MESSAGE
-            size = self.sizes[i] = self._size(i, self.messages[i], whole)
+            m = self.messages[i]
+            if self.responses:
+                whole = check_item(m, i)[1] != MESSAGE
+            else:  # content and tool_calls are checked as they are sized: the role first
+                role_of(m, i)
+                whole = False
+            size = self.sizes[i] = self._size(i, m, whole)
         return size
 
     def sum(self, start: int, stop: int) -> int:
         tokens = self.tokens
         return sum(tokens(i) for i in range(start, stop))
+
+
+class Transcript(TranscriptOnDemand):
+    """Roles read (and checked) up front; each message sized once, on first use.
+
+    The list is read once, here: what an estimator later does to the caller's list does
+    not reach the result (the native backend reads it the same way).
+
+    ``shape`` ``"auto"`` reads Responses items when any entry marks them so
+    (:func:`~.items.marks_responses`), else chat messages; ``"responses"`` reads items;
+    any other shape reads chat messages. ``kinds`` is None for chat messages.
+    """
+
+    __slots__ = ("kinds", "roles")
+
+    def __init__(
+        self, messages: Any, sizing: Sizing = None, shape: str = "auto", image_tokens: int | None = None
+    ) -> None:
+        super().__init__(messages, sizing, shape, image_tokens)
+        self.kinds: list[str] | None = None
+        if shape == "responses" or (shape == "auto" and any(marks_responses(m) for m in self.messages)):
+            checked = [check_item(m, i) for i, m in enumerate(self.messages)]
+            self.roles = [role for role, _ in checked]
+            self.kinds = [kind for _, kind in checked]
+        else:
+            self.roles = [checked_role(m, i) for i, m in enumerate(self.messages)]
+        self.responses = self.kinds is not None
+
+    def tokens(self, i: int) -> int:
+        size = self.sizes[i]
+        if size is None:
+            kinds = self.kinds
+            size = self.sizes[i] = self._size(i, self.messages[i], kinds is not None and kinds[i] != MESSAGE)
+        return size
 
 
 def _sizer(sizing: Sizing, image_tokens: int | None) -> PerMessage:
@@ -175,7 +170,12 @@ def message_tokens(message: Any, estimate: Sizing = None, image_tokens: int | No
 
 
 def tokens_of(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
-    t = Transcript(messages, estimate, image_tokens=image_tokens)
+    return tokens_in(messages, estimate, image_tokens, "auto")
+
+
+def tokens_in(messages: Any, estimate: Sizing, image_tokens: int | None, shape: str) -> int:
+    """Tokens of all the messages, read in ``shape``."""
+    t = Transcript(messages, estimate, shape, image_tokens)
     return t.sum(0, len(t))
 
 

@@ -74,6 +74,19 @@ fn item_of(kind: &Text<'_>) -> Item {
     }
 }
 
+/// Checks an entry read on its own: as a Responses item when it marks one
+/// ([`marks_responses`]), else as a chat message.
+///
+/// # Errors
+/// When the entry is malformed, naming the field.
+pub fn check_entry<N: JsonNode>(entry: &N) -> Result<Checked<N>, CoreError> {
+    if entry.json_type() == JsonType::Object && marks_responses(&entry.message_fields()) {
+        check_item(entry)
+    } else {
+        crate::tokens::check_message(entry)
+    }
+}
+
 /// Checks a Responses item: an object; its `type`, when present, a str; a message item
 /// as a chat message (`developer` read as `system`); a call's or output's `call_id`,
 /// when present, a str.
@@ -132,14 +145,7 @@ pub fn peek_item<N: JsonNode>(item: &N) -> Checked<N> {
     }
     let fields = item.message_fields();
     let kind = kind_of(fields.kind.as_ref());
-    let developer = fields.role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
-    let role = match kind {
-        Item::Message if developer => Role::System,
-        Item::Message => parse_role(fields.role).unwrap_or(Role::Other),
-        Item::Call | Item::Reasoning => Role::Assistant,
-        Item::Output => Role::Tool,
-        Item::Other => Role::Other,
-    };
+    let role = lenient_role(kind, fields.role);
     let call_id = match kind {
         Item::Call | Item::Output => item.get(Key::CallId).filter(|id| id.json_type() == JsonType::Str),
         _ => None,
@@ -157,17 +163,25 @@ pub fn peek_kind<N: JsonNode>(item: &N) -> (Item, Role, Option<N>) {
         return (Item::Other, Role::Other, None);
     }
     match kind_of(item.get(Key::Type).as_ref()) {
-        Item::Message => {
-            let role = item.get(Key::Role);
-            let developer = role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
-            (Item::Message, if developer { Role::System } else { parse_role(role).unwrap_or(Role::Other) }, None)
-        }
+        Item::Message => (Item::Message, lenient_role(Item::Message, item.get(Key::Role)), None),
         kind @ (Item::Call | Item::Output) => {
-            let role = if kind == Item::Call { Role::Assistant } else { Role::Tool };
-            (kind, role, item.get(Key::CallId).filter(|id| id.json_type() == JsonType::Str))
+            (kind, lenient_role::<N>(kind, None), item.get(Key::CallId).filter(|id| id.json_type() == JsonType::Str))
         }
-        Item::Reasoning => (Item::Reasoning, Role::Assistant, None),
-        Item::Other => (Item::Other, Role::Other, None),
+        kind => (kind, lenient_role::<N>(kind, None), None),
+    }
+}
+
+/// The role an item of `kind` plays, a message's read from its `role` field (`developer`
+/// as system; not a str: [`Role::Other`]).
+fn lenient_role<N: JsonNode>(kind: Item, role: Option<N>) -> Role {
+    match kind {
+        Item::Message if role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer")) => {
+            Role::System
+        }
+        Item::Message => parse_role(role).unwrap_or(Role::Other),
+        Item::Call | Item::Reasoning => Role::Assistant,
+        Item::Output => Role::Tool,
+        Item::Other => Role::Other,
     }
 }
 

@@ -205,12 +205,13 @@ pub trait MessageSizer<N> {
     }
 }
 
-/// Tokens of one message sized on its own: errors name its field, not an index.
+/// Tokens of one message (or Responses item) sized on its own: errors name its field,
+/// not an index.
 ///
 /// # Errors
 /// When the message is malformed or a custom estimator fails.
 pub fn message_tokens<N: JsonNode, S: MessageSizer<N>>(sizer: &mut S, message: &N) -> Result<u64, CoreError> {
-    let checked = check_message(message)?;
+    let checked = crate::items::check_entry(message)?;
     sizer.message_tokens(None, message, &checked)
 }
 

@@ -9,7 +9,7 @@
 //! keeps (SPEC §5, last paragraph).
 
 use crate::error::CoreError;
-use crate::items::{check_item, marks_responses, peek_item, Format, Item};
+use crate::items::{check_item, marks_responses, peek_item, peek_kind, Format, Item};
 use crate::json::{JsonNode, JsonType, Key};
 use crate::tokens::{check_fields, check_message, parse_role, Checked, MessageSizer, Role, SizedMessages};
 
@@ -183,7 +183,8 @@ impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
         }
         match self.messages.get(i) {
             Some(m) if !self.is_responses() => parse_role(m.get(Key::Role)).unwrap_or(Role::Other),
-            _ => self.peek(i).map_or(Role::Other, |c| c.role),
+            Some(m) => peek_kind(m).1,
+            None => Role::Other,
         }
     }
 

@@ -20,7 +20,7 @@ use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{self, ArraySizes, Role, SizedMessages};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
-use contextfold_core::{CoreError, JsonNode, JsonType, Text};
+use contextfold_core::{CoreError, Text};
 use node::PyNode;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::intern;
@@ -111,9 +111,7 @@ fn message_tokens<'py>(
         sizer::check_stack()?;
     }
     let message = PyNode(message);
-    let is_item = message.json_type() == JsonType::Object && items::marks_responses(&message.message_fields());
-    let checked = if is_item { items::check_item(&message) } else { contextfold_core::tokens::check_message(&message) }
-        .map_err(errors::to_py)?;
+    let checked = items::check_entry(&message).map_err(errors::to_py)?;
     PySizer::new(estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
 }
 

@@ -89,15 +89,7 @@ impl<'py> PySizer<'py> {
     /// What sizing a message in a transcript raises, without the index; the estimator's
     /// own exception unchanged.
     pub fn lone_message_tokens(&mut self, message: &PyNode<'py>, checked: &Checked<PyNode<'py>>) -> PyResult<u64> {
-        let sized = match &self.estimate {
-            Estimate::Custom(per_message, _) => {
-                let result = per_message.call1((None::<usize>, message.0.clone(), checked.item.sized_whole()));
-                self.call(result)
-            }
-            // chars/4 and exact counts do not depend on where the message stands.
-            Estimate::CharsPerToken | Estimate::Exact(_) => self.message_tokens(None, message, checked),
-        };
-        sized.map_err(|err| self.take_error(err))
+        self.message_tokens(None, message, checked).map_err(|err| self.take_error(err))
     }
 
     fn call(&mut self, result: PyResult<Bound<'py, PyAny>>) -> Result<u64, CoreError> {

@@ -107,6 +107,19 @@ pub struct PackOptions {
     pub cut: Cut,
 }
 
+impl PackOptions {
+    /// Checks that every pinned index is one of `n` messages.
+    ///
+    /// # Errors
+    /// The first pinned index out of range.
+    pub fn check_pinned(&self, n: usize) -> Result<(), CoreError> {
+        match self.pinned.iter().find(|&&p| p >= n) {
+            Some(bad) => Err(CoreError::argument(format!("pinned index {bad} is out of range for {n} messages"))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The note that replaces dropped history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
@@ -141,10 +154,7 @@ pub fn pack<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
-    let n = t.len();
-    if let Some(&bad) = options.pinned.iter().find(|&&p| p >= n) {
-        return Err(CoreError::argument(format!("pinned index {bad} is out of range for {n} messages")));
-    }
+    options.check_pinned(t.len())?;
     let mut packed = pack_transcript(t, options)?;
     packed.tokens += u128::from(options.system_tokens);
     // The note's role is decided on the final output, the volatile tail put back.
@@ -245,12 +255,7 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     let room = budget - core_tokens;
     let history = History { prefix, end, core: &core };
     let (tail_start, tail_tokens, note) = match (chunk, &mut segments) {
-        (Some(chunk), Segmenter::Listed { segs, .. }) => {
-            for s in segs.iter_mut() {
-                s.core = history.core.binary_search_by_key(&s.start, |c| c.start).is_ok();
-            }
-            chunked_tail(t, segs, &history, room, chunk, options)?
-        }
+        (Some(chunk), Segmenter::Listed { segs, .. }) => chunked_tail(t, segs, &history, room, chunk, options)?,
         _ => greedy_tail(t, &mut segments, &history, room, options)?,
     };
     let kept_core = core.iter().filter(|s| s.end <= tail_start).flat_map(|s| s.start..s.end);

@@ -3,10 +3,10 @@
 use super::segments::{block_is, blocks, Segment};
 use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMARY_HEADER};
 use crate::error::CoreError;
-use crate::items::{check_item, marks_responses};
+use crate::items::check_entry;
 use crate::json::{JsonNode, JsonType, Key, View};
 use crate::text::{Snippet, Text};
-use crate::tokens::{check_message, Checked, MessageSizer, MESSAGE_OVERHEAD};
+use crate::tokens::{Checked, MessageSizer, MESSAGE_OVERHEAD};
 use crate::transcript::Transcript;
 
 /// One line for a dropped message: `role [tool, names]: first words…`; an item with no
@@ -17,8 +17,7 @@ use crate::transcript::Transcript;
 /// field (a line made of whatever reads cleanly would differ between readers). An entry
 /// is read as a Responses item when it marks one, as `message_tokens` reads it.
 pub fn handoff_line<N: JsonNode>(message: &N) -> Result<String, CoreError> {
-    let is_item = message.json_type() == JsonType::Object && marks_responses(&message.message_fields());
-    let checked = if is_item { check_item(message)? } else { check_message(message)? };
+    let checked = check_entry(message)?;
     let mut line = String::new();
     write_handoff_line(&mut line, message, &checked);
     Ok(line)

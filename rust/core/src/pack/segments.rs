@@ -88,24 +88,21 @@ pub(super) fn newest_shape<N: JsonNode>(messages: &[N]) -> Option<Dialect> {
 pub(super) struct Segment {
     pub(super) start: usize,
     pub(super) end: usize,
-    pub(super) core: bool,
 }
 
+/// The chat segments of messages `from..to` in `dialect` (Responses items have [`item_segments`]).
 pub(super) fn segments<N: JsonNode, S: MessageSizer<N>>(
     t: &Transcript<'_, N, S>,
     from: usize,
     to: usize,
     dialect: Dialect,
 ) -> Vec<Segment> {
-    if dialect == Dialect::Responses {
-        return item_segments(t, from, to).0;
-    }
     let mut out = Vec::new();
     let mut i = from;
     while i < to {
         let Some(m) = t.peek(i) else { break };
         let mut end = i + 1;
-        if t.role(i) == Role::Assistant {
+        if m.role == Role::Assistant {
             match dialect {
                 Dialect::OpenAi if has_tool_calls(&m) => {
                     while end < to && t.role(end) == Role::Tool {
@@ -123,7 +120,7 @@ pub(super) fn segments<N: JsonNode, S: MessageSizer<N>>(
                 _ => {}
             }
         }
-        out.push(Segment { start: i, end, core: false });
+        out.push(Segment { start: i, end });
         i = end;
     }
     out
@@ -179,7 +176,7 @@ fn item_segments<N: JsonNode, S: MessageSizer<N>>(
             }
             k += 1;
         }
-        out.push(Segment { start: i, end, core: false });
+        out.push(Segment { start: i, end });
         i = end;
     }
     (out, read.into_iter().map(|r| r.1).collect())
@@ -246,7 +243,7 @@ impl Segmenter {
 
     /// The segment holding message `i` (`prefix <= i < end`).
     pub(super) fn containing<N: JsonNode, S: MessageSizer<N>>(&self, t: &Transcript<'_, N, S>, i: usize) -> Segment {
-        let one = Segment { start: i, end: i + 1, core: false };
+        let one = Segment { start: i, end: i + 1 };
         match *self {
             Segmenter::Listed { ref segs, .. } => {
                 let k = segs.partition_point(|s| s.end <= i);
@@ -254,9 +251,9 @@ impl Segmenter {
             }
             Segmenter::Local { dialect: Dialect::Anthropic, prefix, end, .. } => {
                 if i > prefix && answers_call(t, i) {
-                    Segment { start: i - 1, end: i + 1, core: false }
+                    Segment { start: i - 1, end: i + 1 }
                 } else if i + 1 < end && answers_call(t, i + 1) {
-                    Segment { start: i, end: i + 2, core: false }
+                    Segment { start: i, end: i + 2 }
                 } else {
                     one
                 }
@@ -273,7 +270,7 @@ impl Segmenter {
                         while stop < end && t.role(stop) == Role::Tool {
                             stop += 1;
                         }
-                        Segment { start, end: stop, core: false }
+                        Segment { start, end: stop }
                     }
                     None => one,
                 }

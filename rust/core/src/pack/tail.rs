@@ -55,7 +55,7 @@ pub(super) fn greedy_tail<N: JsonNode, S: MessageSizer<N>>(
             start = from;
             continue;
         }
-        let seg = Segment { start: from, end: start, core: false };
+        let seg = Segment { start: from, end: start };
         let cost = seg_tokens(t, seg)?;
         let left = dropped - (start - from);
         let reserve = if with_note && left > 0 { listing_tokens(t, &[], 0, left)? } else { 0 };
@@ -88,10 +88,13 @@ pub(super) fn chunked_tail<N: JsonNode, S: MessageSizer<N>>(
     // Cut points: where the running total from the first non-system message crosses a
     // multiple of `chunk`, moved forward to the next segment start.
     let mut candidates = Vec::new();
+    let mut costs = Vec::with_capacity(segs.len());
     let mut running = 0u128;
     for (k, &seg) in segs.iter().enumerate() {
+        let cost = seg_tokens(t, seg)?;
+        costs.push(cost);
         let before = running;
-        running += t.sum(seg.start..seg.end)?;
+        running += cost.unsigned_abs();
         if running / u128::from(chunk) > before / u128::from(chunk) {
             candidates.push(k + 1);
         }
@@ -100,12 +103,13 @@ pub(super) fn chunked_tail<N: JsonNode, S: MessageSizer<N>>(
     candidates.dedup();
     // Tail cost from each segment on (non-core segments only; the core is paid already).
     let mut suffix = vec![0i128; segs.len() + 1];
-    for k in (0..segs.len()).rev() {
-        let seg = segs.get(k).copied().ok_or_else(|| CoreError::argument("segment out of range"))?;
-        let own = if seg.core { 0 } else { seg_tokens(t, seg)? };
-        let next = suffix.get(k + 1).copied().unwrap_or(0);
+    let mut tail = 0i128;
+    for (k, (seg, cost)) in segs.iter().zip(&costs).enumerate().rev() {
+        if !history.is_core(seg.start) {
+            tail += cost;
+        }
         if let Some(slot) = suffix.get_mut(k) {
-            *slot = next + own;
+            *slot = tail;
         }
     }
     let start_of = |c: usize| segs.get(c).map_or(history.end, |s| s.start);

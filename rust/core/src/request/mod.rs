@@ -199,10 +199,7 @@ impl<'t, 'a> Body<'t, 'a> {
         options: &PackOptions,
         mut sizer: S,
     ) -> Result<PackedBody, RequestError> {
-        if let Some(&bad) = options.pinned.iter().find(|&&p| p >= 1) {
-            let text = format!("pinned index {bad} is out of range for 1 messages");
-            return Err(RequestError::Pack(CoreError::argument(text)));
-        }
+        options.check_pinned(1).map_err(RequestError::Pack)?;
         // A user message costs what a system message with the same content costs.
         let own = crate::tokens::system_tokens(&mut sizer, text).map_err(RequestError::Pack)?;
         let tokens = u128::from(own) + u128::from(options.system_tokens);
