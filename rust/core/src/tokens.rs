@@ -69,7 +69,18 @@ pub(crate) fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError
     let Some(text) = role.as_text() else {
         return Err(CoreError::wrong_type("role", "str", role.type_name()));
     };
-    Ok(if text.eq_ascii("user") {
+    Ok(role_named(&text))
+}
+
+/// The role a `role` member reads as where nothing is checked: [`Role::Other`] when it
+/// is missing or not a str. Cheaper than [`parse_role`], which builds the error: packing
+/// reads every role back to the directive.
+pub(crate) fn role_or_other<N: JsonNode>(role: Option<N>) -> Role {
+    role.as_ref().and_then(JsonNode::as_text).map_or(Role::Other, |text| role_named(&text))
+}
+
+fn role_named(text: &Text<'_>) -> Role {
+    if text.eq_ascii("user") {
         Role::User
     } else if text.eq_ascii("assistant") {
         Role::Assistant
@@ -79,7 +90,7 @@ pub(crate) fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError
         Role::System
     } else {
         Role::Other
-    })
+    }
 }
 
 /// A message whose shape has been checked: its role, and its content and tool_calls
