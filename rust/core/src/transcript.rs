@@ -127,6 +127,13 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         checked.map_err(|e| e.at(i))
     }
 
+    /// Hints that message `i` will be read soon (see [`JsonNode::prefetch`]).
+    pub fn prefetch(&self, i: usize) {
+        if let Some(m) = self.messages.get(i) {
+            m.prefetch();
+        }
+    }
+
     /// The sizer, for sizing texts that are not messages (a note).
     pub fn sizer(&mut self) -> &mut S {
         &mut self.sizer

@@ -200,6 +200,11 @@ impl<'py> JsonNode for PyNode<'py> {
         json_type_of(&self.0)
     }
 
+    fn as_text(&self) -> Option<Text<'_>> {
+        // SAFETY (cast_unchecked): checked to be a str first.
+        PyString::is_type_of(&self.0).then(|| text_of(unsafe { self.0.cast_unchecked::<PyString>() })).flatten()
+    }
+
     fn get(&self, k: Key) -> Option<Self> {
         if !PyDict::is_type_of(&self.0) {
             return None;
@@ -259,6 +264,15 @@ impl<'py> JsonNode for PyNode<'py> {
             *slot = Some(PyNode(unsafe { Bound::from_borrowed_ptr(py, v) }));
         }
         out
+    }
+
+    fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch only hints; any address is allowed.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast());
+        }
     }
 
     fn type_name(&self) -> String {
