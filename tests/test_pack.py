@@ -10,7 +10,7 @@ from typing import Any
 
 import contextfold as cf
 import pytest
-from contextfold import reference
+from contextfold import _backend, reference
 from contextfold.synthetic import responses_items
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -110,7 +110,6 @@ def check_contract(
 def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
     """Packs with both backends; every field must be identical (9. deterministic)."""
     native = native_required()
-    from contextfold import _backend
 
     results = []
     for impl in (native, reference):
@@ -325,7 +324,6 @@ def _outcome(messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("kwargs", ARGUMENT_FORMS, ids=repr)
 def test_argument_forms_agree(kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from contextfold import _backend
 
     messages = [msg("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(9)]
     outcomes = []
@@ -650,3 +648,34 @@ def test_the_chunked_cut_reads_every_entry_after_the_system_prefix(backend: str)
     assert cf.pack_handoff(messages, target_context_tokens=3_000).fits
     with pytest.raises(cf.MessageTypeError, match=r"^message 60, field 'role': missing"):
         cf.pack_handoff(messages, target_context_tokens=3_000, cut="chunked")
+
+
+@pytest.mark.slow
+@settings(max_examples=1_500)
+@given(item_transcripts(max_turns=4), transcripts(), st.booleans(), st.integers(0, 3_000), st.booleans())
+def test_auto_on_items_and_messages_mixed(
+    items: list[dict[str, Any]], chat: list[dict[str, Any]], items_first: bool, budget: int, custom: bool
+) -> None:
+    """``shape="auto"`` first sizes a transcript as chat messages, and looks for its shape
+    only when that fails or it does not fit (natively; docs/packing.md): on Responses
+    items and chat messages mixed either way, whatever fits, equal to the reference,
+    which decides the shape first."""
+    mixed = [*items, *chat] if items_first else [*chat, *items]
+    estimate = (lambda text: len(text) // 3) if custom else None
+    outcomes = []
+    for impl in (native_required(), reference):
+        with _backend.using(impl):
+            try:
+                outcomes.append(cf.pack_handoff(mixed, target_context_tokens=budget, estimate_tokens=estimate))
+            except cf.ContextfoldError as error:  # compared below: class and text
+                outcomes.append((type(error), str(error)))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_nothing_to_pack_under_a_prompt_over_budget(backend: str) -> None:
+    pack = cf.pack_handoff([], target_context_tokens=10, system="s" * 400)
+    assert (pack.fits, pack.kept, pack.tokens) == (
+        False,
+        [],
+        cf.message_tokens({"role": "system", "content": "s" * 400}),
+    )

@@ -215,6 +215,12 @@ pub trait MessageSizer<N> {
         let _ = units;
         None
     }
+
+    /// Whether sizing runs the caller's code (a custom estimator), so that sizing a
+    /// message twice, or in another order, would show.
+    fn calls_out(&self) -> bool {
+        false
+    }
 }
 
 /// Tokens of one message (or Responses item) sized on its own: errors name its field,

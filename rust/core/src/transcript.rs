@@ -80,9 +80,34 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
     }
 
     /// Decides the format of a transcript read on demand with [`Format::Auto`]; a
-    /// decided format stays.
+    /// decided format stays. Sizes taken as chat messages before (see
+    /// [`Transcript::chat_tokens`]) are dropped when the entries are Responses items.
     pub fn decide_responses(&mut self, responses: bool) {
+        if self.responses.is_none() && responses {
+            self.sizes = Sizes::Reached(FxHashMap::default());
+        }
         self.responses.get_or_insert(responses);
+    }
+
+    /// While the format is undecided: entry `i`'s size read as a chat message, `None`
+    /// when it is not a well-formed one, marks Responses items, or cannot be sized (the
+    /// caller then decides the format and reads it again, to raise what it raises).
+    pub fn chat_tokens(&mut self, i: usize) -> Option<u64> {
+        if let Some(size) = self.sizes.get(i) {
+            return Some(size);
+        }
+        let m = self.messages.get(i)?;
+        if m.json_type() != JsonType::Object {
+            return None;
+        }
+        let fields = m.message_fields();
+        if marks_responses(&fields) {
+            return None;
+        }
+        let checked = check_fields(fields).ok()?;
+        let size = self.sizer.message_tokens(Some(i), m, &checked).ok()?;
+        self.sizes.remember(i, size);
+        Some(size)
     }
 
     /// The messages.

@@ -145,6 +145,10 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
         }
     }
 
+    fn calls_out(&self) -> bool {
+        matches!(self.estimate, Estimate::Custom(..))
+    }
+
     fn units_tokens(&self, units: usize) -> Option<u64> {
         matches!(self.estimate, Estimate::CharsPerToken).then(|| contextfold_core::tokens::estimate_units(units))
     }

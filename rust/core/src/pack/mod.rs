@@ -170,10 +170,13 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     let n = t.len();
+    let budget = i128::from(options.budget) - i128::from(options.system_tokens);
+    if let Some(tokens) = fits_as_chat(t, budget) {
+        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
+    }
     // `shape="auto"` reads back to the newest entry that shows a shape only.
     let shown = if t.is_undecided() || options.dialect.is_none() { newest_shape(t.messages()) } else { None };
     t.decide_responses(shown == Some(Dialect::Responses));
-    let budget = i128::from(options.budget) - i128::from(options.system_tokens);
     if fits_within(t, 0, n, budget)? {
         let tokens = t.sum(0..n)?;
         return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
@@ -197,6 +200,30 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
         }
     }
     pack_history(t, volatile, budget, dialect, options)
+}
+
+/// `shape="auto"` on a transcript of chat messages that fits: its tokens, read once,
+/// newest first (the shape matters only to a cut, and no entry marks Responses items).
+/// `None` when the format is decided, the sizer runs the caller's code (which must see
+/// each message once, as read in the format decided first), or an entry is not a chat
+/// message that could be sized, or the messages do not fit.
+fn fits_as_chat<N: JsonNode, S: MessageSizer<N>>(t: &mut Transcript<'_, N, S>, budget: i128) -> Option<u128> {
+    if !t.is_undecided() || t.sizer().calls_out() {
+        return None;
+    }
+    let over = |sum: u128| i128::try_from(sum).map_or(true, |sum| sum > budget);
+    let mut sum = 0u128;
+    for i in (0..t.len()).rev() {
+        sum += u128::from(t.chat_tokens(i)?);
+        if over(sum) {
+            return None;
+        }
+    }
+    if over(sum) {
+        return None; // no message, and the separate prompt alone is over
+    }
+    t.decide_responses(false);
+    Some(sum)
 }
 
 /// Whether messages `from..to` cost at most `budget`, sizing from the newest and stopping
