@@ -4,6 +4,7 @@ patched classes, small thread stacks. Each case gives the same outcome on both b
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -388,45 +389,99 @@ def test_python_code_run_while_reading_does_not_reach_the_result(backend: str, w
     assert (pack.kept, pack.tokens, pack.fits, pack.note) == (want.kept, want.tokens, want.fits, want.note)
 
 
+_MEDDLE_IN_A_FRESH_INTERPRETER = """
+    import gc, sys
+    import contextfold as cf
+
+    reused = []
+
+    def meddle(victim):
+        # Frees the messages nothing else holds, runs native code (which would take
+        # references to a stale snapshot's items) and hands the freed blocks back out.
+        victim.clear()
+        cf.tokens_of([])
+        reused.extend({} for _ in range(300))
+
+    def conversation(n, last=None):
+        out = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 20} for i in range(n)]
+        return out if last is None else [*out, last]
+
+    def check(ran):
+        counts = {sys.getrefcount(d) for d in reused}
+        assert len(counts) <= 1, counts  # a dict given a stray reference or release
+        reused.clear()
+        return ran
+"""
+
+
+def _meddle(script: str) -> None:
+    """Runs ``script`` after the meddling helpers, in a fresh interpreter under the debug
+    allocator (freed memory reads as garbage there); it must print ``ok``."""
+    code = textwrap.dedent(_MEDDLE_IN_A_FRESH_INTERPRETER) + textwrap.dedent(script)
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    result = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
 def test_a_finaliser_emptying_the_list_while_the_result_is_built() -> None:
-    """The collector may run a finaliser on any allocation, also while the result list is
-    built: it empties the caller's list, whose messages were read without references
-    (see the native ``snapshot`` module). Run at every collector threshold, under the
-    debug allocator, in a fresh interpreter: freed messages would be read as garbage."""
-    code = """
-        import gc
-        import contextfold as cf
-
-        def conversation():
-            return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 20}
-                    for i in range(200)]
-
+    """The collector may run a finaliser on any allocation, also while the result is
+    built, after the messages were read without references (see the native ``snapshot``
+    module): the finaliser empties the list, calls contextfold and reuses the freed
+    memory. At every collector threshold, some run lands inside the call."""
+    _meddle("""
         class Finaliser:
             def __init__(self, victim):
-                self.victim = victim
-                self.cycle = self
+                self.victim, self.cycle = victim, self
             def __del__(self):
-                self.victim.clear()
+                meddle(self.victim)
+                during.append(in_call)
 
-        for budget in (100, 10**6):
+        during, in_call = [], False
+        for budget in (100, 150, 10**6):
             for threshold in range(1, 80):
-                messages = conversation()
+                messages = conversation(200)
                 expected = [dict(m) for m in messages]
                 gc.collect()
                 gc.set_threshold(threshold)
                 for _ in range(3):
                     Finaliser(messages)
+                in_call = True
                 pack = cf.pack_handoff(messages, target_context_tokens=budget)
+                in_call = False
                 gc.set_threshold(700)
                 kept = [m for m in pack.messages if m.get("content") is not pack.note]
                 assert kept == [expected[i] for i in pack.kept], (budget, threshold)
+                check(None)
+        assert any(during), "no finaliser ran inside a call"
         print("ok")
-    """
-    result = subprocess.run(
-        [sys.executable, "-X", "dev", "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "PYTHONMALLOC": "debug"},
-    )
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+    """)
+
+
+def test_python_code_run_while_a_batch_error_is_noted() -> None:
+    """A malformed transcript in ``pack_many`` gets a note naming it, which is Python code:
+    a profiler hook there empties the transcript, calls contextfold and reuses the freed
+    memory; the error still comes out whole."""
+    _meddle("""
+        victim = None
+
+        def profiler(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == "add_note" and victim is not None:
+                sys.setprofile(None)
+                meddle(victim)
+
+        for bad in ({"content": "x"}, {"role": "user", "content": 5}, {"role": "user", "tool_calls": 3}):
+            victim = conversation(50, bad)
+            sys.setprofile(profiler)
+            try:
+                cf.pack_many([victim], target_context_tokens=10**6, threads=1)
+            except cf.MessageTypeError as error:
+                assert error.__notes__ == ["in transcript 0"], error.__notes__
+            else:
+                raise AssertionError(bad)
+            finally:
+                sys.setprofile(None)
+            assert victim == [] and check(True)
+        print("ok")
+    """)

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .conftest import anthropic_corpus, native_required, openai_corpus
+from .offline_tiktoken import tiktoken_encoding
 from .strategies import item_transcripts, transcripts
 
 
@@ -652,27 +653,45 @@ def test_the_chunked_cut_reads_every_entry_after_the_system_prefix(backend: str)
 
 @pytest.mark.slow
 @settings(max_examples=1_500)
-@given(item_transcripts(max_turns=4), transcripts(), st.booleans(), st.integers(0, 3_000), st.booleans())
+@given(
+    item_transcripts(max_turns=4),
+    transcripts(),
+    st.booleans(),
+    st.integers(0, 3_000),
+    st.sampled_from([None, "o200k_base", "custom"]),
+)
 def test_auto_on_items_and_messages_mixed(
-    items: list[dict[str, Any]], chat: list[dict[str, Any]], items_first: bool, budget: int, custom: bool
+    items: list[dict[str, Any]], chat: list[dict[str, Any]], items_first: bool, budget: int, estimate: str | None
 ) -> None:
     """``shape="auto"`` first sizes a transcript as chat messages, and looks for its shape
     only when that fails or it does not fit (natively; docs/packing.md): on Responses
     items and chat messages mixed either way, whatever fits, equal to the reference,
-    which decides the shape first."""
+    which decides the shape first, and a custom estimator sees the same texts in the
+    same order."""
+    if estimate == "o200k_base":
+        tiktoken_encoding(estimate)  # the reference counts through tiktoken: its vocabulary, offline
     mixed = [*items, *chat] if items_first else [*chat, *items]
-    estimate = (lambda text: len(text) // 3) if custom else None
     outcomes = []
     for impl in (native_required(), reference):
+        seen: list[str] = []
+
+        def custom(text: str, seen: list[str] = seen) -> int:
+            seen.append(text)
+            return len(text) // 3
+
         with _backend.using(impl):
             try:
-                outcomes.append(cf.pack_handoff(mixed, target_context_tokens=budget, estimate_tokens=estimate))
+                pack: Any = cf.pack_handoff(
+                    mixed, target_context_tokens=budget, estimate_tokens=custom if estimate == "custom" else estimate
+                )
             except cf.ContextfoldError as error:  # compared below: class and text
-                outcomes.append((type(error), str(error)))
+                pack = (type(error), str(error))
+        outcomes.append((pack, seen))
     assert outcomes[0] == outcomes[1]
 
 
 def test_nothing_to_pack_under_a_prompt_over_budget(backend: str) -> None:
+    """An empty transcript under a separate prompt that is over budget does not fit."""
     pack = cf.pack_handoff([], target_context_tokens=10, system="s" * 400)
     assert (pack.fits, pack.kept, pack.tokens) == (
         False,

@@ -54,6 +54,9 @@ impl Class {
     /// The exception `class(*args)`.
     #[cold]
     fn err<A: PyErrArguments + Send + Sync + 'static>(self, args: A) -> PyErr {
+        // Attaching applies references dropped while detached, and a failed lookup
+        // imports: either may run Python code.
+        crate::snapshot::before_python();
         Python::attach(|py| match self.cell().import(py, "contextfold.errors", self.name()) {
             Ok(class) => PyErr::from_type(class.clone(), args),
             Err(lookup) => lookup,

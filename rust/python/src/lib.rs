@@ -269,7 +269,9 @@ fn pack_handoff<'py>(
     let snapshot = Snapshot::of(messages)?;
     let reading = Reading::OnDemand(pack::format_for(args.dialect));
     let packed = with_nodes(snapshot.nodes(), args.sizers, reading, sizing(image_tokens), |t| pack::pack(t, &options))?;
-    to_handoff_pack(snapshot.nodes(), packed, &args.budget_int)
+    let n = snapshot.len();
+    let kept = snapshot.into_kept(&packed.kept)?;
+    to_handoff_pack(n, kept, packed, &args.budget_int)
 }
 
 /// What a separate system prompt and the tool definitions cost: each what a system
@@ -336,9 +338,14 @@ fn pack_many<'py>(
             Reading::OnDemand(pack::format_for(dialect)),
             Sizing::Seed,
             |t| pack::pack(t, opts),
-        )
-        .map_err(|e| in_transcript(py, e, i))?;
-        PyResult::Ok((packed, snapshot))
+        );
+        match packed {
+            Ok(packed) => PyResult::Ok((packed, snapshot)),
+            Err(e) => {
+                drop(snapshot); // its borrow ends before the note's Python code runs
+                Err(in_transcript(py, e, i))
+            }
+        }
     };
     let mut out = Vec::with_capacity(n);
     // With the default thread count, the first transcripts are packed in place and timed:
@@ -351,8 +358,9 @@ fn pack_many<'py>(
         let started = std::time::Instant::now();
         let (packed, snapshot) = in_place(i, &transcript, opts)?;
         packing.push(started.elapsed());
-        out.push(to_handoff_pack(snapshot.nodes(), packed, &budget_int)?);
-        drop(snapshot);
+        let n = snapshot.len();
+        let kept = snapshot.into_kept(&packed.kept)?;
+        out.push(to_handoff_pack(n, kept, packed, &budget_int)?);
         fairness.tick()?;
     }
     let threaded = threads > 1 && (!auto || probe > 0);
@@ -370,13 +378,16 @@ fn pack_many<'py>(
         let handoff = match detached.next().flatten() {
             Some(batch::Detached { outcome: Ok(packed), messages }) => {
                 let nodes: Vec<PyNode<'py>> = messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect();
-                to_handoff_pack(&nodes, packed, &budget_int)?
+                let kept = snapshot::kept_items(&nodes, &packed.kept)?;
+                to_handoff_pack(nodes.len(), kept, packed, &budget_int)?
             }
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
             _ => {
                 let (packed, snapshot) = in_place(i, &transcript, opts)?;
-                to_handoff_pack(snapshot.nodes(), packed, &budget_int)?
+                let n = snapshot.len();
+                let kept = snapshot.into_kept(&packed.kept)?;
+                to_handoff_pack(n, kept, packed, &budget_int)?
             }
         };
         out.push(handoff);
@@ -388,6 +399,7 @@ fn pack_many<'py>(
 /// `err` with a note naming the transcript it came from (`contextfold._contract.add_note`,
 /// which works on every supported Python); a failure to add the note keeps `err` as is.
 fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    snapshot::before_python();
     static ADD_NOTE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     if let Ok(add_note) = ADD_NOTE.import(py, "contextfold._contract", "add_note") {
         let _ = add_note.call1((err.value(py), format!("in transcript {index}")));
@@ -395,23 +407,16 @@ fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
     err
 }
 
-/// The `HandoffPack` for a packed transcript: the output list (the caller's messages,
-/// the note a new dict at its place), dropped, fits, tokens, budget, note, kept.
+/// The `HandoffPack` for a transcript of `n` messages packed: the output list (`kept`,
+/// the caller's messages, with the note a new dict at its place), dropped, fits, tokens,
+/// budget, note, kept.
 fn to_handoff_pack<'py>(
-    messages: &[PyNode<'py>],
+    n: usize,
+    mut out: Vec<Bound<'py, PyAny>>,
     packed: pack::Packed,
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = budget.py();
-    let n = messages.len();
-    // Every kept message's reference is taken before anything is allocated: an
-    // allocation may run the garbage collector, and a finaliser (see `snapshot`).
-    let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
-    for &i in &packed.kept {
-        out.push(
-            messages.get(i).map(|m| m.0.clone()).ok_or_else(|| errors::internal("a kept index past the transcript"))?,
-        );
-    }
     if let Some(note) = &packed.note {
         let dict = PyDict::new(py);
         if note.message_item {

@@ -221,11 +221,12 @@ impl<'py> JsonNode for PyNode<'py> {
         // SAFETY: PyDict_Next hands out borrowed references, valid while nothing runs
         // Python code; the value's is turned into an owned one at once.
         while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } != 0 {
-            if kp == wanted.as_ptr() || unsafe { spells(kp, k.as_str()) } {
-                return Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
-            }
+            // Any other key may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(kp) } == 0 {
                 return looked_up(dict, wanted);
+            }
+            if kp == wanted.as_ptr() || unsafe { spells(kp, k.as_str()) } {
+                return Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
             }
         }
         None
@@ -281,7 +282,8 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 }
 
-/// Dicts of at most this many entries are searched by a walk over them (see `get`).
+/// Dicts of at most this many entries are searched by a walk over them (see `get`);
+/// larger ones (a LangChain message's dict) by a lookup, which owns the snapshot first.
 const SCANNED_ENTRIES: usize = 8;
 
 /// `dict.get(key)`: may run Python code (a key's `__eq__`), so the snapshot is owned first.
@@ -290,13 +292,12 @@ fn looked_up<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Opti
     dict.get_item(key).ok().flatten().map(PyNode)
 }
 
-/// Whether the dict key `k` is an exact str spelling `name`: what a lookup of `name`
-/// finds, for an exact str.
+/// Whether the exact str `k` spells `name`: what a lookup of `name` finds.
 ///
 /// # Safety
-/// `k` must be a live object.
+/// `k` must be a live exact str.
 unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
-    unsafe { pyo3::ffi::PyUnicode_CheckExact(k) != 0 && text_at(k).is_some_and(|t| t.eq_ascii(name)) }
+    unsafe { text_at(k).is_some_and(|t| t.eq_ascii(name)) }
 }
 
 /// Which of the four message keys the exact str `k` spells, compared by content (a dict

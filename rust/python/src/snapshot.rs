@@ -6,11 +6,15 @@
 //! reference to each (and dropping it after) costs about as much as packing a long
 //! run's untouched middle, and is needed only if the list can change: that is, only
 //! once Python code runs (a callback, a `__eq__`, a finaliser the garbage collector
-//! calls on an allocation) or another thread does (the GIL released). Until then the
-//! copied pointers are as good as the list's own. So a snapshot starts out borrowing,
-//! and every place in this crate that may let Python code run calls [`before_python`]
+//! calls on an allocation, a profiler hook) or another thread does (the GIL released).
+//! Until then the copied pointers are as good as the list's own.
+//!
+//! So a snapshot starts out borrowing, under one rule: while it borrows, no Python code
+//! runs and nothing is allocated on the Python heap, whether or not its items are read
+//! again. Every place in this crate that may break the rule calls [`before_python`]
 //! first, which takes the references of the one snapshot on this thread still
-//! borrowing. At most one can be: a newer snapshot is only taken by this crate's own
+//! borrowing; a caller done reading ends the borrow with [`Snapshot::into_kept`]. At
+//! most one snapshot borrows at a time: a newer one is taken only by this crate's own
 //! code (which owns the older one first) or from Python code (which ran after it).
 
 use crate::node::PyNode;
@@ -47,8 +51,8 @@ thread_local! {
     static SPARE: Cell<Vec<NonNull<ffi::PyObject>>> = const { Cell::new(Vec::new()) };
 }
 
-/// Buffers up to this many items are kept for the next snapshot (4 MiB).
-const SPARE_ITEMS: usize = 1 << 19;
+/// Buffers up to this many items are kept for the next snapshot (512 KiB a thread).
+const SPARE_ITEMS: usize = 1 << 16;
 
 /// Makes the snapshot of this thread that still borrows its items hold a reference to
 /// each: call it before anything that may run Python code or release the GIL.
@@ -73,8 +77,8 @@ impl<'py> Snapshot<'py> {
     /// # Errors
     /// `TypeError` when `messages` is not a list.
     pub fn of(messages: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let list = messages.cast::<PyList>().map_err(|_| crate::errors::not_a_list(messages))?;
         before_python();
+        let list = messages.cast::<PyList>().map_err(|_| crate::errors::not_a_list(messages))?;
         // SAFETY: a list's `ob_item` holds its `len` item pointers (read with the GIL
         // held, no Python code run since); NULL only in a list a C caller has not
         // filled yet, refused below.
@@ -85,13 +89,27 @@ impl<'py> Snapshot<'py> {
         if listed.iter().any(|item| item.is_null()) {
             return Err(crate::errors::internal("a list holding NULL"));
         }
-        let mut items = SPARE.take();
+        let mut items = SPARE.try_with(Cell::take).unwrap_or_default();
         items.clear();
         // SAFETY: none is null (checked above), and `NonNull` has a pointer's layout.
         items.extend_from_slice(unsafe { &*(std::ptr::from_ref(listed) as *const [NonNull<ffi::PyObject>]) });
         let items = Box::new(Items { items, owned: Cell::new(false) });
         BORROWING.set(&raw const *items);
         Ok(Snapshot { _py: list.py(), items })
+    }
+
+    /// How many items it holds.
+    pub fn len(&self) -> usize {
+        self.items.items.len()
+    }
+
+    /// The items at `kept` (each with its own reference), the snapshot's borrow ended:
+    /// what a result is built from, the allocations that building takes made after.
+    ///
+    /// # Errors
+    /// An index past the items (an internal error).
+    pub fn into_kept(self, kept: &[usize]) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        kept_items(self.nodes(), kept)
     }
 
     /// The items as accessor nodes.
@@ -119,7 +137,20 @@ impl Drop for Snapshot<'_> {
         }
         let items = std::mem::take(&mut self.items.items);
         if items.capacity() <= SPARE_ITEMS {
-            SPARE.set(items);
+            // Dropped while the thread's locals are torn down: the buffer just goes.
+            let _ = SPARE.try_with(|spare| spare.set(items));
         }
     }
+}
+
+/// The nodes at `kept`, each with its own reference.
+///
+/// # Errors
+/// An index past the nodes (an internal error).
+pub fn kept_items<'py>(nodes: &[PyNode<'py>], kept: &[usize]) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    kept.iter()
+        .map(|&i| {
+            nodes.get(i).map(|m| m.0.clone()).ok_or_else(|| crate::errors::internal("a kept index past the transcript"))
+        })
+        .collect()
 }
