@@ -55,6 +55,8 @@ pub struct Escaped {
     /// Input bytes the escapes take beyond what `JSON.stringify` writes for them, so the
     /// string's JSON length is known without decoding it.
     pub(super) json_saved: usize,
+    /// All its input bytes are ASCII (its UTF-16 length is its byte length less `saved`).
+    pub(super) ascii: bool,
     pub(super) text: std::cell::OnceCell<Decoded>,
 }
 
@@ -79,10 +81,11 @@ pub enum Slot {
         value: f64,
         int: bool,
     },
-    /// A string without escapes: `input[start..end]`.
+    /// A string without escapes: `input[start..end]`; `ascii` when all its bytes are.
     Str {
         start: usize,
         end: usize,
+        ascii: bool,
     },
     /// A string with escapes: `escaped[id]`.
     Escaped {
@@ -114,7 +117,8 @@ pub struct Layout {
 /// A parsed JSON text.
 #[derive(Debug)]
 pub struct Tape<'a> {
-    pub(super) input: &'a str,
+    /// The input; the bodies of its strings are UTF-8 (see [`Tape::str_at`]).
+    pub(super) input: &'a [u8],
     pub(super) slots: Vec<Slot>,
     pub(super) escaped: Vec<Escaped>,
     /// The last `messages` member of a root object (slot), or the root array.
@@ -134,6 +138,18 @@ pub struct Tape<'a> {
 }
 
 impl Tape<'_> {
+    /// `input[start..end]` as text, where it is the body of a string the scan read (which
+    /// it checked is UTF-8 when it holds a byte above 0x7F: not validating the whole input
+    /// up front saves a pass over it).
+    #[inline]
+    pub(super) fn str_at(&self, start: usize, end: usize) -> &str {
+        let body = self.input.get(start..end).unwrap_or_default();
+        debug_assert!(std::str::from_utf8(body).is_ok());
+        // SAFETY: `start..end` are the bounds of a string's body from a slot or
+        // `Escaped`, which `Scanner::string` only records after that check.
+        unsafe { std::str::from_utf8_unchecked(body) }
+    }
+
     /// The layout recorded for a tracked array.
     fn layout_of(&mut self, member: Member) -> &mut Layout {
         if member == Member::Input {
@@ -210,13 +226,11 @@ const MAX_INT_DIGITS: usize = 4300;
 /// # Errors
 /// The first reason, by position, that `json.loads` would refuse the text.
 pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
-    let text = std::str::from_utf8(input).map_err(|e| ScanError::NotUtf8 { offset: e.valid_up_to() })?;
     let mut scanner = Scanner {
         bytes: input,
-        text,
         pos: usize::from(input.starts_with(b"\xEF\xBB\xBF")) * 3,
         tape: Tape {
-            input: text,
+            input,
             slots: Vec::with_capacity(input.len() / 32 + 8),
             escaped: Vec::new(),
             messages: None,
@@ -235,13 +249,20 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
         avx2: false,
         block: Block { at: usize::MAX, masks: Masks::default(), tail: [b' '; 64] },
     };
-    scanner.run()?;
-    Ok(scanner.tape)
+    // A text the scan accepts is UTF-8: outside strings it took only ASCII, and it checked
+    // every string that holds a byte above 0x7F. A text it refuses may hold invalid UTF-8
+    // before the reason it stopped, which `json.loads` reports first.
+    match scanner.run() {
+        Ok(()) => Ok(scanner.tape),
+        Err(err) => Err(match std::str::from_utf8(input) {
+            Err(bad) => ScanError::NotUtf8 { offset: bad.valid_up_to() },
+            Ok(_) => err,
+        }),
+    }
 }
 
 struct Scanner<'a> {
     bytes: &'a [u8],
-    text: &'a str,
     pos: usize,
     tape: Tape<'a>,
     stack: Vec<Frame>,
@@ -265,6 +286,8 @@ struct Masks {
     quote: u64,
     backslash: u64,
     control: u64,
+    /// Bytes above 0x7F (the sign bits a movemask gives for free).
+    high: u64,
 }
 
 /// Masks of the bytes that may follow a backslash, and of the two the scan measures.
@@ -289,7 +312,12 @@ fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
         return unsafe { wide::masks(block) };
     }
     let _ = avx2;
-    Masks { quote: byte_mask(block, b'"'), backslash: byte_mask(block, b'\\'), control: control_mask(block) }
+    Masks {
+        quote: byte_mask(block, b'"'),
+        backslash: byte_mask(block, b'\\'),
+        control: control_mask(block),
+        high: high_mask(block),
+    }
 }
 
 /// [`EscapeMasks`] of a block that holds escapes (the valid codes ORed before one
@@ -387,7 +415,7 @@ mod wide {
             _mm256_cmpeq_epi8(_mm256_min_epu8(lo, last_control), lo),
             _mm256_cmpeq_epi8(_mm256_min_epu8(hi, last_control), hi),
         );
-        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control }
+        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi) }
     }
 
     #[target_feature(enable = "avx2")]
@@ -431,6 +459,27 @@ fn control_mask(block: &[u8; 64]) -> u64 {
         }
     }
     mask
+}
+
+/// Bit `i` set when byte `i` of `block` is above 0x7F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn high_mask(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{_mm_loadu_si128, _mm_movemask_epi8};
+    let mut mask = 0u64;
+    // SAFETY: as in `byte_mask`.
+    unsafe {
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            mask |= u64::from(_mm_movemask_epi8(_mm_loadu_si128(part.as_ptr().cast())) as u16) << (16 * k);
+        }
+    }
+    mask
+}
+
+/// Bit `i` set when byte `i` of `block` is above 0x7F.
+#[cfg(not(target_arch = "x86_64"))]
+fn high_mask(block: &[u8; 64]) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b > 0x7f) << i))
 }
 
 /// Bit `i` set when byte `i` of `block` is `byte`.
@@ -808,7 +857,8 @@ impl<'a> Scanner<'a> {
                 integer = false;
             }
         }
-        let literal = self.text.get(start..self.pos).unwrap_or("0");
+        // Signs, digits, `.` and exponents: ASCII.
+        let literal = self.bytes.get(start..self.pos).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("0");
         let slot = if integer && int_digits <= 18 {
             // At most 18 digits always fit.
             let magnitude = literal.bytes().filter(u8::is_ascii_digit).fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
@@ -866,22 +916,24 @@ impl<'a> Scanner<'a> {
         let mut from_first = u64::MAX << (first & 63);
         let mut carry = 0u64;
         let (mut saved, mut json_saved, mut escapes) = (0usize, 0usize, 0u32);
+        let mut high = 0u64;
         // Escapes before this position are counted (the second half of a `\u` pair).
         let mut counted = first;
         loop {
             let masks = self.masks_at(block);
             let (quotes, backslash, control) =
                 (masks.quote & from_first, masks.backslash & from_first, masks.control & from_first);
-            from_first = u64::MAX;
             let (escaped, _) = escaped_bytes(backslash, &mut carry);
             let ends = quotes & !escaped;
             // Bits before the closing quote (all of them when it is not in this block).
             let inside = (ends & ends.wrapping_neg()).wrapping_sub(1);
             let at = |mask: u64| block + mask.trailing_zeros() as usize;
+            high |= masks.high & from_first & inside;
             if control & inside != 0 {
                 self.pos = at(control & inside);
                 return Err(self.error("an unescaped control character in a string"));
             }
+            from_first = u64::MAX;
             let codes = escaped & inside;
             if codes != 0 {
                 let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
@@ -913,15 +965,23 @@ impl<'a> Scanner<'a> {
             }
             if ends != 0 {
                 let end = at(ends);
+                let ascii = high == 0;
+                if !ascii {
+                    let body = self.bytes.get(first..end).unwrap_or_default();
+                    if let Err(bad) = std::str::from_utf8(body) {
+                        return Err(ScanError::NotUtf8 { offset: first + bad.valid_up_to() });
+                    }
+                }
                 self.pos = end + 1;
                 if escapes == 0 {
-                    return Ok(Slot::Str { start: first, end });
+                    return Ok(Slot::Str { start: first, end, ascii });
                 }
                 self.tape.escaped.push(Escaped {
                     start: first,
                     end,
                     saved,
                     json_saved,
+                    ascii,
                     text: std::cell::OnceCell::new(),
                 });
                 return Ok(Slot::Escaped { id: self.tape.escaped.len() - 1 });
@@ -935,13 +995,12 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// The text of the (already validated) escaped string body `input[from..to]`: UTF-8,
-/// unless a lone surrogate makes it UTF-16.
+/// The text of the (already validated) escaped string body `body`: UTF-8, unless a lone
+/// surrogate makes it UTF-16.
 ///
 /// The backslashes come from block masks: a search from each escape (a `\n` every line
 /// of a tool output) spent more on starting the search than on searching.
-pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
-    let body = input.get(from..to).unwrap_or_default();
+pub(super) fn decode(body: &str) -> Decoded {
     let mut out = String::with_capacity(body.len());
     // Bytes of `body` before `copied` are in `out`.
     let mut copied = 0;
@@ -955,7 +1014,7 @@ pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
             Some(Ok(c)) => out.push(c),
             _ => {
                 let mut wide = Vec::with_capacity(body.len());
-                decode_wide(input.as_bytes(), from, to, &mut wide);
+                decode_wide(body.as_bytes(), &mut wide);
                 return Decoded::Wide(wide);
             }
         }
@@ -975,10 +1034,9 @@ fn written_len(units: [u16; 2], count: usize) -> usize {
     }
 }
 
-/// Decodes the (already validated) string body `bytes[from..to]` as UTF-16 units.
+/// Decodes the (already validated) string body `body` as UTF-16 units.
 #[inline]
-fn decode_wide(bytes: &[u8], from: usize, to: usize, out: &mut Vec<u16>) {
-    let body = bytes.get(from..to).unwrap_or_default();
+fn decode_wide(body: &[u8], out: &mut Vec<u16>) {
     let mut i = 0;
     while i < body.len() {
         let next = body.get(i..).and_then(|r| r.iter().position(|&b| b == b'\\')).map_or(body.len(), |p| i + p);

@@ -90,6 +90,35 @@ fn bad_input_is_reported_with_its_offset() {
 }
 
 #[test]
+fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
+    let err = |s: &[u8]| scan::parse(s, Root::Request).err();
+    // Invalid UTF-8 outside strings, or after a syntax error, is still what is reported.
+    assert_eq!(err(b"[1,] \xff"), Some(ScanError::NotUtf8 { offset: 5 }));
+    assert_eq!(err(b"[1] \xe2\x82\xac"), Some(ScanError::Syntax { offset: 4, expected: "extra data after the value" }));
+    assert_eq!(err(b"[\xc3\xa9]"), Some(ScanError::Syntax { offset: 1, expected: "expecting a value" }));
+    assert_eq!(err(b"[\"a\", \"\xe2\x82\"]"), Some(ScanError::NotUtf8 { offset: 7 }));
+    // A multi-byte character (or a bad byte) at every position around a block boundary.
+    for pad in 0..140 {
+        let head = format!("[\"{}", "a".repeat(pad));
+        for (text, units) in [("\u{e9}", 1), ("\u{20ac}\\n", 2), ("\u{1f600}", 2)] {
+            let body = format!("{head}{text}\"]");
+            let tape = scan::parse(body.as_bytes(), Root::Request).unwrap();
+            let string = tape.node(0).view().ok().and_then(|v| match v {
+                crate::View::Array { mut items, .. } => items.next(),
+                _ => None,
+            });
+            assert_eq!(string.and_then(|s| s.str_units()), Some(pad + units), "{body:?}");
+        }
+        for bad in [&b"\xff"[..], b"\xe2\x82", b"\xf0\x9f\x98", b"\xed\xa0\x80"] {
+            let mut body = head.clone().into_bytes();
+            body.extend_from_slice(bad);
+            body.extend_from_slice(b"bc\"]");
+            assert_eq!(err(&body), Some(ScanError::NotUtf8 { offset: 2 + pad }), "{body:?}");
+        }
+    }
+}
+
+#[test]
 fn request_errors_come_in_the_object_paths_order() {
     let pack =
         |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::Request, false).err().map(|e| e.to_string());
