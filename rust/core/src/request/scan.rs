@@ -244,7 +244,9 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
         stack: Vec::with_capacity(16),
         root,
         #[cfg(target_arch = "x86_64")]
-        avx2: std::arch::is_x86_feature_detected!("avx2"),
+        avx2: std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+            && std::arch::is_x86_feature_detected!("bmi1"),
         #[cfg(not(target_arch = "x86_64"))]
         avx2: false,
         block: Block { at: usize::MAX, masks: Masks::default(), tail: [b' '; 64] },
@@ -252,7 +254,7 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
     // A text the scan accepts is UTF-8: outside strings it took only ASCII, and it checked
     // every string that holds a byte above 0x7F. A text it refuses may hold invalid UTF-8
     // before the reason it stopped, which `json.loads` reports first.
-    match scanner.run() {
+    match scanner.scan() {
         Ok(()) => Ok(scanner.tape),
         Err(err) => Err(match std::str::from_utf8(input) {
             Err(bad) => ScanError::NotUtf8 { offset: bad.valid_up_to() },
@@ -267,6 +269,7 @@ struct Scanner<'a> {
     tape: Tape<'a>,
     stack: Vec<Frame>,
     root: Root,
+    /// The CPU has AVX2, POPCNT and BMI1 (every AVX2 CPU has the other two).
     avx2: bool,
     /// The last 64-byte block masked, kept for the next string in it.
     block: Block,
@@ -304,7 +307,7 @@ const ESCAPE_CODES: [u8; 9] = [b'"', b'\\', b'/', b'b', b'f', b'n', b'r', b't', 
 
 /// The block masks, computed the widest way the CPU allows (`avx2`, detected once a
 /// parse: a per-block branch that always goes the same way costs nothing).
-#[inline]
+#[inline(always)]
 fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
@@ -322,7 +325,7 @@ fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
 
 /// [`EscapeMasks`] of a block that holds escapes (the valid codes ORed before one
 /// movemask a lane, not one movemask a code).
-#[inline]
+#[inline(always)]
 fn escape_masks(block: &[u8; 64], avx2: bool) -> EscapeMasks {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
@@ -565,6 +568,7 @@ pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
 ///
 /// simdjson's branch-free method: runs of backslashes alternate escaping and escaped,
 /// and a subtraction tells the runs that start on an odd bit from those on an even one.
+#[inline(always)]
 fn escaped_bytes(backslash: u64, carry: &mut u64) -> (u64, u64) {
     const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
     let potential = backslash & !*carry;
@@ -644,6 +648,26 @@ impl<'a> Scanner<'a> {
         self.tape.slots.len() - 1
     }
 
+    /// [`Scanner::run`], compiled for AVX2 when the CPU has it.
+    fn scan(&mut self) -> Result<(), ScanError> {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is only true when the CPU was detected to have these features.
+            return unsafe { self.run_avx2() };
+        }
+        self.run()
+    }
+
+    /// The whole scan compiled with AVX2, POPCNT and BMI1: the mask builders inline
+    /// into the string scan (no call a block, masks kept in registers), and popcounts and
+    /// trailing-zero counts are one instruction each instead of bit tricks.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt,bmi1")]
+    fn run_avx2(&mut self) -> Result<(), ScanError> {
+        self.run()
+    }
+
+    #[inline(always)]
     fn run(&mut self) -> Result<(), ScanError> {
         self.skip_ws();
         if self.pos >= self.bytes.len() {
@@ -759,6 +783,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads `"key" :` of an object member, leaving `pos` at the value.
+    #[inline(always)]
     fn key(&mut self) -> Result<(), ScanError> {
         if self.peek() != Some(b'"') {
             return Err(self.error("expecting a property name in double quotes"));
@@ -788,6 +813,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Closes the container on top of the stack at its closing bracket.
+    #[inline(always)]
     fn close(&mut self) -> Result<(), ScanError> {
         let Some(frame) = self.stack.pop() else { return Err(self.error("unbalanced brackets")) };
         let end = self.tape.slots.len();
@@ -880,7 +906,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The masks of the aligned block at `at`, computed once for all the strings in it.
-    #[inline]
+    #[inline(always)]
     fn masks_at(&mut self, at: usize) -> Masks {
         if self.block.at != at {
             if self.bytes.len() < at + 64 {
@@ -909,6 +935,7 @@ impl<'a> Scanner<'a> {
     /// bits before the string are cleared. (Blocks from each string's first byte, as
     /// before, computed the masks afresh for every string: the corpus has a string every
     /// 92 bytes, so most blocks were masked twice or more.)
+    #[inline(always)]
     fn string(&mut self) -> Result<Slot, ScanError> {
         let quote = self.pos;
         let first = quote + 1;
