@@ -67,6 +67,29 @@ fn lone_surrogates_stay_utf16() {
 }
 
 #[test]
+fn repeated_keys_are_found_however_they_are_written() {
+    // Each object's keys as json.loads keeps them (the last of a repeat, in order).
+    let keys = |text: &str| {
+        let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+        let View::Object { entries, len } = tape.node(0).view().unwrap() else { unreachable!() };
+        let kept: Vec<String> =
+            entries.map(|(k, v)| format!("{}={}", k.as_text().unwrap().to_string_lossy(), value(v))).collect();
+        assert_eq!(kept.len(), len);
+        kept
+    };
+    assert_eq!(keys(r#"{"a":1,"b":2,"a":3}"#), ["b=2", "a=3"]);
+    // Same length and last byte (the same bit), different keys.
+    assert_eq!(keys(r#"{"ab":1,"xb":2,"":3,"yb":4}"#), ["ab=1", "xb=2", "=3", "yb=4"]);
+    assert_eq!(keys(r#"{"":1,"":2}"#), ["=2"]);
+    // An escaped key equals the plain one it spells, before or after it.
+    assert_eq!(keys(r#"{"\u0061":1,"a":2}"#), ["a=2"]);
+    assert_eq!(keys(r#"{"a":1,"b":0,"\u0061":2}"#), ["b=0", "a=2"]);
+    assert_eq!(keys(r#"{"\u0061":1,"b":2}"#), ["a=1", "b=2"]);
+    let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+    assert_eq!(keys(&format!("{{{},\"k7\":0}}", many.join(","))).len(), 40);
+}
+
+#[test]
 fn bad_input_is_reported_with_its_offset() {
     let err = |s: &[u8]| scan::parse(s, Root::Request).err();
     assert_eq!(err(b"  "), Some(ScanError::Empty));
