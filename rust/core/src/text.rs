@@ -379,17 +379,23 @@ impl<'o> Snippet<'o> {
 
     /// Adds the next part; `false` once the snippet is full (later parts would be cut).
     pub fn push(&mut self, part: Text<'_>) -> bool {
+        // One loop per representation: the common Latin-1 and UTF-8 cases decode nothing.
+        match part {
+            Text::Latin1(b) => self.push_chars(b.iter().map(|&c| char::from(c))),
+            Text::Ucs2(u) => self.push_chars(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{FFFD}'))),
+            Text::Ucs4(_) => self.push_chars(char::decode_utf16(part.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
+            Text::Utf8(s) => self.push_chars(s.chars()),
+        }
+    }
+
+    /// [`Snippet::push`] of a part given as its characters (a lone surrogate as U+FFFD),
+    /// read only as far as the snippet takes them.
+    pub fn push_chars(&mut self, chars: impl Iterator<Item = char>) -> bool {
         if self.full {
             return false;
         }
         self.pending_space |= !self.is_empty();
-        // One loop per representation: the common Latin-1 and UTF-8 cases decode nothing.
-        match part {
-            Text::Latin1(b) => self.feed(b.iter().map(|&c| char::from(c))),
-            Text::Ucs2(u) => self.feed(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{FFFD}'))),
-            Text::Ucs4(_) => self.feed(char::decode_utf16(part.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
-            Text::Utf8(s) => self.feed(s.chars()),
-        }
+        self.feed(chars)
     }
 
     fn feed(&mut self, chars: impl Iterator<Item = char>) -> bool {

@@ -1,10 +1,10 @@
 //! The core's accessor trait over a [`Tape`], read as `json.loads` would have built the
 //! Python values: a repeated key holds its last value, type names are Python's.
 
-use super::scan::{decode, Decoded, Escaped, Slot, Tape};
+use super::scan::{decode, decoded_chars, Decoded, Escaped, Slot, Tape};
 use crate::error::Problem;
 use crate::json::{JsonNode, JsonType, Key, MessageFields, Preorder, Siblings, View};
-use crate::text::Text;
+use crate::text::{Snippet, Text};
 
 /// A value on a tape.
 #[derive(Debug, Clone, Copy)]
@@ -189,6 +189,19 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
 
     fn as_text(&self) -> Option<Text<'_>> {
         self.tape.text(self.at)
+    }
+
+    fn push_to(&self, snippet: &mut Snippet<'_>) -> Option<bool> {
+        match self.slot() {
+            Slot::Escaped { id } => {
+                let escaped = self.tape.escaped.get(id)?;
+                Some(match escaped.text.get() {
+                    Some(_) => snippet.push(self.as_text()?),
+                    None => snippet.push_chars(decoded_chars(self.tape.str_at(escaped.start, escaped.end))),
+                })
+            }
+            _ => self.as_text().map(|text| snippet.push(text)),
+        }
     }
 
     fn str_units(&self) -> Option<usize> {

@@ -1098,6 +1098,23 @@ pub(super) fn decode(body: &str) -> Decoded {
     Decoded::Utf8(out)
 }
 
+/// The characters of the (already validated) escaped string body `body`, decoded as
+/// they are read (a lone surrogate as U+FFFD), for a reader that may stop early.
+pub(super) fn decoded_chars(body: &str) -> impl Iterator<Item = char> + '_ {
+    let bytes = body.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if *bytes.get(at)? != b'\\' {
+            let c = body.get(at..)?.chars().next()?;
+            at += c.len_utf8();
+            return Some(c);
+        }
+        let (units, count, taken) = escape(bytes, at)?;
+        at += taken;
+        Some(units.get(..count).and_then(|u| char::decode_utf16(u.iter().copied()).next()?.ok()).unwrap_or('\u{FFFD}'))
+    })
+}
+
 /// Length of what `JSON.stringify` writes for the character(s) an escape stands for.
 fn written_len(units: [u16; 2], count: usize) -> usize {
     match units {
@@ -1151,6 +1168,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn decoded_chars_are_the_decoded_text(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "a", " ", "é", "😀", "\\n", "\\\"", "\\\\", "\\/", "\\u0041", "\\u00e9", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\ud83d",
+        ]), 0..40)) {
+            let body = parts.concat();
+            let whole = match decode(&body) {
+                Decoded::Utf8(text) => text,
+                Decoded::Wide(units) => String::from_utf16_lossy(&units),
+            };
+            prop_assert_eq!(decoded_chars(&body).collect::<String>(), whole);
+        }
+
         #[test]
         fn lines_split_as_slices_split(text in proptest::collection::vec(proptest::sample::select(vec![b'\n', b'a', b' ']), 0..300)) {
             let ours: Vec<&[u8]> = lines(&text).collect();
