@@ -233,6 +233,17 @@ const MAX_INT_DIGITS: usize = 4300;
 /// # Errors
 /// The first reason, by position, that `json.loads` would refuse the text.
 pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
+    parse_with(input, root, avx2)
+}
+
+/// [`parse`], with AVX2 (and POPCNT and BMI1) used or not: `avx2` only when the CPU has them.
+pub(super) fn parse_with(input: &[u8], root: Root, avx2: bool) -> Result<Tape<'_>, ScanError> {
     let mut scanner = Scanner {
         bytes: input,
         pos: usize::from(input.starts_with(b"\xEF\xBB\xBF")) * 3,
@@ -250,12 +261,7 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
         },
         stack: Vec::with_capacity(16),
         root,
-        #[cfg(target_arch = "x86_64")]
-        avx2: std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-            && std::arch::is_x86_feature_detected!("bmi1"),
-        #[cfg(not(target_arch = "x86_64"))]
-        avx2: false,
+        avx2,
         block: Block { at: usize::MAX, masks: Masks::default(), tail: [b' '; 64] },
     };
     // A text the scan accepts is UTF-8: outside strings it took only ASCII, and it checked

@@ -114,7 +114,11 @@ fn bad_input_is_reported_with_its_offset() {
 
 #[test]
 fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
-    let err = |s: &[u8]| scan::parse(s, Root::Request).err();
+    let err = |s: &[u8]| {
+        let ours = scan::parse(s, Root::Request).err();
+        assert_eq!(ours, scan::parse_with(s, Root::Request, false).err(), "{s:?}");
+        ours
+    };
     // Invalid UTF-8 outside strings, or after a syntax error, is still what is reported.
     assert_eq!(err(b"[1,] \xff"), Some(ScanError::NotUtf8 { offset: 5 }));
     assert_eq!(err(b"[1] \xe2\x82\xac"), Some(ScanError::Syntax { offset: 4, expected: "extra data after the value" }));
@@ -245,11 +249,16 @@ proptest! {
         let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
         prop_assert_eq!(value(tape.node(0)), as_doubles(&v));
         prop_assert_eq!(json_len(&tape.node(0)), json_len(&&v));
+        // The portable scan reads the same values (the AVX2 one is the default here).
+        let portable = scan::parse_with(text.as_bytes(), Root::Request, false).unwrap();
+        prop_assert_eq!(value(portable.node(0)), as_doubles(&v));
     }
 
     #[test]
     fn scanner_never_panics_and_agrees_on_validity(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
         let ours = scan::parse(&bytes, Root::Request);
+        let portable = scan::parse_with(&bytes, Root::Request, false);
+        prop_assert_eq!(ours.as_ref().err(), portable.as_ref().err());
         // serde_json refuses NaN/Infinity and accepts big integers: compare where both apply.
         let plain = !bytes.iter().any(|&b| matches!(b, b'N' | b'I' | b'\xEF' | b'e' | b'E' | b'\\')) && !bytes.iter().all(u8::is_ascii_whitespace);
         if plain && bytes.iter().filter(|b| b.is_ascii_digit()).count() < 19 {
