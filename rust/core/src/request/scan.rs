@@ -996,7 +996,8 @@ impl<'a> Scanner<'a> {
         let mut from_first = u64::MAX << (first & 63);
         let mut carry = 0u64;
         let (mut saved, mut json_saved, mut escapes) = (0usize, 0usize, 0u32);
-        let mut high = 0u64;
+        // The first byte above 0x7F and one past the last (none: `usize::MAX..0`).
+        let (mut high_from, mut high_to) = (usize::MAX, 0);
         // Escapes before this position are counted (the second half of a `\u` pair).
         let mut counted = first;
         loop {
@@ -1008,7 +1009,11 @@ impl<'a> Scanner<'a> {
             // Bits before the closing quote (all of them when it is not in this block).
             let inside = (ends & ends.wrapping_neg()).wrapping_sub(1);
             let at = |mask: u64| block + mask.trailing_zeros() as usize;
-            high |= masks.high & from_first & inside;
+            let high = masks.high & from_first & inside;
+            if high != 0 {
+                high_from = high_from.min(at(high));
+                high_to = block + 64 - high.leading_zeros() as usize;
+            }
             if control & inside != 0 {
                 self.pos = at(control & inside);
                 return Err(self.error("an unescaped control character in a string"));
@@ -1045,11 +1050,11 @@ impl<'a> Scanner<'a> {
             }
             if ends != 0 {
                 let end = at(ends);
-                let ascii = high == 0;
+                let ascii = high_to == 0;
+                // ASCII around the bytes above 0x7F cannot complete or break a sequence.
                 if !ascii {
-                    let body = self.bytes.get(first..end).unwrap_or_default();
-                    if let Err(bad) = std::str::from_utf8(body) {
-                        return Err(ScanError::NotUtf8 { offset: first + bad.valid_up_to() });
+                    if let Err(bad) = std::str::from_utf8(self.bytes.get(high_from..high_to).unwrap_or_default()) {
+                        return Err(ScanError::NotUtf8 { offset: high_from + bad.valid_up_to() });
                     }
                 }
                 self.pos = end + 1;
