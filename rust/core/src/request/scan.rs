@@ -11,10 +11,8 @@
 //! Responses request's `input` array) and each of its items lie in the input, so a
 //! packed body can be spliced from the input's bytes.
 //!
-//! Performance notes: the input is validated as UTF-8 once up front (the standard
-//! library's validator runs word-at-a-time over ASCII), so the string scan only looks for
-//! `"`, `\` and control bytes. It does so simdjson's way: bitmasks of those bytes a
-//! 64-byte block (SSE2 compares, part of every x86_64), the escaped bytes found from the
+//! Performance notes: the string scan works simdjson's way: bitmasks of `"`, `\`,
+//! control bytes and bytes above 0x7F a 64-byte block, the escaped bytes found from the
 //! backslash mask without a branch, and the escapes counted by popcount, so the escapes
 //! of a long tool output (a `\n` every line) cost no step of their own. Two versions
 //! were dropped: a search for the next special byte from each escape (32-byte compares
@@ -24,23 +22,27 @@
 //! stack: no recursion.
 //!
 //! Blocks are aligned to the input and their masks kept for the next string in the same
-//! block (keys and roles are short: the corpus holds a string every 92 bytes), built with
-//! AVX2 when the CPU has it (detected once a parse; `multiversion` was not used because
-//! its dispatch is per call of the annotated function, and the scan calls the mask
-//! builder once a block). A block with escapes checks the escape codes with the nine
-//! valid codes ORed before one movemask a lane, not nine movemasks. Measured with
-//! callgrind on the 53 corpus bodies at 8,000 tokens: `pack_body` 19.1M instructions a
-//! pass before (thin-LTO-off build), 17.0M after (full-LTO build: not the same build, so
-//! an estimate), `Scanner::string` with its masks 9.5M to 8.1M.
-//! Blocks are masked where they lie in the input: copying each into a buffer first and
-//! loading it back stalled the loads (store forwarding) and made the mask builder a fifth
-//! of the time; escaped strings are decoded from block masks of their backslashes, not a
-//! search from each escape (`pack_request` on the corpus bodies 1.30 to 0.97 ms for
-//! both, full-LTO build, perf). Left as they are: the up-front UTF-8 validation (4%;
-//! `simdutf8` would cut it, but is a new dependency), the UTF-16 length of each sized
-//! string counted after the scan (7%; could be counted from the block masks, but for
-//! every string, sized or not), decoding the whole of an escaped string whose note line
-//! shows its first 80 units (a prefix decoder needs a new accessor on `JsonNode`).
+//! block (keys and roles are short: the corpus holds a string every 92 bytes), and
+//! masked where they lie (copying each into a buffer first stalled the loads on store
+//! forwarding). The whole scan is compiled twice, portable (SSE2) and for AVX2 with
+//! POPCNT and BMI1, picked once a parse: with the mask builders behind a per-block call
+//! to an AVX2 function, and popcounts done with bit tricks (POPCNT is not in the x86_64
+//! baseline), packing a body took 37% longer (`multiversion` was not used: its
+//! dispatch is per call). Escape codes are checked by two nibble lookups a half-block, not nine compares.
+//!
+//! UTF-8 is checked where it can fail: a text the scan accepts holds bytes above 0x7F
+//! only inside strings, so only the strings whose high-byte mask is set are validated
+//! (from their first such byte to their last), and only a refused text is validated
+//! whole, so its first error is reported as before. A pure-ASCII string (most of them)
+//! is marked so on its slot, and its UTF-16 length is its byte length. Repeated keys are
+//! looked for only in an object where two keys share a bit of a 64-bit set (of length
+//! and last byte). A note line decodes an escaped string only as far as it shows it
+//! ([`JsonNode::push_to`](crate::json::JsonNode::push_to)). `pack_request` on the 53
+//! corpus bodies at 8,000 tokens (full-LTO build, `perf`, minimum of 400 passes): 864 us
+//! before; UTF-8 where it lies and ASCII lengths 792; the AVX2-compiled scan 576; nibble
+//! lookups 572; the repeated-key bit set 558; the note's prefix decoding 528; UTF-8
+//! validated between high bytes only 520. `simdutf8` was not needed: the validation left
+//! covers 27 KB of the corpus's 2 MB.
 
 use crate::json::MAX_DEPTH;
 
