@@ -337,3 +337,96 @@ def test_a_key_that_hashes_elsewhere_is_not_found(backend: str, threads: int) ->
         cf.pack_many([odd] * 40, target_context_tokens=1_000, threads=threads)
     lost_content = [{"role": "user", OddHashKey("content"): "x" * 400}]
     assert cf.tokens_of(lost_content) == cf.tokens_of([{"role": "user"}])
+
+
+class _ClearsOnCompare:
+    """A key that hashes as "role" does, so a lookup of "role" compares it: the compare
+    empties ``victim`` once set (and says it is not "role")."""
+
+    def __init__(self) -> None:
+        self.victim: list[Any] = []
+
+    def __hash__(self) -> int:
+        return hash("role")
+
+    def __eq__(self, other: object) -> bool:
+        self.victim.clear()
+        return False
+
+
+class _ClearsOnIndex:
+    """A number whose ``__index__`` empties ``victim`` once set."""
+
+    def __init__(self) -> None:
+        self.victim: list[Any] = []
+
+    def __index__(self) -> int:
+        self.victim.clear()
+        return 7
+
+
+@pytest.mark.parametrize("where", ["key", "number"])
+@pytest.mark.parametrize("budget", [60, 100_000])
+def test_python_code_run_while_reading_does_not_reach_the_result(backend: str, where: str, budget: int) -> None:
+    """With no estimator, reading a message may still run Python code (a key's ``__eq__``,
+    a number's ``__index__``) that empties the list, freeing messages nothing else holds:
+    the result comes from the list as the call began, its messages alive."""
+    messages: list[Any] = _conversation(30)
+    meddler = _ClearsOnCompare() if where == "key" else _ClearsOnIndex()
+    if where == "key":  # first, so a lookup of "role" meets it before the real key
+        messages.append({meddler: "?", "role": "user", "content": [{"type": "x", "n": 1}]})
+    else:
+        messages.append({"role": "user", "content": [{"type": "x", "n": meddler}]})
+    meddler.victim = messages
+    copies = [dict(m) for m in messages]
+    pack = cf.pack_handoff(messages, target_context_tokens=budget)
+    assert messages == []
+    kept = [m for m in pack.messages if not (pack.note is not None and m.get("content") is pack.note)]
+    assert kept == [copies[i] for i in pack.kept]
+    plain = [*copies[:-1], {"role": "user", "content": [{"type": "x", "n": 7 if where == "number" else 1}]}]
+    want = cf.pack_handoff(plain, target_context_tokens=budget)
+    assert (pack.kept, pack.tokens, pack.fits, pack.note) == (want.kept, want.tokens, want.fits, want.note)
+
+
+def test_a_finaliser_emptying_the_list_while_the_result_is_built() -> None:
+    """The collector may run a finaliser on any allocation, also while the result list is
+    built: it empties the caller's list, whose messages were read without references
+    (see the native ``snapshot`` module). Run at every collector threshold, under the
+    debug allocator, in a fresh interpreter: freed messages would be read as garbage."""
+    code = """
+        import gc
+        import contextfold as cf
+
+        def conversation():
+            return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 20}
+                    for i in range(200)]
+
+        class Finaliser:
+            def __init__(self, victim):
+                self.victim = victim
+                self.cycle = self
+            def __del__(self):
+                self.victim.clear()
+
+        for budget in (100, 10**6):
+            for threshold in range(1, 80):
+                messages = conversation()
+                expected = [dict(m) for m in messages]
+                gc.collect()
+                gc.set_threshold(threshold)
+                for _ in range(3):
+                    Finaliser(messages)
+                pack = cf.pack_handoff(messages, target_context_tokens=budget)
+                gc.set_threshold(700)
+                kept = [m for m in pack.messages if m.get("content") is not pack.note]
+                assert kept == [expected[i] for i in pack.kept], (budget, threshold)
+        print("ok")
+    """
+    result = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONMALLOC": "debug"},
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -10,7 +10,7 @@
 use crate::error::{CoreError, Problem};
 use crate::json::{JsonNode, JsonType, Key, MessageFields};
 use crate::text::Text;
-use crate::tokens::{check_fields, parse_role, Checked, Role};
+use crate::tokens::{check_fields, role_or_other, Checked, Role};
 
 /// How a transcript's entries are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +178,7 @@ fn lenient_role<N: JsonNode>(kind: Item, role: Option<N>) -> Role {
         Item::Message if role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer")) => {
             Role::System
         }
-        Item::Message => parse_role(role).unwrap_or(Role::Other),
+        Item::Message => role_or_other(role),
         Item::Call | Item::Reasoning => Role::Assistant,
         Item::Output => Role::Tool,
         Item::Other => Role::Other,

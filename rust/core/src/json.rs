@@ -148,6 +148,10 @@ pub trait JsonNode: Sized {
     /// The value's type name, for error messages.
     fn type_name(&self) -> String;
 
+    /// A hint that this value will be read soon, so a binding whose values lie
+    /// scattered in memory can start loading it (nothing by default).
+    fn prefetch(&self) {}
+
     /// The value's type; implementations override it with a check cheaper than `view`.
     fn json_type(&self) -> JsonType {
         match self.view() {

@@ -66,10 +66,22 @@ pub(crate) fn parse_role<N: JsonNode>(role: Option<N>) -> Result<Role, CoreError
     let Some(role) = role else {
         return Err(CoreError::field(None, "role", Problem::Missing));
     };
-    let Some(text) = role.as_text() else {
-        return Err(CoreError::wrong_type("role", "str", role.type_name()));
-    };
-    Ok(if text.eq_ascii("user") {
+    role_named(&role).ok_or_else(|| CoreError::wrong_type("role", "str", role.type_name()))
+}
+
+/// The role a `role` member reads as where nothing is checked: [`Role::Other`] when it
+/// is missing or not a str. Packing reads every role back to the directive.
+pub(crate) fn role_or_other<N: JsonNode>(role: Option<N>) -> Role {
+    role.as_ref().and_then(role_named).unwrap_or(Role::Other)
+}
+
+/// The role a str names (`None`: not a str). Inlined into both callers: the text is read
+/// where it is returned (handed on by reference, it was copied through the stack in a
+/// way the loads could not forward: reading 2,000 roles 41 -> 48 us).
+#[inline(always)]
+fn role_named<N: JsonNode>(role: &N) -> Option<Role> {
+    let text = role.as_text()?;
+    Some(if text.eq_ascii("user") {
         Role::User
     } else if text.eq_ascii("assistant") {
         Role::Assistant

@@ -11,7 +11,8 @@
 use crate::error::CoreError;
 use crate::items::{check_item, marks_responses, peek_item, peek_kind, Format, Item};
 use crate::json::{JsonNode, JsonType, Key};
-use crate::tokens::{check_fields, check_message, parse_role, Checked, MessageSizer, Role, SizedMessages};
+use crate::tokens::{check_fields, check_message, role_or_other, Checked, MessageSizer, Role, SizedMessages};
+use rustc_hash::FxHashMap;
 
 /// A transcript whose entries are read up front ([`Transcript::read_all`]) or on demand
 /// ([`Transcript::read`]), and whose sizes are computed on first use.
@@ -19,8 +20,7 @@ pub struct Transcript<'m, N, S> {
     messages: &'m [N],
     /// Every entry's checked fields when read up front; empty when read on demand.
     checked: Vec<Checked<N>>,
-    /// Each message's size once computed.
-    sizes: Vec<Option<u64>>,
+    sizes: Sizes,
     sizer: S,
     /// Whether the entries are Responses items; `None` until decided (read on demand
     /// with [`Format::Auto`]: packing decides from the entries it reads).
@@ -50,7 +50,8 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             Some(checked) => (checked, false),
             None => (check_items(messages)?, true),
         };
-        Ok(Self { messages, checked, sizes: vec![None; messages.len()], sizer, responses: Some(responses) })
+        let sizes = Sizes::Every(vec![None; messages.len()]);
+        Ok(Self { messages, checked, sizes, sizer, responses: Some(responses) })
     }
 
     /// Takes the entries to be read on demand, as `format` says ([`Format::Auto`]: the
@@ -65,7 +66,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             Format::Chat => Some(false),
             Format::Responses => Some(true),
         };
-        Ok(Self { messages, checked: Vec::new(), sizes: vec![None; messages.len()], sizer, responses })
+        Ok(Self { messages, checked: Vec::new(), sizes: Sizes::Reached(FxHashMap::default()), sizer, responses })
     }
 
     /// Whether the entries are read as Responses items (`false` while undecided).
@@ -107,7 +108,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         let fields = object.then(|| m.message_fields());
         let (role, content, tool_calls) = match fields {
             Some(f) => (
-                parse_role(f.role).unwrap_or(Role::Other),
+                role_or_other(f.role),
                 f.content.filter(|c| matches!(c.json_type(), JsonType::Str | JsonType::Array)),
                 f.tool_calls.filter(|c| c.json_type() == JsonType::Array),
             ),
@@ -126,6 +127,13 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         checked.map_err(|e| e.at(i))
     }
 
+    /// Hints that message `i` will be read soon (see [`JsonNode::prefetch`]).
+    pub fn prefetch(&self, i: usize) {
+        if let Some(m) = self.messages.get(i) {
+            m.prefetch();
+        }
+    }
+
     /// The sizer, for sizing texts that are not messages (a note).
     pub fn sizer(&mut self) -> &mut S {
         &mut self.sizer
@@ -141,6 +149,36 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             total += u128::from(self.tokens(i)?);
         }
         Ok(total)
+    }
+}
+
+/// Each message's size once computed: a slot a message when every one is read up front
+/// (and will be sized), a map of those reached when read on demand (a long run would
+/// otherwise cost a slot for each message packing never reaches).
+enum Sizes {
+    Every(Vec<Option<u64>>),
+    Reached(FxHashMap<usize, u64>),
+}
+
+impl Sizes {
+    fn get(&self, i: usize) -> Option<u64> {
+        match self {
+            Sizes::Every(slots) => slots.get(i).copied().flatten(),
+            Sizes::Reached(map) => map.get(&i).copied(),
+        }
+    }
+
+    fn remember(&mut self, i: usize, size: u64) {
+        match self {
+            Sizes::Every(slots) => {
+                if let Some(slot) = slots.get_mut(i) {
+                    *slot = Some(size);
+                }
+            }
+            Sizes::Reached(map) => {
+                map.insert(i, size);
+            }
+        }
     }
 }
 
@@ -182,14 +220,14 @@ impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
             return c.role;
         }
         match self.messages.get(i) {
-            Some(m) if !self.is_responses() => parse_role(m.get(Key::Role)).unwrap_or(Role::Other),
+            Some(m) if !self.is_responses() => role_or_other(m.get(Key::Role)),
             Some(m) => peek_kind(m).1,
             None => Role::Other,
         }
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        if let Some(&Some(size)) = self.sizes.get(i) {
+        if let Some(size) = self.sizes.get(i) {
             return Ok(size);
         }
         let message = self.messages.get(i).ok_or_else(|| CoreError::internal("message index out of range"))?;
@@ -201,9 +239,7 @@ impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
             }
         }
         .map_err(|e| e.at(i))?;
-        if let Some(slot) = self.sizes.get_mut(i) {
-            *slot = Some(size);
-        }
+        self.sizes.remember(i, size);
         Ok(size)
     }
 }

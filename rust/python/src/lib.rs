@@ -12,6 +12,7 @@ mod node;
 mod request;
 mod result;
 mod sizer;
+mod snapshot;
 mod strings;
 
 use contextfold_core::items::{self, Format};
@@ -29,12 +30,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
 use request::{pack_lines, pack_request, pack_requests};
 use sizer::PySizer;
-
-/// The messages of a list, as accessor nodes.
-fn nodes<'py>(messages: &Bound<'py, PyAny>) -> PyResult<Vec<PyNode<'py>>> {
-    let list = messages.cast::<PyList>().map_err(|_| errors::not_a_list(messages))?;
-    Ok(list.iter().map(PyNode).collect())
-}
+use snapshot::Snapshot;
 
 /// Runs `f` on a transcript of `messages` sized by `estimate` (chars/4 when `None`),
 /// its entries read as chat messages or Responses items (detected).
@@ -43,7 +39,7 @@ fn with_transcript<'py, T>(
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    with_nodes(&nodes(messages)?, estimate, Reading::UpFront(Format::Auto), Sizing::Seed, f)
+    with_nodes(Snapshot::of(messages)?.nodes(), estimate, Reading::UpFront(Format::Auto), Sizing::Seed, f)
 }
 
 /// How a transcript's entries are read: every one up front (windowing and sums need
@@ -123,7 +119,9 @@ fn tokens_of<'py>(
     estimate: Option<Bound<'py, PyAny>>,
     image_tokens: Option<u64>,
 ) -> PyResult<u128> {
-    with_nodes(&nodes(messages)?, estimate, Reading::UpFront(Format::Auto), sizing(image_tokens), |t| t.sum(0..t.len()))
+    with_nodes(Snapshot::of(messages)?.nodes(), estimate, Reading::UpFront(Format::Auto), sizing(image_tokens), |t| {
+        t.sum(0..t.len())
+    })
 }
 
 /// Each message's tokens, as an int64 array.
@@ -135,16 +133,22 @@ fn message_tokens_array<'py>(
     image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let py = messages.py();
-    let sizes = with_nodes(&nodes(messages)?, estimate, Reading::UpFront(Format::Auto), sizing(image_tokens), |t| {
-        (0..t.len())
-            .map(|i| {
-                let size = t.tokens(i)?;
-                i64::try_from(size).map_err(|_| {
-                    CoreError::argument(format!("message {i} costs {size} tokens, more than an int64 array holds"))
+    let sizes = with_nodes(
+        Snapshot::of(messages)?.nodes(),
+        estimate,
+        Reading::UpFront(Format::Auto),
+        sizing(image_tokens),
+        |t| {
+            (0..t.len())
+                .map(|i| {
+                    let size = t.tokens(i)?;
+                    i64::try_from(size).map_err(|_| {
+                        CoreError::argument(format!("message {i} costs {size} tokens, more than an int64 array holds"))
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, _>>()
-    })?;
+                .collect::<Result<Vec<_>, _>>()
+        },
+    )?;
     Ok(PyArray1::from_vec(py, sizes))
 }
 
@@ -262,10 +266,10 @@ fn pack_handoff<'py>(
         cut: args.cut,
     };
     // Read once: the result comes from this reading, whatever an estimator does to the list.
-    let snapshot = nodes(messages)?;
+    let snapshot = Snapshot::of(messages)?;
     let reading = Reading::OnDemand(pack::format_for(args.dialect));
-    let packed = with_nodes(&snapshot, args.sizers, reading, sizing(image_tokens), |t| pack::pack(t, &options))?;
-    to_handoff_pack(&snapshot, packed, &args.budget_int)
+    let packed = with_nodes(snapshot.nodes(), args.sizers, reading, sizing(image_tokens), |t| pack::pack(t, &options))?;
+    to_handoff_pack(snapshot.nodes(), packed, &args.budget_int)
 }
 
 /// What a separate system prompt and the tool definitions cost: each what a system
@@ -325,9 +329,9 @@ fn pack_many<'py>(
     let threads = batch::thread_count(requested);
     let n = options.len();
     let in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
-        let snapshot = nodes(transcript).map_err(|e| in_transcript(py, e, i))?;
+        let snapshot = Snapshot::of(transcript).map_err(|e| in_transcript(py, e, i))?;
         let packed = with_nodes(
-            &snapshot,
+            snapshot.nodes(),
             encoding.clone().map(Bound::into_any),
             Reading::OnDemand(pack::format_for(dialect)),
             Sizing::Seed,
@@ -347,7 +351,8 @@ fn pack_many<'py>(
         let started = std::time::Instant::now();
         let (packed, snapshot) = in_place(i, &transcript, opts)?;
         packing.push(started.elapsed());
-        out.push(to_handoff_pack(&snapshot, packed, &budget_int)?);
+        out.push(to_handoff_pack(snapshot.nodes(), packed, &budget_int)?);
+        drop(snapshot);
         fairness.tick()?;
     }
     let threaded = threads > 1 && (!auto || probe > 0);
@@ -362,15 +367,19 @@ fn pack_many<'py>(
     };
     let mut detached = detached.into_iter().skip(probe);
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(&options).skip(probe) {
-        let (packed, snapshot) = match detached.next().flatten() {
+        let handoff = match detached.next().flatten() {
             Some(batch::Detached { outcome: Ok(packed), messages }) => {
-                (packed, messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect())
+                let nodes: Vec<PyNode<'py>> = messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect();
+                to_handoff_pack(&nodes, packed, &budget_int)?
             }
             // Packed in place: with one thread, or when not extracted, or to raise the
             // error exactly as one-by-one packing does.
-            _ => in_place(i, &transcript, opts)?,
+            _ => {
+                let (packed, snapshot) = in_place(i, &transcript, opts)?;
+                to_handoff_pack(snapshot.nodes(), packed, &budget_int)?
+            }
         };
-        out.push(to_handoff_pack(&snapshot, packed, &budget_int)?);
+        out.push(handoff);
         fairness.tick()?;
     }
     Ok(out)
@@ -395,28 +404,24 @@ fn to_handoff_pack<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = budget.py();
     let n = messages.len();
-    let message = |i: usize| {
-        messages.get(i).map(|m| m.0.clone()).ok_or_else(|| errors::internal("a kept index past the transcript"))
-    };
-    let out = if packed.note.is_none() && packed.kept.len() == n && packed.kept.iter().enumerate().all(|(k, &i)| k == i)
-    {
-        PyList::new(py, messages.iter().map(|m| &m.0))?
-    } else {
-        let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
-        for &i in &packed.kept {
-            out.push(message(i)?);
+    // Every kept message's reference is taken before anything is allocated: an
+    // allocation may run the garbage collector, and a finaliser (see `snapshot`).
+    let mut out: Vec<Bound<'py, PyAny>> = Vec::with_capacity(packed.kept.len() + 1);
+    for &i in &packed.kept {
+        out.push(
+            messages.get(i).map(|m| m.0.clone()).ok_or_else(|| errors::internal("a kept index past the transcript"))?,
+        );
+    }
+    if let Some(note) = &packed.note {
+        let dict = PyDict::new(py);
+        if note.message_item {
+            dict.set_item(intern!(py, "type"), intern!(py, "message"))?;
         }
-        if let Some(note) = &packed.note {
-            let dict = PyDict::new(py);
-            if note.message_item {
-                dict.set_item(intern!(py, "type"), intern!(py, "message"))?;
-            }
-            dict.set_item(intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
-            dict.set_item(intern!(py, "content"), &note.text)?;
-            out.insert(note.at.min(out.len()), dict.into_any());
-        }
-        PyList::new(py, out)?
-    };
+        dict.set_item(intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
+        dict.set_item(intern!(py, "content"), &note.text)?;
+        out.insert(note.at.min(out.len()), dict.into_any());
+    }
+    let out = PyList::new(py, out)?;
     // The note's text is the same str object as the note message's content.
     let note = match &packed.note {
         Some(note) => out.get_item(note.at.min(out.len()))?.get_item(intern!(py, "content"))?,
@@ -559,7 +564,7 @@ fn handoff_line(message: Bound<'_, PyAny>) -> PyResult<String> {
 #[pyfunction]
 fn _scan_floor(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
     let mut total = 0usize;
-    for node in nodes(messages)? {
+    for node in Snapshot::of(messages)?.nodes() {
         let role = contextfold_core::tokens::role_of(&node).map_err(errors::to_py)?;
         total += role as usize;
         if let Some(content) = contextfold_core::JsonNode::get(&node, contextfold_core::Key::Content) {

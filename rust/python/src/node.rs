@@ -7,6 +7,7 @@ use pyo3::{intern, PyTypeInfo};
 
 /// A Python value read as JSON: `None`, `bool`, `int`, `float`, `str`, `list`, `dict`.
 #[derive(Clone)]
+#[repr(transparent)]
 pub struct PyNode<'py>(pub Bound<'py, PyAny>);
 
 /// The string's data as the core's [`Text`], borrowed in place.
@@ -131,6 +132,22 @@ fn has_index(v: &Bound<'_, PyAny>) -> bool {
     }
 }
 
+/// An exact `int` that fits an i64, read without raising (so without allocating).
+fn small_int(v: &Bound<'_, PyAny>) -> Option<i64> {
+    use pyo3::ffi;
+    // SAFETY: an exact int; PyLong_AsLongAndOverflow reports overflow in `overflow`
+    // without setting an exception, and cannot fail otherwise on an int.
+    unsafe {
+        if ffi::PyLong_CheckExact(v.as_ptr()) == 0 {
+            return None;
+        }
+        let mut overflow = 0;
+        let value = ffi::PyLong_AsLongAndOverflow(v.as_ptr(), &mut overflow);
+        #[allow(clippy::useless_conversion)] // a C long is 32 bits on Windows
+        (overflow == 0).then(|| i64::from(value))
+    }
+}
+
 /// The int a non-`int` number stands for (its `__index__`); `None` when that raises.
 fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
     // SAFETY: PyNumber_Index returns a new reference or NULL with an exception set,
@@ -161,6 +178,12 @@ impl<'py> JsonNode for PyNode<'py> {
             JsonType::Bool => View::Bool(v.is_truthy().unwrap_or(false)),
             JsonType::Number if PyFloat::is_type_of(v) => View::Float(unsafe { v.cast_unchecked::<PyFloat>() }.value()),
             JsonType::Number => {
+                if let Some(i) = small_int(v) {
+                    return Ok(View::Int(i));
+                }
+                // `__index__`, `__float__` and the overflow error are Python code or
+                // allocations.
+                crate::snapshot::before_python();
                 let int =
                     if PyInt::is_type_of(v) { v.clone() } else { index_of(v).ok_or_else(|| self.wrong_type())? };
                 match int.extract::<i64>() {
@@ -177,13 +200,35 @@ impl<'py> JsonNode for PyNode<'py> {
         json_type_of(&self.0)
     }
 
+    fn as_text(&self) -> Option<Text<'_>> {
+        // SAFETY (cast_unchecked): checked to be a str first.
+        PyString::is_type_of(&self.0).then(|| text_of(unsafe { self.0.cast_unchecked::<PyString>() })).flatten()
+    }
+
     fn get(&self, k: Key) -> Option<Self> {
         if !PyDict::is_type_of(&self.0) {
             return None;
         }
         // SAFETY: checked to be a dict just above.
         let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
-        dict.get_item(key(dict.py(), k)).ok().flatten().map(PyNode)
+        let wanted = key(dict.py(), k);
+        if dict.len() > SCANNED_ENTRIES {
+            return looked_up(dict, wanted);
+        }
+        // A message has a handful of keys, `role` usually first: a walk over its entries
+        // finds one sooner than a hash lookup, and never runs Python code.
+        let (mut pos, mut kp, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: PyDict_Next hands out borrowed references, valid while nothing runs
+        // Python code; the value's is turned into an owned one at once.
+        while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } != 0 {
+            if kp == wanted.as_ptr() || unsafe { spells(kp, k.as_str()) } {
+                return Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
+            }
+            if unsafe { pyo3::ffi::PyUnicode_CheckExact(kp) } == 0 {
+                return looked_up(dict, wanted);
+            }
+        }
+        None
     }
 
     fn message_fields(&self) -> MessageFields<Self> {
@@ -221,9 +266,37 @@ impl<'py> JsonNode for PyNode<'py> {
         out
     }
 
+    fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch only hints; any address is allowed.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast());
+        }
+    }
+
     fn type_name(&self) -> String {
+        crate::snapshot::before_python();
         self.0.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
     }
+}
+
+/// Dicts of at most this many entries are searched by a walk over them (see `get`).
+const SCANNED_ENTRIES: usize = 8;
+
+/// `dict.get(key)`: may run Python code (a key's `__eq__`), so the snapshot is owned first.
+fn looked_up<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<PyNode<'py>> {
+    crate::snapshot::before_python();
+    dict.get_item(key).ok().flatten().map(PyNode)
+}
+
+/// Whether the dict key `k` is an exact str spelling `name`: what a lookup of `name`
+/// finds, for an exact str.
+///
+/// # Safety
+/// `k` must be a live object.
+unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
+    unsafe { pyo3::ffi::PyUnicode_CheckExact(k) != 0 && text_at(k).is_some_and(|t| t.eq_ascii(name)) }
 }
 
 /// Which of the four message keys the exact str `k` spells, compared by content (a dict
@@ -256,6 +329,7 @@ unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
 impl PyNode<'_> {
     /// The message's fields by dict lookup, as `dict.get(message, key)` finds them.
     fn looked_up_fields(&self) -> MessageFields<Self> {
+        crate::snapshot::before_python();
         MessageFields {
             role: self.get(Key::Role),
             content: self.get(Key::Content),

@@ -51,6 +51,8 @@ pub fn count(py: Python<'_>, encoding: Encoding, text: Text<'_>, transcoded: &mu
     if text.utf16_len() < DETACH_UNITS {
         encoding.count(text, transcoded)
     } else {
+        // Other threads run meanwhile.
+        crate::snapshot::before_python();
         py.detach(|| encoding.count(text, transcoded))
     }
 }
@@ -117,6 +119,7 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
                 Ok(count(message.0.py(), *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
             }
             Estimate::Custom(per_message, _) => {
+                crate::snapshot::before_python();
                 let result = per_message.call1((index, message.0.clone(), checked.item.sized_whole()));
                 self.call(result)
             }
@@ -128,6 +131,7 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
             Estimate::CharsPerToken => <Sizing as MessageSizer<PyNode<'py>>>::system_tokens(&mut self.sizing, checked),
             Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::system_tokens(exact, checked),
             Estimate::Custom(per_message, _) => {
+                crate::snapshot::before_python();
                 // The estimator sees the system message the prompt stands for.
                 let py = per_message.py();
                 let message = PyDict::new(py);
@@ -152,6 +156,7 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
             }
             Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::text_tokens(exact, text),
             Estimate::Custom(_, per_text) => {
+                crate::snapshot::before_python();
                 let result = per_text.call1((text,));
                 self.call(result)
             }

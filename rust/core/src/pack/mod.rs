@@ -217,6 +217,9 @@ fn fits_within<N: JsonNode, S: MessageSizer<N>>(
     Ok(sum <= budget)
 }
 
+/// How many messages ahead of the one read a walk asks to be loaded.
+const PREFETCH_AHEAD: usize = 8;
+
 fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     end: usize,
@@ -231,7 +234,9 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);
     let chunk = options.cut.chunk_size(options.budget);
     let mut segments = Segmenter::new(t, prefix, end, dialect, chunk.is_some());
+    // Every role back to the directive is read: the messages ahead are loaded meanwhile.
     let directive = (prefix..end).rev().find(|&i| {
+        t.prefetch(i.wrapping_sub(PREFETCH_AHEAD));
         segments.role(t, i) == Role::User
             && t.peek(i).is_some_and(|m| !(is_volatile(&m) || dialect == Dialect::Anthropic && only_tool_results(&m)))
     });
