@@ -6,7 +6,7 @@
 //! overflow the native stack; [`MAX_DEPTH`] bounds it, which also stops circular lists.
 
 use crate::error::Problem;
-use crate::text::Text;
+use crate::text::{Snippet, Text};
 use std::fmt::Write;
 
 /// Deepest nesting [`json_len`] follows before it reports [`Problem::TooDeep`].
@@ -171,6 +171,14 @@ pub trait JsonNode: Sized {
             Ok(View::Str(t)) => Some(t),
             _ => None,
         }
+    }
+
+    /// Appends the string this value holds to `snippet` ([`Snippet::push`]: `false` once
+    /// it is full); `None` when this is not a string. A node that decodes its strings
+    /// overrides it to decode only what the snippet takes (a note line shows 80 units of
+    /// what may be a long tool output).
+    fn push_to(&self, snippet: &mut Snippet<'_>) -> Option<bool> {
+        self.as_text().map(|text| snippet.push(text))
     }
 
     /// UTF-16 length of the string this value holds, if it is one. A node that can tell

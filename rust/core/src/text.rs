@@ -142,6 +142,18 @@ where
     (!surrogate).then_some(out)
 }
 
+/// UTF-16 length of UTF-8 `bytes`: one unit a character, two from four-byte sequences on,
+/// so the bytes that start a character plus the four-byte leads. Summed in bytes a
+/// 64-byte chunk (at most 128, so no overflow): a loop that vectorises to byte adds,
+/// where a `usize` sum widened every byte (a tenth of packing a body with one `—` in a
+/// long tool output).
+fn utf8_units(bytes: &[u8]) -> usize {
+    let units = |b: u8| u8::from((b as i8) >= -0x40) + u8::from(b >= 0xF0);
+    let chunks = bytes.chunks_exact(64);
+    let rest: usize = chunks.remainder().iter().map(|&b| usize::from(units(b))).sum();
+    chunks.map(|chunk| usize::from(chunk.iter().fold(0u8, |n, &b| n + units(b)))).sum::<usize>() + rest
+}
+
 impl Text<'_> {
     /// Length in UTF-16 code units: one per code point, two above U+FFFF.
     pub fn utf16_len(&self) -> usize {
@@ -150,9 +162,7 @@ impl Text<'_> {
             Text::Ucs2(u) => u.len(),
             Text::Ucs4(u) => u.len() + u.iter().filter(|&&c| c > 0xFFFF).count(),
             Text::Utf8(s) if s.is_ascii() => s.len(),
-            // One unit a character, two from four-byte sequences on: count the bytes that
-            // start a character, plus the four-byte leads (a loop that vectorises).
-            Text::Utf8(s) => s.bytes().map(|b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0)).sum(),
+            Text::Utf8(s) => utf8_units(s.as_bytes()),
         }
     }
 
@@ -369,17 +379,23 @@ impl<'o> Snippet<'o> {
 
     /// Adds the next part; `false` once the snippet is full (later parts would be cut).
     pub fn push(&mut self, part: Text<'_>) -> bool {
+        // One loop per representation: the common Latin-1 and UTF-8 cases decode nothing.
+        match part {
+            Text::Latin1(b) => self.push_chars(b.iter().map(|&c| char::from(c))),
+            Text::Ucs2(u) => self.push_chars(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{FFFD}'))),
+            Text::Ucs4(_) => self.push_chars(char::decode_utf16(part.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
+            Text::Utf8(s) => self.push_chars(s.chars()),
+        }
+    }
+
+    /// [`Snippet::push`] of a part given as its characters (a lone surrogate as U+FFFD),
+    /// read only as far as the snippet takes them.
+    pub fn push_chars(&mut self, chars: impl Iterator<Item = char>) -> bool {
         if self.full {
             return false;
         }
         self.pending_space |= !self.is_empty();
-        // One loop per representation: the common Latin-1 and UTF-8 cases decode nothing.
-        match part {
-            Text::Latin1(b) => self.feed(b.iter().map(|&c| char::from(c))),
-            Text::Ucs2(u) => self.feed(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{FFFD}'))),
-            Text::Ucs4(_) => self.feed(char::decode_utf16(part.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
-            Text::Utf8(s) => self.feed(s.chars()),
-        }
+        self.feed(chars)
     }
 
     fn feed(&mut self, chars: impl Iterator<Item = char>) -> bool {
@@ -418,6 +434,11 @@ mod tests {
         assert_eq!(Text::Utf8("a😀").utf16_len(), 3);
         assert_eq!(Text::Ucs4(&[0x61, 0x1F600]).utf16_len(), 3);
         assert_eq!(Text::Ucs2(&[0xD800, 0x61]).utf16_len(), 2);
+        // Chunks of 64 bytes, each up to 128 units' worth of counting, and a remainder.
+        for n in [1, 15, 16, 17, 40, 100] {
+            let s = "😀é—a".repeat(n) + &"😀".repeat(n);
+            assert_eq!(Text::Utf8(&s).utf16_len(), s.encode_utf16().count(), "{n}");
+        }
     }
 
     #[test]

@@ -62,22 +62,22 @@ fn write_handoff_line<N: JsonNode>(out: &mut String, message: &N, checked: &Chec
             output.as_ref()
         }
     };
-    match text.map(JsonNode::view) {
-        Some(Ok(View::Str(text))) => {
-            snippet.push(text);
+    match text {
+        Some(text) if text.json_type() == JsonType::Str => {
+            text.push_to(&mut snippet);
         }
-        Some(Ok(View::Array { items, .. })) => {
-            'blocks: for block in items {
-                for key in [Key::Text, Key::Content] {
-                    if let Some(part) = block.get(key) {
-                        if part.as_text().is_some_and(|text| !snippet.push(text)) {
+        Some(text) => {
+            if let Ok(View::Array { items, .. }) = text.view() {
+                'blocks: for block in items {
+                    for key in [Key::Text, Key::Content] {
+                        if block.get(key).and_then(|part| part.push_to(&mut snippet)) == Some(false) {
                             break 'blocks;
                         }
                     }
                 }
             }
         }
-        _ => {}
+        None => {}
     }
     if snippet.is_empty() {
         out.truncate(before);

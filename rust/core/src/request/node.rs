@@ -1,10 +1,10 @@
 //! The core's accessor trait over a [`Tape`], read as `json.loads` would have built the
 //! Python values: a repeated key holds its last value, type names are Python's.
 
-use super::scan::{decode, Decoded, Slot, Tape};
+use super::scan::{decode, decoded_chars, Decoded, Escaped, Slot, Tape};
 use crate::error::Problem;
 use crate::json::{JsonNode, JsonType, Key, MessageFields, Preorder, Siblings, View};
-use crate::text::Text;
+use crate::text::{Snippet, Text};
 
 /// A value on a tape.
 #[derive(Debug, Clone, Copy)]
@@ -22,10 +22,10 @@ impl<'a> Tape<'a> {
     /// The text of the string in slot `at`.
     pub(super) fn text(&self, at: usize) -> Option<Text<'_>> {
         match *self.slots.get(at)? {
-            Slot::Str { start, end } => self.input.get(start..end).map(Text::Utf8),
+            Slot::Str { start, end, .. } => Some(Text::Utf8(self.str_at(start, end))),
             Slot::Escaped { id } => {
                 let escaped = self.escaped.get(id)?;
-                Some(match escaped.text.get_or_init(|| decode(self.input, escaped.start, escaped.end)) {
+                Some(match escaped.text.get_or_init(|| decode(self.str_at(escaped.start, escaped.end))) {
                     Decoded::Utf8(text) => Text::Utf8(text.as_str()),
                     Decoded::Wide(units) => Text::Ucs2(units.as_slice()),
                 })
@@ -127,6 +127,21 @@ impl<'t, 'a> Node<'t, 'a> {
         Siblings::new(self.tape, self.at + 1, left)
     }
 
+    /// The UTF-16 length of a string's input bytes (its byte length when they are all
+    /// ASCII, as the scan noted), and its escapes when it has any.
+    fn raw_units(&self) -> Option<(usize, Option<&'t Escaped>)> {
+        let (start, end, ascii, escaped) = match self.slot() {
+            Slot::Str { start, end, ascii } => (start, end, ascii, None),
+            Slot::Escaped { id } => {
+                let e = self.tape.escaped.get(id)?;
+                (e.start, e.end, e.ascii, Some(e))
+            }
+            _ => return None,
+        };
+        let units = if ascii { end - start } else { Text::Utf8(self.tape.str_at(start, end)).utf16_len() };
+        Some((units, escaped))
+    }
+
     /// Each entry's key and value, every repeat included (cheaper than [`Entries`] when
     /// the caller keeps the last match itself).
     fn all_entries(&self) -> Option<impl Iterator<Item = (Node<'t, 'a>, Node<'t, 'a>)>> {
@@ -176,29 +191,26 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
         self.tape.text(self.at)
     }
 
-    fn str_units(&self) -> Option<usize> {
+    fn push_to(&self, snippet: &mut Snippet<'_>) -> Option<bool> {
         match self.slot() {
-            Slot::Str { start, end } => self.tape.input.get(start..end).map(|s| Text::Utf8(s).utf16_len()),
             Slot::Escaped { id } => {
                 let escaped = self.tape.escaped.get(id)?;
-                let raw = self.tape.input.get(escaped.start..escaped.end)?;
-                Some(Text::Utf8(raw).utf16_len() - escaped.saved)
+                Some(match escaped.text.get() {
+                    Some(_) => snippet.push(self.as_text()?),
+                    None => snippet.push_chars(decoded_chars(self.tape.str_at(escaped.start, escaped.end))),
+                })
             }
-            _ => None,
+            _ => self.as_text().map(|text| snippet.push(text)),
         }
+    }
+
+    fn str_units(&self) -> Option<usize> {
+        self.raw_units().map(|(units, escaped)| units - escaped.map_or(0, |e| e.saved))
     }
 
     fn str_json_len(&self) -> Option<usize> {
         // Unescaped input holds no byte JSON escapes: its JSON is itself, quoted.
-        match self.slot() {
-            Slot::Str { start, end } => self.tape.input.get(start..end).map(|s| Text::Utf8(s).utf16_len() + 2),
-            Slot::Escaped { id } => {
-                let escaped = self.tape.escaped.get(id)?;
-                let raw = self.tape.input.get(escaped.start..escaped.end)?;
-                Some(Text::Utf8(raw).utf16_len() - escaped.json_saved + 2)
-            }
-            _ => None,
-        }
+        self.raw_units().map(|(units, escaped)| units - escaped.map_or(0, |e| e.json_saved) + 2)
     }
 
     fn get(&self, key: Key) -> Option<Self> {

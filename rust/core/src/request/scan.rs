@@ -11,10 +11,8 @@
 //! Responses request's `input` array) and each of its items lie in the input, so a
 //! packed body can be spliced from the input's bytes.
 //!
-//! Performance notes: the input is validated as UTF-8 once up front (the standard
-//! library's validator runs word-at-a-time over ASCII), so the string scan only looks for
-//! `"`, `\` and control bytes. It does so simdjson's way: bitmasks of those bytes a
-//! 64-byte block (SSE2 compares, part of every x86_64), the escaped bytes found from the
+//! Performance notes: the string scan works simdjson's way: bitmasks of `"`, `\`,
+//! control bytes and bytes above 0x7F a 64-byte block, the escaped bytes found from the
 //! backslash mask without a branch, and the escapes counted by popcount, so the escapes
 //! of a long tool output (a `\n` every line) cost no step of their own. Two versions
 //! were dropped: a search for the next special byte from each escape (32-byte compares
@@ -24,23 +22,27 @@
 //! stack: no recursion.
 //!
 //! Blocks are aligned to the input and their masks kept for the next string in the same
-//! block (keys and roles are short: the corpus holds a string every 92 bytes), built with
-//! AVX2 when the CPU has it (detected once a parse; `multiversion` was not used because
-//! its dispatch is per call of the annotated function, and the scan calls the mask
-//! builder once a block). A block with escapes checks the escape codes with the nine
-//! valid codes ORed before one movemask a lane, not nine movemasks. Measured with
-//! callgrind on the 53 corpus bodies at 8,000 tokens: `pack_body` 19.1M instructions a
-//! pass before (thin-LTO-off build), 17.0M after (full-LTO build: not the same build, so
-//! an estimate), `Scanner::string` with its masks 9.5M to 8.1M.
-//! Blocks are masked where they lie in the input: copying each into a buffer first and
-//! loading it back stalled the loads (store forwarding) and made the mask builder a fifth
-//! of the time; escaped strings are decoded from block masks of their backslashes, not a
-//! search from each escape (`pack_request` on the corpus bodies 1.30 to 0.97 ms for
-//! both, full-LTO build, perf). Left as they are: the up-front UTF-8 validation (4%;
-//! `simdutf8` would cut it, but is a new dependency), the UTF-16 length of each sized
-//! string counted after the scan (7%; could be counted from the block masks, but for
-//! every string, sized or not), decoding the whole of an escaped string whose note line
-//! shows its first 80 units (a prefix decoder needs a new accessor on `JsonNode`).
+//! block (keys and roles are short: the corpus holds a string every 92 bytes), and
+//! masked where they lie (copying each into a buffer first stalled the loads on store
+//! forwarding). The whole scan is compiled twice, portable (SSE2) and for AVX2 with
+//! POPCNT and BMI1, picked once a parse: with the mask builders behind a per-block call
+//! to an AVX2 function, and popcounts done with bit tricks (POPCNT is not in the x86_64
+//! baseline), packing a body took 37% longer (`multiversion` was not used: its
+//! dispatch is per call). Escape codes are checked by two nibble lookups a half-block, not nine compares.
+//!
+//! UTF-8 is checked where it can fail: a text the scan accepts holds bytes above 0x7F
+//! only inside strings, so only the strings whose high-byte mask is set are validated
+//! (from their first such byte to their last), and only a refused text is validated
+//! whole, so its first error is reported as before. A pure-ASCII string (most of them)
+//! is marked so on its slot, and its UTF-16 length is its byte length. Repeated keys are
+//! looked for only in an object where two keys share a bit of a 64-bit set (of length
+//! and last byte). A note line decodes an escaped string only as far as it shows it
+//! ([`JsonNode::push_to`](crate::json::JsonNode::push_to)). `pack_request` on the 53
+//! corpus bodies at 8,000 tokens (full-LTO build, `perf`, minimum of 400 passes): 864 us
+//! before; UTF-8 where it lies and ASCII lengths 792; the AVX2-compiled scan 576; nibble
+//! lookups 572; the repeated-key bit set 558; the note's prefix decoding 528; UTF-8
+//! validated between high bytes only 520. `simdutf8` was not needed: the validation left
+//! covers 27 KB of the corpus's 2 MB.
 
 use crate::json::MAX_DEPTH;
 
@@ -55,6 +57,8 @@ pub struct Escaped {
     /// Input bytes the escapes take beyond what `JSON.stringify` writes for them, so the
     /// string's JSON length is known without decoding it.
     pub(super) json_saved: usize,
+    /// All its input bytes are ASCII (its UTF-16 length is its byte length less `saved`).
+    pub(super) ascii: bool,
     pub(super) text: std::cell::OnceCell<Decoded>,
 }
 
@@ -79,10 +83,11 @@ pub enum Slot {
         value: f64,
         int: bool,
     },
-    /// A string without escapes: `input[start..end]`.
+    /// A string without escapes: `input[start..end]`; `ascii` when all its bytes are.
     Str {
         start: usize,
         end: usize,
+        ascii: bool,
     },
     /// A string with escapes: `escaped[id]`.
     Escaped {
@@ -114,7 +119,8 @@ pub struct Layout {
 /// A parsed JSON text.
 #[derive(Debug)]
 pub struct Tape<'a> {
-    pub(super) input: &'a str,
+    /// The input; the bodies of its strings are UTF-8 (see [`Tape::str_at`]).
+    pub(super) input: &'a [u8],
     pub(super) slots: Vec<Slot>,
     pub(super) escaped: Vec<Escaped>,
     /// The last `messages` member of a root object (slot), or the root array.
@@ -134,6 +140,18 @@ pub struct Tape<'a> {
 }
 
 impl Tape<'_> {
+    /// `input[start..end]` as text, where it is the body of a string the scan read (which
+    /// it checked is UTF-8 when it holds a byte above 0x7F: not validating the whole input
+    /// up front saves a pass over it).
+    #[inline]
+    pub(super) fn str_at(&self, start: usize, end: usize) -> &str {
+        let body = self.input.get(start..end).unwrap_or_default();
+        debug_assert!(std::str::from_utf8(body).is_ok());
+        // SAFETY: `start..end` are the bounds of a string's body from a slot or
+        // `Escaped`, which `Scanner::string` only records after that check.
+        unsafe { std::str::from_utf8_unchecked(body) }
+    }
+
     /// The layout recorded for a tracked array.
     fn layout_of(&mut self, member: Member) -> &mut Layout {
         if member == Member::Input {
@@ -192,6 +210,13 @@ struct Frame {
     item_start: usize,
     /// Key of the member being read (the root object).
     member: Member,
+    /// A bit a key read so far (objects), from its length and last byte; all bits once
+    /// a key holds an escape. Only an object with two keys on the same bit is checked
+    /// for duplicates when it closes (comparing every pair of keys was a twentieth of
+    /// packing a body).
+    key_bits: u64,
+    /// Two keys fell on the same bit.
+    maybe_duplicates: bool,
 }
 
 /// Whether the scan looks for messages in a root object only, or also takes a root
@@ -210,13 +235,22 @@ const MAX_INT_DIGITS: usize = 4300;
 /// # Errors
 /// The first reason, by position, that `json.loads` would refuse the text.
 pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
-    let text = std::str::from_utf8(input).map_err(|e| ScanError::NotUtf8 { offset: e.valid_up_to() })?;
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
+    parse_with(input, root, avx2)
+}
+
+/// [`parse`], with AVX2 (and POPCNT and BMI1) used or not: `avx2` only when the CPU has them.
+pub(super) fn parse_with(input: &[u8], root: Root, avx2: bool) -> Result<Tape<'_>, ScanError> {
     let mut scanner = Scanner {
         bytes: input,
-        text,
         pos: usize::from(input.starts_with(b"\xEF\xBB\xBF")) * 3,
         tape: Tape {
-            input: text,
+            input,
             slots: Vec::with_capacity(input.len() / 32 + 8),
             escaped: Vec::new(),
             messages: None,
@@ -229,23 +263,28 @@ pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
         },
         stack: Vec::with_capacity(16),
         root,
-        #[cfg(target_arch = "x86_64")]
-        avx2: std::arch::is_x86_feature_detected!("avx2"),
-        #[cfg(not(target_arch = "x86_64"))]
-        avx2: false,
+        avx2,
         block: Block { at: usize::MAX, masks: Masks::default(), tail: [b' '; 64] },
     };
-    scanner.run()?;
-    Ok(scanner.tape)
+    // A text the scan accepts is UTF-8: outside strings it took only ASCII, and it checked
+    // every string that holds a byte above 0x7F. A text it refuses may hold invalid UTF-8
+    // before the reason it stopped, which `json.loads` reports first.
+    match scanner.scan() {
+        Ok(()) => Ok(scanner.tape),
+        Err(err) => Err(match std::str::from_utf8(input) {
+            Err(bad) => ScanError::NotUtf8 { offset: bad.valid_up_to() },
+            Ok(_) => err,
+        }),
+    }
 }
 
 struct Scanner<'a> {
     bytes: &'a [u8],
-    text: &'a str,
     pos: usize,
     tape: Tape<'a>,
     stack: Vec<Frame>,
     root: Root,
+    /// The CPU has AVX2, POPCNT and BMI1 (every AVX2 CPU has the other two).
     avx2: bool,
     /// The last 64-byte block masked, kept for the next string in it.
     block: Block,
@@ -265,6 +304,8 @@ struct Masks {
     quote: u64,
     backslash: u64,
     control: u64,
+    /// Bytes above 0x7F (the sign bits a movemask gives for free).
+    high: u64,
 }
 
 /// Masks of the bytes that may follow a backslash, and of the two the scan measures.
@@ -281,7 +322,7 @@ const ESCAPE_CODES: [u8; 9] = [b'"', b'\\', b'/', b'b', b'f', b'n', b'r', b't', 
 
 /// The block masks, computed the widest way the CPU allows (`avx2`, detected once a
 /// parse: a per-block branch that always goes the same way costs nothing).
-#[inline]
+#[inline(always)]
 fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
@@ -289,12 +330,17 @@ fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
         return unsafe { wide::masks(block) };
     }
     let _ = avx2;
-    Masks { quote: byte_mask(block, b'"'), backslash: byte_mask(block, b'\\'), control: control_mask(block) }
+    Masks {
+        quote: byte_mask(block, b'"'),
+        backslash: byte_mask(block, b'\\'),
+        control: control_mask(block),
+        high: high_mask(block),
+    }
 }
 
 /// [`EscapeMasks`] of a block that holds escapes (the valid codes ORed before one
 /// movemask a lane, not one movemask a code).
-#[inline]
+#[inline(always)]
 fn escape_masks(block: &[u8; 64], avx2: bool) -> EscapeMasks {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
@@ -339,10 +385,11 @@ fn any_byte_mask(block: &[u8; 64], wanted: &[u8]) -> u64 {
 /// The AVX2 versions: two 32-byte compares a block where SSE2 takes four 16-byte ones.
 #[cfg(target_arch = "x86_64")]
 mod wide {
-    use super::{EscapeMasks, Masks, ESCAPE_CODES};
+    use super::{EscapeMasks, Masks};
     use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8, _mm256_or_si256,
-        _mm256_set1_epi8, _mm256_setzero_si256,
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
+        _mm256_set1_epi8, _mm256_setr_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_slli_epi16,
+        _mm256_srli_epi16,
     };
 
     #[inline]
@@ -368,17 +415,6 @@ mod wide {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn any_eq(v: [__m256i; 2], wanted: &[u8]) -> u64 {
-        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for &b in wanted {
-            let w = _mm256_set1_epi8(b as i8);
-            lo = _mm256_or_si256(lo, _mm256_cmpeq_epi8(v[0], w));
-            hi = _mm256_or_si256(hi, _mm256_cmpeq_epi8(v[1], w));
-        }
-        bits(lo, hi)
-    }
-
-    #[target_feature(enable = "avx2")]
     pub(super) fn masks(block: &[u8; 64]) -> Masks {
         let v = halves(block);
         let last_control = _mm256_set1_epi8(0x1f);
@@ -387,13 +423,43 @@ mod wide {
             _mm256_cmpeq_epi8(_mm256_min_epu8(lo, last_control), lo),
             _mm256_cmpeq_epi8(_mm256_min_epu8(hi, last_control), hi),
         );
-        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control }
+        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi) }
     }
 
+    /// Each byte classified by two table lookups, one by its high nibble and one by its
+    /// low, ANDed (simdjson's way): a bit a group of valid codes sharing a high nibble,
+    /// and bits of their own for `/` (6) and `u` (7), read by movemask (bit 7) and by
+    /// movemask after a shift (bit 6). Nine compares and ORs a half before.
+    #[inline]
     #[target_feature(enable = "avx2")]
     pub(super) fn escape_masks(block: &[u8; 64]) -> EscapeMasks {
-        let v = halves(block);
-        EscapeMasks { valid: any_eq(v, &ESCAPE_CODES), slash: eq(v, b'/'), unicode: eq(v, b'u') }
+        const SLASH: i8 = 0x40;
+        const U: i8 = -0x80;
+        // High nibble 2: `"` `/`; 5: `\`; 6: `b` `f` `n`; 7: `r` `t` `u`.
+        #[rustfmt::skip]
+        let by_high = _mm256_setr_epi8(
+            0, 0, 0x01 | SLASH, 0, 0, 0x02, 0x04, 0x08 | U, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0x01 | SLASH, 0, 0, 0x02, 0x04, 0x08 | U, 0, 0, 0, 0, 0, 0, 0, 0,
+        );
+        // Low nibble 2: `"` `b` `r`; 4: `t`; 5: `u`; 6: `f`; C: `\`; E: `n`; F: `/`.
+        #[rustfmt::skip]
+        let by_low = _mm256_setr_epi8(
+            0, 0, 0x01 | 0x04 | 0x08, 0, 0x08, U, 0x04, 0, 0, 0, 0, 0, 0x02, 0, 0x04, SLASH,
+            0, 0, 0x01 | 0x04 | 0x08, 0, 0x08, U, 0x04, 0, 0, 0, 0, 0, 0x02, 0, 0x04, SLASH,
+        );
+        let nibble = _mm256_set1_epi8(0x0f);
+        let classes = halves(block).map(|v| {
+            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+            let low = _mm256_and_si256(v, nibble);
+            _mm256_and_si256(_mm256_shuffle_epi8(by_high, high), _mm256_shuffle_epi8(by_low, low))
+        });
+        let [lo, hi] = classes;
+        let zero = _mm256_setzero_si256();
+        EscapeMasks {
+            valid: !bits(_mm256_cmpeq_epi8(lo, zero), _mm256_cmpeq_epi8(hi, zero)),
+            slash: bits(_mm256_slli_epi16::<1>(lo), _mm256_slli_epi16::<1>(hi)),
+            unicode: bits(lo, hi),
+        }
     }
 }
 
@@ -431,6 +497,27 @@ fn control_mask(block: &[u8; 64]) -> u64 {
         }
     }
     mask
+}
+
+/// Bit `i` set when byte `i` of `block` is above 0x7F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn high_mask(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{_mm_loadu_si128, _mm_movemask_epi8};
+    let mut mask = 0u64;
+    // SAFETY: as in `byte_mask`.
+    unsafe {
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            mask |= u64::from(_mm_movemask_epi8(_mm_loadu_si128(part.as_ptr().cast())) as u16) << (16 * k);
+        }
+    }
+    mask
+}
+
+/// Bit `i` set when byte `i` of `block` is above 0x7F.
+#[cfg(not(target_arch = "x86_64"))]
+fn high_mask(block: &[u8; 64]) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b > 0x7f) << i))
 }
 
 /// Bit `i` set when byte `i` of `block` is `byte`.
@@ -516,6 +603,7 @@ pub fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
 ///
 /// simdjson's branch-free method: runs of backslashes alternate escaping and escaped,
 /// and a subtraction tells the runs that start on an odd bit from those on an even one.
+#[inline(always)]
 fn escaped_bytes(backslash: u64, carry: &mut u64) -> (u64, u64) {
     const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
     let potential = backslash & !*carry;
@@ -595,6 +683,26 @@ impl<'a> Scanner<'a> {
         self.tape.slots.len() - 1
     }
 
+    /// [`Scanner::run`], compiled for AVX2 when the CPU has it.
+    fn scan(&mut self) -> Result<(), ScanError> {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is only true when the CPU was detected to have these features.
+            return unsafe { self.run_avx2() };
+        }
+        self.run()
+    }
+
+    /// The whole scan compiled with AVX2, POPCNT and BMI1: the mask builders inline
+    /// into the string scan (no call a block, masks kept in registers), and popcounts and
+    /// trailing-zero counts are one instruction each instead of bit tricks.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt,bmi1")]
+    fn run_avx2(&mut self) -> Result<(), ScanError> {
+        self.run()
+    }
+
+    #[inline(always)]
     fn run(&mut self) -> Result<(), ScanError> {
         self.skip_ws();
         if self.pos >= self.bytes.len() {
@@ -640,7 +748,16 @@ impl<'a> Scanner<'a> {
                             self.tape.messages = Some(at);
                         }
                     }
-                    self.stack.push(Frame { slot: at, object, len: 0, tracked, item_start: 0, member: Member::Other });
+                    self.stack.push(Frame {
+                        slot: at,
+                        object,
+                        len: 0,
+                        tracked,
+                        item_start: 0,
+                        member: Member::Other,
+                        key_bits: 0,
+                        maybe_duplicates: false,
+                    });
                     self.pos += 1;
                     self.skip_ws();
                     let close = if object { b'}' } else { b']' };
@@ -710,12 +827,24 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads `"key" :` of an object member, leaving `pos` at the value.
+    #[inline(always)]
     fn key(&mut self) -> Result<(), ScanError> {
         if self.peek() != Some(b'"') {
             return Err(self.error("expecting a property name in double quotes"));
         }
         let slot = self.string()?;
         let at = self.push(slot);
+        let bit = match slot {
+            Slot::Str { start, end, .. } => {
+                let last = self.bytes.get(end.wrapping_sub(1)).copied().unwrap_or(0);
+                1u64 << ((end - start).wrapping_mul(7).wrapping_add(usize::from(last)) & 63)
+            }
+            _ => u64::MAX,
+        };
+        if let Some(top) = self.stack.last_mut() {
+            top.maybe_duplicates |= top.key_bits & bit != 0;
+            top.key_bits |= bit;
+        }
         if self.stack.len() == 1 {
             let member = match self.tape.text(at) {
                 Some(crate::Text::Utf8("messages")) => Member::Messages,
@@ -739,13 +868,14 @@ impl<'a> Scanner<'a> {
     }
 
     /// Closes the container on top of the stack at its closing bracket.
+    #[inline(always)]
     fn close(&mut self) -> Result<(), ScanError> {
         let Some(frame) = self.stack.pop() else { return Err(self.error("unbalanced brackets")) };
         let end = self.tape.slots.len();
         if let Some(member) = frame.tracked {
             self.tape.layout_of(member).close = self.pos;
         }
-        let duplicates = frame.object && frame.len > 1 && self.tape.has_duplicate_keys(frame.slot, frame.len);
+        let duplicates = frame.maybe_duplicates && self.tape.has_duplicate_keys(frame.slot, frame.len);
         if let Some(slot) = self.tape.slots.get_mut(frame.slot) {
             *slot = if frame.object {
                 Slot::Object { len: frame.len, end, duplicates }
@@ -808,7 +938,8 @@ impl<'a> Scanner<'a> {
                 integer = false;
             }
         }
-        let literal = self.text.get(start..self.pos).unwrap_or("0");
+        // Signs, digits, `.` and exponents: ASCII.
+        let literal = self.bytes.get(start..self.pos).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("0");
         let slot = if integer && int_digits <= 18 {
             // At most 18 digits always fit.
             let magnitude = literal.bytes().filter(u8::is_ascii_digit).fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
@@ -830,7 +961,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The masks of the aligned block at `at`, computed once for all the strings in it.
-    #[inline]
+    #[inline(always)]
     fn masks_at(&mut self, at: usize) -> Masks {
         if self.block.at != at {
             if self.bytes.len() < at + 64 {
@@ -859,6 +990,7 @@ impl<'a> Scanner<'a> {
     /// bits before the string are cleared. (Blocks from each string's first byte, as
     /// before, computed the masks afresh for every string: the corpus has a string every
     /// 92 bytes, so most blocks were masked twice or more.)
+    #[inline(always)]
     fn string(&mut self) -> Result<Slot, ScanError> {
         let quote = self.pos;
         let first = quote + 1;
@@ -866,22 +998,29 @@ impl<'a> Scanner<'a> {
         let mut from_first = u64::MAX << (first & 63);
         let mut carry = 0u64;
         let (mut saved, mut json_saved, mut escapes) = (0usize, 0usize, 0u32);
+        // The first byte above 0x7F and one past the last (none: `usize::MAX..0`).
+        let (mut high_from, mut high_to) = (usize::MAX, 0);
         // Escapes before this position are counted (the second half of a `\u` pair).
         let mut counted = first;
         loop {
             let masks = self.masks_at(block);
             let (quotes, backslash, control) =
                 (masks.quote & from_first, masks.backslash & from_first, masks.control & from_first);
-            from_first = u64::MAX;
             let (escaped, _) = escaped_bytes(backslash, &mut carry);
             let ends = quotes & !escaped;
             // Bits before the closing quote (all of them when it is not in this block).
             let inside = (ends & ends.wrapping_neg()).wrapping_sub(1);
             let at = |mask: u64| block + mask.trailing_zeros() as usize;
+            let high = masks.high & from_first & inside;
+            if high != 0 {
+                high_from = high_from.min(at(high));
+                high_to = block + 64 - high.leading_zeros() as usize;
+            }
             if control & inside != 0 {
                 self.pos = at(control & inside);
                 return Err(self.error("an unescaped control character in a string"));
             }
+            from_first = u64::MAX;
             let codes = escaped & inside;
             if codes != 0 {
                 let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
@@ -913,15 +1052,23 @@ impl<'a> Scanner<'a> {
             }
             if ends != 0 {
                 let end = at(ends);
+                let ascii = high_to == 0;
+                // ASCII around the bytes above 0x7F cannot complete or break a sequence.
+                if !ascii {
+                    if let Err(bad) = std::str::from_utf8(self.bytes.get(high_from..high_to).unwrap_or_default()) {
+                        return Err(ScanError::NotUtf8 { offset: high_from + bad.valid_up_to() });
+                    }
+                }
                 self.pos = end + 1;
                 if escapes == 0 {
-                    return Ok(Slot::Str { start: first, end });
+                    return Ok(Slot::Str { start: first, end, ascii });
                 }
                 self.tape.escaped.push(Escaped {
                     start: first,
                     end,
                     saved,
                     json_saved,
+                    ascii,
                     text: std::cell::OnceCell::new(),
                 });
                 return Ok(Slot::Escaped { id: self.tape.escaped.len() - 1 });
@@ -935,13 +1082,12 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// The text of the (already validated) escaped string body `input[from..to]`: UTF-8,
-/// unless a lone surrogate makes it UTF-16.
+/// The text of the (already validated) escaped string body `body`: UTF-8, unless a lone
+/// surrogate makes it UTF-16.
 ///
 /// The backslashes come from block masks: a search from each escape (a `\n` every line
 /// of a tool output) spent more on starting the search than on searching.
-pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
-    let body = input.get(from..to).unwrap_or_default();
+pub(super) fn decode(body: &str) -> Decoded {
     let mut out = String::with_capacity(body.len());
     // Bytes of `body` before `copied` are in `out`.
     let mut copied = 0;
@@ -955,7 +1101,7 @@ pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
             Some(Ok(c)) => out.push(c),
             _ => {
                 let mut wide = Vec::with_capacity(body.len());
-                decode_wide(input.as_bytes(), from, to, &mut wide);
+                decode_wide(body.as_bytes(), &mut wide);
                 return Decoded::Wide(wide);
             }
         }
@@ -963,6 +1109,23 @@ pub(super) fn decode(input: &str, from: usize, to: usize) -> Decoded {
     }
     out.push_str(body.get(copied..).unwrap_or_default());
     Decoded::Utf8(out)
+}
+
+/// The characters of the (already validated) escaped string body `body`, decoded as
+/// they are read (a lone surrogate as U+FFFD), for a reader that may stop early.
+pub(super) fn decoded_chars(body: &str) -> impl Iterator<Item = char> + '_ {
+    let bytes = body.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if *bytes.get(at)? != b'\\' {
+            let c = body.get(at..)?.chars().next()?;
+            at += c.len_utf8();
+            return Some(c);
+        }
+        let (units, count, taken) = escape(bytes, at)?;
+        at += taken;
+        Some(units.get(..count).and_then(|u| char::decode_utf16(u.iter().copied()).next()?.ok()).unwrap_or('\u{FFFD}'))
+    })
 }
 
 /// Length of what `JSON.stringify` writes for the character(s) an escape stands for.
@@ -975,10 +1138,9 @@ fn written_len(units: [u16; 2], count: usize) -> usize {
     }
 }
 
-/// Decodes the (already validated) string body `bytes[from..to]` as UTF-16 units.
+/// Decodes the (already validated) string body `body` as UTF-16 units.
 #[inline]
-fn decode_wide(bytes: &[u8], from: usize, to: usize, out: &mut Vec<u16>) {
-    let body = bytes.get(from..to).unwrap_or_default();
+fn decode_wide(body: &[u8], out: &mut Vec<u16>) {
     let mut i = 0;
     while i < body.len() {
         let next = body.get(i..).and_then(|r| r.iter().position(|&b| b == b'\\')).map_or(body.len(), |p| i + p);
@@ -1003,7 +1165,34 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn wide_escape_masks_equal_the_portable_ones() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let all: Vec<u8> = (0..=255).collect();
+            for chunk in all.chunks(64) {
+                let block: [u8; 64] = chunk.try_into().unwrap();
+                // SAFETY: the CPU has AVX2.
+                let wide = unsafe { wide::escape_masks(&block) };
+                let EscapeMasks { valid, slash, unicode } = escape_masks(&block, false);
+                assert_eq!((wide.valid, wide.slash, wide.unicode), (valid, slash, unicode), "{chunk:?}");
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn decoded_chars_are_the_decoded_text(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "a", " ", "é", "😀", "\\n", "\\\"", "\\\\", "\\/", "\\u0041", "\\u00e9", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\ud83d",
+        ]), 0..40)) {
+            let body = parts.concat();
+            let whole = match decode(&body) {
+                Decoded::Utf8(text) => text,
+                Decoded::Wide(units) => String::from_utf16_lossy(&units),
+            };
+            prop_assert_eq!(decoded_chars(&body).collect::<String>(), whole);
+        }
+
         #[test]
         fn lines_split_as_slices_split(text in proptest::collection::vec(proptest::sample::select(vec![b'\n', b'a', b' ']), 0..300)) {
             let ours: Vec<&[u8]> = lines(&text).collect();

@@ -67,6 +67,29 @@ fn lone_surrogates_stay_utf16() {
 }
 
 #[test]
+fn repeated_keys_are_found_however_they_are_written() {
+    // Each object's keys as json.loads keeps them (the last of a repeat, in order).
+    let keys = |text: &str| {
+        let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+        let View::Object { entries, len } = tape.node(0).view().unwrap() else { unreachable!() };
+        let kept: Vec<String> =
+            entries.map(|(k, v)| format!("{}={}", k.as_text().unwrap().to_string_lossy(), value(v))).collect();
+        assert_eq!(kept.len(), len);
+        kept
+    };
+    assert_eq!(keys(r#"{"a":1,"b":2,"a":3}"#), ["b=2", "a=3"]);
+    // Same length and last byte (the same bit), different keys.
+    assert_eq!(keys(r#"{"ab":1,"xb":2,"":3,"yb":4}"#), ["ab=1", "xb=2", "=3", "yb=4"]);
+    assert_eq!(keys(r#"{"":1,"":2}"#), ["=2"]);
+    // An escaped key equals the plain one it spells, before or after it.
+    assert_eq!(keys(r#"{"\u0061":1,"a":2}"#), ["a=2"]);
+    assert_eq!(keys(r#"{"a":1,"b":0,"\u0061":2}"#), ["b=0", "a=2"]);
+    assert_eq!(keys(r#"{"\u0061":1,"b":2}"#), ["a=1", "b=2"]);
+    let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+    assert_eq!(keys(&format!("{{{},\"k7\":0}}", many.join(","))).len(), 40);
+}
+
+#[test]
 fn bad_input_is_reported_with_its_offset() {
     let err = |s: &[u8]| scan::parse(s, Root::Request).err();
     assert_eq!(err(b"  "), Some(ScanError::Empty));
@@ -87,6 +110,39 @@ fn bad_input_is_reported_with_its_offset() {
     let deep = "[".repeat(crate::json::MAX_DEPTH + 1);
     assert_eq!(err(deep.as_bytes()), Some(ScanError::TooDeep { offset: crate::json::MAX_DEPTH }));
     assert!(err(b"\xEF\xBB\xBF{}").is_none());
+}
+
+#[test]
+fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
+    let err = |s: &[u8]| {
+        let ours = scan::parse(s, Root::Request).err();
+        assert_eq!(ours, scan::parse_with(s, Root::Request, false).err(), "{s:?}");
+        ours
+    };
+    // Invalid UTF-8 outside strings, or after a syntax error, is still what is reported.
+    assert_eq!(err(b"[1,] \xff"), Some(ScanError::NotUtf8 { offset: 5 }));
+    assert_eq!(err(b"[1] \xe2\x82\xac"), Some(ScanError::Syntax { offset: 4, expected: "extra data after the value" }));
+    assert_eq!(err(b"[\xc3\xa9]"), Some(ScanError::Syntax { offset: 1, expected: "expecting a value" }));
+    assert_eq!(err(b"[\"a\", \"\xe2\x82\"]"), Some(ScanError::NotUtf8 { offset: 7 }));
+    // A multi-byte character (or a bad byte) at every position around a block boundary.
+    for pad in 0..140 {
+        let head = format!("[\"{}", "a".repeat(pad));
+        for (text, units) in [("\u{e9}", 1), ("\u{20ac}\\n", 2), ("\u{1f600}", 2)] {
+            let body = format!("{head}{text}\"]");
+            let tape = scan::parse(body.as_bytes(), Root::Request).unwrap();
+            let string = tape.node(0).view().ok().and_then(|v| match v {
+                crate::View::Array { mut items, .. } => items.next(),
+                _ => None,
+            });
+            assert_eq!(string.and_then(|s| s.str_units()), Some(pad + units), "{body:?}");
+        }
+        for bad in [&b"\xff"[..], b"\xe2\x82", b"\xf0\x9f\x98", b"\xed\xa0\x80"] {
+            let mut body = head.clone().into_bytes();
+            body.extend_from_slice(bad);
+            body.extend_from_slice(b"bc\"]");
+            assert_eq!(err(&body), Some(ScanError::NotUtf8 { offset: 2 + pad }), "{body:?}");
+        }
+    }
 }
 
 #[test]
@@ -193,11 +249,16 @@ proptest! {
         let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
         prop_assert_eq!(value(tape.node(0)), as_doubles(&v));
         prop_assert_eq!(json_len(&tape.node(0)), json_len(&&v));
+        // The portable scan reads the same values (the AVX2 one is the default here).
+        let portable = scan::parse_with(text.as_bytes(), Root::Request, false).unwrap();
+        prop_assert_eq!(value(portable.node(0)), as_doubles(&v));
     }
 
     #[test]
     fn scanner_never_panics_and_agrees_on_validity(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
         let ours = scan::parse(&bytes, Root::Request);
+        let portable = scan::parse_with(&bytes, Root::Request, false);
+        prop_assert_eq!(ours.as_ref().err(), portable.as_ref().err());
         // serde_json refuses NaN/Infinity and accepts big integers: compare where both apply.
         let plain = !bytes.iter().any(|&b| matches!(b, b'N' | b'I' | b'\xEF' | b'e' | b'E' | b'\\')) && !bytes.iter().all(u8::is_ascii_whitespace);
         if plain && bytes.iter().filter(|b| b.is_ascii_digit()).count() < 19 {
