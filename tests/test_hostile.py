@@ -4,6 +4,7 @@ patched classes, small thread stacks. Each case gives the same outcome on both b
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -50,6 +51,33 @@ def test_interrupted_batches_release_every_string() -> None:
         signal.signal(signal.SIGALRM, previous)
     assert interrupted >= 30, "the batches should have been interrupted mid-way"
     assert sys.getrefcount(probe) - before == 0
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM timers")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # see the timer below
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ctrl_c_stops_a_batch_of_bodies(threads: int) -> None:
+    """The results of a body batch are made as its runs are packed, the GIL taken back
+    for each: a Ctrl-C meanwhile stops the batch, and the next one packs."""
+    native_required()
+    bodies = [json.dumps({"messages": _conversation(200)}).encode()] * 20_000  # a batch of 0.1 s or more
+    previous = signal.getsignal(signal.SIGALRM)
+    finished = 0
+    try:
+        _interrupt_soon(0.01)
+        # Again every 10 ms: a KeyboardInterrupt raised inside a finaliser (of some earlier
+        # test's garbage) is printed and dropped by Python, not ours to see.
+        signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(100):
+                cf.pack_requests(bodies, target_context_tokens=500, threads=threads)
+                finished += 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert finished == 0, "the first batch should have stopped, not run to its end"
+    again = cf.pack_requests(bodies[:40], target_context_tokens=500, threads=threads)
+    assert again == [cf.pack_request(b, target_context_tokens=500) for b in bodies[:40]]
 
 
 def _conversation(n: int, words: int = 20) -> list[dict[str, Any]]:

@@ -20,9 +20,6 @@ use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 /// Why a custom estimator is refused (worded as `contextfold.reference.request` words it).
 const NO_ESTIMATOR: &str = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')";
 
-/// Bodies packed between two checks for a pending signal.
-const ROUND: usize = 1024;
-
 /// The options of a call, read as `pack_handoff` reads its own (no separate system
 /// prompt or tools: a body carries its own), how to size, and the budget as Python holds
 /// it. `estimate` is None or an embedded encoding's name (the Python layer refuses a
@@ -200,22 +197,42 @@ pub fn pack_requests<'py>(
         image_tokens,
     )?;
     // A body that cannot be read as bytes keeps its exception; the others are packed.
-    let held: Vec<Result<Bound<'py, PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b)).collect();
-    let empty = PyBytes::new(py, b"");
-    let mut out = Vec::with_capacity(held.len());
-    for round in held.chunks(ROUND) {
-        let inputs: Vec<&[u8]> = round.iter().map(|b| b.as_ref().map_or(empty.as_bytes(), |b| b.as_bytes())).collect();
-        let results = py.detach(|| request::pack_bodies(&inputs, &options, sizing, Root::Request, false, threads));
-        for (input, result) in round.iter().zip(results) {
-            out.push(match (input, result) {
-                (Err(err), _) => err.clone_ref(py).into_value(py).into_bound(py).into_any(),
-                (Ok(input), Ok(packed)) => packed_request(input, packed, &budget)?,
-                (Ok(_), Err(err)) => to_py(err).into_value(py).into_bound(py).into_any(),
-            });
-        }
-        py.check_signals()?;
+    let held: Vec<Result<Py<PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b).map(Bound::unbind)).collect();
+    let inputs: Vec<&[u8]> = held.iter().map(|b| b.as_ref().map_or(&b""[..], |b| b.as_bytes(py))).collect();
+    let budget = budget.unbind();
+    let mut out: Vec<Py<PyAny>> = Vec::with_capacity(held.len());
+    let mut failed = None;
+    // The results are made here, a run at a time as they are packed in order, with the
+    // GIL taken back for each run while the other threads go on packing.
+    py.detach(|| {
+        request::pack_bodies_with(&inputs, &options, sizing, Root::Request, false, threads, |run| {
+            Python::attach(|py| {
+                let start = out.len();
+                for (input, result) in held.iter().skip(start).zip(run) {
+                    let made = match (input, result) {
+                        (Err(err), _) => Ok(err.clone_ref(py).into_value(py).into_any()),
+                        (Ok(input), Ok(packed)) => {
+                            packed_request(input.bind(py), packed, budget.bind(py)).map(Bound::unbind)
+                        }
+                        (Ok(_), Err(err)) => Ok(to_py(err).into_value(py).into_any()),
+                    };
+                    match made {
+                        Ok(made) => out.push(made),
+                        Err(err) => {
+                            failed = Some(err);
+                            return false;
+                        }
+                    }
+                }
+                failed = py.check_signals().err();
+                failed.is_none()
+            })
+        });
+    });
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(out.into_iter().map(|made| made.into_bound(py)).collect()),
     }
-    Ok(out)
 }
 
 /// Packs the non-blank lines of a JSONL block (each a request body or a bare list of

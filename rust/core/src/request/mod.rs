@@ -30,6 +30,8 @@ use crate::tokens::{CharsPerToken, MessageSizer};
 use crate::transcript::Transcript;
 use scan::{Layout, Tape};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Why a body could not be packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,8 +230,7 @@ fn check_tools(tools: Node<'_, '_>) -> Result<(), RequestError> {
 pub const MAX_THREADS: usize = 64;
 
 /// [`pack_body`] of each input, in order, on up to `threads` threads (the calling thread
-/// among them; fewer when the system refuses more). Threads take bodies one at a time
-/// from a shared counter, so one long body does not hold up a fixed share of the rest.
+/// among them; fewer when the system refuses more).
 pub fn pack_bodies(
     inputs: &[&[u8]],
     options: &PackOptions,
@@ -238,42 +239,102 @@ pub fn pack_bodies(
     count_input: bool,
     threads: usize,
 ) -> Vec<Result<PackedBody, RequestError>> {
+    let mut out = Vec::with_capacity(inputs.len());
+    pack_bodies_with(inputs, options, sizing, root, count_input, threads, |run| {
+        out.extend(run);
+        true
+    });
+    out
+}
+
+/// Bodies [`pack_bodies_with`] hands over at once, at least (the last run aside).
+const RUN: usize = 32;
+
+/// [`pack_body`] of each input on up to `threads` threads (the calling thread among
+/// them; fewer when the system refuses more), handed to `ready` in input order, a run
+/// at a time, on the calling thread, which packs between runs: a caller can turn results
+/// into its own values while the other threads pack. Threads take bodies one at a time
+/// from a shared counter, so one long body does not hold up a fixed share of the rest.
+/// When `ready` returns `false`, no body is started after it and nothing more is handed
+/// over.
+pub fn pack_bodies_with(
+    inputs: &[&[u8]],
+    options: &PackOptions,
+    sizing: BodySizing,
+    root: Root,
+    count_input: bool,
+    threads: usize,
+    mut ready: impl FnMut(Vec<Result<PackedBody, RequestError>>) -> bool,
+) {
     let one = |input: &[u8]| pack_body(input, options, sizing, root, count_input);
     let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
     if threads <= 1 {
-        return inputs.iter().map(|input| one(input)).collect();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let take = || {
-        let mut done = Vec::new();
-        loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(input) = inputs.get(i) else { break };
-            done.push((i, one(input)));
+        for run in inputs.chunks(RUN) {
+            if !ready(run.iter().map(|input| one(input)).collect()) {
+                return;
+            }
         }
-        done
+        return;
+    }
+    let next = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<Result<PackedBody, RequestError>>>> =
+        Mutex::new(std::iter::repeat_with(|| None).take(inputs.len()).collect());
+    let store = |i: usize, result| {
+        if let Some(slot) = slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_mut(i) {
+            *slot = Some(result);
+        }
     };
-    let mut slots: Vec<Option<Result<PackedBody, RequestError>>> = Vec::new();
-    slots.resize_with(inputs.len(), || None);
+    let take = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(input) = inputs.get(i) else { break };
+        store(i, one(input));
+    };
+    // The results done from `from` on, in order up to the first not done, when there
+    // are at least `least` of them.
+    let take_run = |from: usize, least: usize| -> Vec<Result<PackedBody, RequestError>> {
+        let mut slots = slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tail = slots.get_mut(from..).unwrap_or_default();
+        if tail.iter().take_while(|slot| slot.is_some()).count() < least {
+            return Vec::new();
+        }
+        tail.iter_mut().map_while(Option::take).collect()
+    };
     std::thread::scope(|scope| {
         let workers: Vec<_> =
             (1..threads).filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, take).ok()).collect();
-        let mut finished = take();
+        let mut handed = 0;
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(input) = inputs.get(i) else { break };
+            store(i, one(input));
+            let run = take_run(handed, RUN);
+            if !run.is_empty() {
+                handed += run.len();
+                if !ready(run) {
+                    next.store(inputs.len(), Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
         for worker in workers {
             // Packing cannot panic (the crate denies it); were a worker to, its bodies
             // are reported below rather than lost.
-            finished.extend(worker.join().unwrap_or_default());
+            let _ = worker.join();
         }
-        for (i, result) in finished {
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = Some(result);
-            }
+        let rest: Vec<_> = slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(handed..)
+            .unwrap_or_default()
+            .iter_mut()
+            .map(|slot| {
+                slot.take().unwrap_or_else(|| Err(RequestError::Pack(CoreError::argument("a packing thread failed"))))
+            })
+            .collect();
+        if !rest.is_empty() {
+            ready(rest);
         }
     });
-    slots
-        .into_iter()
-        .map(|slot| slot.unwrap_or_else(|| Err(RequestError::Pack(CoreError::argument("a packing thread failed")))))
-        .collect()
 }
 
 /// What packing a block of JSONL lines (one transcript or request a line) gives.

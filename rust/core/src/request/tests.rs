@@ -321,6 +321,30 @@ fn batches_equal_one_by_one_on_any_number_of_threads() {
 }
 
 #[test]
+fn runs_are_handed_over_in_order_and_a_refusal_stops_the_batch() {
+    let bodies: Vec<String> =
+        (0..200).map(|k| json!({"messages": [message("user", &"w ".repeat(k))]}).to_string()).collect();
+    let inputs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), SEED, Root::Request, false)).collect();
+    for threads in [1, 2, 8] {
+        let mut runs = Vec::new();
+        pack_bodies_with(&inputs, &options(50), SEED, Root::Request, false, threads, |run| {
+            runs.push(run);
+            true
+        });
+        let (last, whole) = runs.split_last().unwrap();
+        assert!(whole.iter().all(|run| run.len() >= 32) && !last.is_empty(), "{threads}");
+        assert_eq!(runs.concat(), one, "{threads}");
+        let mut handed = 0;
+        pack_bodies_with(&inputs, &options(50), SEED, Root::Request, false, threads, |run| {
+            handed += run.len();
+            false
+        });
+        assert!((1..200).contains(&handed), "{threads}: {handed}");
+    }
+}
+
+#[test]
 fn lines_are_packed_in_order_with_bad_ones_reported() {
     let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
     let block = format!("{long}\n\n  \r\n[1]\n{{\"id\": 7, \"messages\": []}}\n{{bad\n");
