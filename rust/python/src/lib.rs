@@ -269,9 +269,7 @@ fn pack_handoff<'py>(
     let snapshot = Snapshot::of(messages)?;
     let reading = Reading::OnDemand(pack::format_for(args.dialect));
     let packed = with_nodes(snapshot.nodes(), args.sizers, reading, sizing(image_tokens), |t| pack::pack(t, &options))?;
-    let n = snapshot.len();
-    let kept = snapshot.into_kept(&packed.kept)?;
-    to_handoff_pack(n, kept, packed, &args.budget_int)
+    handoff_from(snapshot, packed, &args.budget_int)
 }
 
 /// What a separate system prompt and the tool definitions cost: each what a system
@@ -358,9 +356,7 @@ fn pack_many<'py>(
         let started = std::time::Instant::now();
         let (packed, snapshot) = in_place(i, &transcript, opts)?;
         packing.push(started.elapsed());
-        let n = snapshot.len();
-        let kept = snapshot.into_kept(&packed.kept)?;
-        out.push(to_handoff_pack(n, kept, packed, &budget_int)?);
+        out.push(handoff_from(snapshot, packed, &budget_int)?);
         fairness.tick()?;
     }
     let threaded = threads > 1 && (!auto || probe > 0);
@@ -385,9 +381,7 @@ fn pack_many<'py>(
             // error exactly as one-by-one packing does.
             _ => {
                 let (packed, snapshot) = in_place(i, &transcript, opts)?;
-                let n = snapshot.len();
-                let kept = snapshot.into_kept(&packed.kept)?;
-                to_handoff_pack(n, kept, packed, &budget_int)?
+                handoff_from(snapshot, packed, &budget_int)?
             }
         };
         out.push(handoff);
@@ -405,6 +399,18 @@ fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
         let _ = add_note.call1((err.value(py), format!("in transcript {index}")));
     }
     err
+}
+
+/// The `HandoffPack` for a transcript read into `snapshot` and packed, the snapshot's
+/// borrow ended before the result is allocated.
+fn handoff_from<'py>(
+    snapshot: Snapshot<'py>,
+    packed: pack::Packed,
+    budget: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let n = snapshot.len();
+    let kept = snapshot.into_kept(&packed.kept)?;
+    to_handoff_pack(n, kept, packed, budget)
 }
 
 /// The `HandoffPack` for a transcript of `n` messages packed: the output list (`kept`,

@@ -226,26 +226,8 @@ fn check_tools(tools: Node<'_, '_>) -> Result<(), RequestError> {
     }
 }
 
-/// Threads [`pack_bodies`] uses at most, whatever it is given.
+/// Threads [`pack_bodies_with`] uses at most, whatever it is given.
 pub const MAX_THREADS: usize = 64;
-
-/// [`pack_body`] of each input, in order, on up to `threads` threads (the calling thread
-/// among them; fewer when the system refuses more).
-pub fn pack_bodies(
-    inputs: &[&[u8]],
-    options: &PackOptions,
-    sizing: BodySizing,
-    root: Root,
-    count_input: bool,
-    threads: usize,
-) -> Vec<Result<PackedBody, RequestError>> {
-    let mut out = Vec::with_capacity(inputs.len());
-    pack_bodies_with(inputs, options, sizing, root, count_input, threads, |run| {
-        out.extend(run);
-        true
-    });
-    out
-}
 
 /// Bodies [`pack_bodies_with`] hands over at once, at least (the last run aside).
 const RUN: usize = 32;
@@ -359,7 +341,11 @@ pub fn pack_lines(block: &[u8], options: &PackOptions, sizing: BodySizing, threa
         .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
         .collect();
     let inputs: Vec<&[u8]> = lines.iter().map(|&(_, line)| line).collect();
-    let results = pack_bodies(&inputs, options, sizing, Root::RequestOrTranscript, true, threads);
+    let mut results = Vec::with_capacity(inputs.len());
+    pack_bodies_with(&inputs, options, sizing, Root::RequestOrTranscript, true, threads, |run| {
+        results.extend(run);
+        true
+    });
     let mut out = PackedLines { output: Vec::with_capacity(block.len()), ..PackedLines::default() };
     for ((index, line), result) in lines.into_iter().zip(results) {
         match result {
