@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 import contextfold
-from contextfold import pack_handoff, pack_many, pack_request, reference
+from contextfold import pack_handoff, pack_many, pack_request, pack_requests, reference
 from contextfold._backend import using
 from contextfold.bench import langchain_trimmer
 from contextfold.synthetic import responses_items
@@ -130,6 +130,21 @@ def pairs() -> dict[str, Pair]:
         out["pack_request corpus: native vs orjson.loads alone"] = Pair(
             pack_all, lambda: [orjson.loads(b) for b in requests]
         )
+
+    batch = [requests[i % len(requests)] for i in range(10_000)]
+    with using(_native):
+        assert pack_requests(batch[: len(requests)], target_context_tokens=BUDGET, threads=2) == [
+            pack_request(b, target_context_tokens=BUDGET) for b in requests
+        ]
+
+    def batched(threads: int) -> Call:
+        def run() -> list[Any]:
+            with using(_native):
+                return pack_requests(batch, target_context_tokens=BUDGET, threads=threads)
+
+        return run
+
+    out["pack_requests 10,000 corpus: 2 threads vs 1"] = Pair(batched(2), batched(1), time.perf_counter)
 
     for name, items in ITEMS.items():
         rank, counter = partial(_native.rank_by_count, items), partial(counter_sorted, items)

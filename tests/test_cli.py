@@ -48,7 +48,11 @@ def test_pack_corpus_in_budget_and_in_order(capsys: pytest.CaptureFixture[str]) 
     assert f"tokens {before:,} ->" in err
 
 
-def test_bad_lines_are_reported_and_the_run_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("block", [cli.BLOCK, 7])  # 7: every line ends in a later read
+def test_bad_lines_are_reported_and_the_run_goes_on(
+    block: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "BLOCK", block)
     good = [{"role": "user", "content": "hello"}]
     lines = [
         json.dumps(good),
@@ -67,6 +71,27 @@ def test_bad_lines_are_reported_and_the_run_goes_on(tmp_path: Path, capsys: pyte
     assert "line 3: expected a list of messages" in err
     assert "line 5: message 0, field 'role': missing" in err
     assert "3 bad line(s)" in err
+
+
+def test_a_read_cut_in_a_line_packs_as_the_whole_text(impl: Any) -> None:
+    long = [
+        {"role": "user", "content": "q " * 300},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "ok"},
+    ]
+    text = f'{json.dumps(long)}\n \n{{bad\n{{"messages": [], "id": 2}}\n\n{json.dumps(long)}'.encode()
+    options = (20, 0, None, "auto", "greedy", None, 2)
+    whole = impl.pack_lines(text, b"", *options)
+    assert whole[1:3] == (5, 3) and [index for index, _ in whole[-1]] == [2]
+    for at in range(len(text) + 1):
+        # A large read stops at `at`; `rest` is what readline() gives for the line after.
+        block, after = text[:at], text[at:]
+        rest = after[: after.find(b"\n") + 1] if b"\n" in after else after
+        cut = impl.pack_lines(block, rest, *options)
+        later = impl.pack_lines(after[len(rest) :], b"", *options)
+        assert cut[0] + later[0] == whole[0], at
+        assert cut[1] + later[1] == whole[1], at
+        assert cut[-1] + [(cut[1] + index, error) for index, error in later[-1]] == whole[-1], at
 
 
 def test_empty_input_and_stdin(capsys: pytest.CaptureFixture[str]) -> None:

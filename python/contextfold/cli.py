@@ -104,17 +104,10 @@ def _open_output(path: str | None) -> AbstractContextManager[IO[bytes]]:
     return nullcontext(sys.stdout.buffer)
 
 
-def _blocks(stream: IO[bytes]) -> Iterator[bytes]:
-    """The input in blocks of whole lines (the last one may lack its newline)."""
-    carry = b""
-    while chunk := stream.read(BLOCK):
-        data = carry + chunk if carry else chunk
-        cut = data.rfind(b"\n") + 1
-        carry = data[cut:]
-        if cut:
-            yield data[:cut]
-    if carry:
-        yield carry
+def _blocks(stream: IO[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """The input in blocks: a large read, and the rest of the line it stopped in."""
+    while block := stream.read(BLOCK):
+        yield block, b"" if block.endswith(b"\n") else stream.readline()
 
 
 def _pack(args: argparse.Namespace) -> int:
@@ -132,9 +125,10 @@ def _pack(args: argparse.Namespace) -> int:
     with _open_input(args.file) as stream, _open_output(args.output) as out, progress:
         task = progress.add_task("pack", total=None)
         first_line = 1
-        for block in _blocks(stream):
-            output, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
+        for block, rest in _blocks(stream):
+            output, newlines, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
                 block,
+                rest,
                 args.context_tokens,
                 args.reserve_output_tokens,
                 args.tokenizer,
@@ -153,7 +147,7 @@ def _pack(args: argparse.Namespace) -> int:
             summary.tokens_after += after
             summary.dropped += dropped
             summary.unfit += unfit
-            first_line += block.count(b"\n")
+            first_line += newlines
             progress.advance(task, packed + len(errors))
     summary.seconds = time.perf_counter() - started
     rate = summary.transcripts / summary.seconds if summary.seconds else 0.0

@@ -229,6 +229,7 @@ def pack_requests(
 
 def pack_lines(
     block: bytes,
+    rest: bytes,
     target_context_tokens: int,
     reserve_output_tokens: int,
     estimate_tokens: str | None,
@@ -236,10 +237,11 @@ def pack_lines(
     cut: str,
     image_tokens: int | None,
     threads: int,
-) -> tuple[bytes, int, int, int, int, int, list[tuple[int, str]]]:
-    """The non-blank lines of a JSONL block packed: ``(output, packed, tokens_before,
-    tokens_after, dropped, unfit, errors)`` (``errors``: each bad line's index in the
-    block and its message)."""
+) -> tuple[bytes, int, int, int, int, int, int, list[tuple[int, str]]]:
+    """The non-blank lines of a JSONL block followed by ``rest`` (the end of its last
+    line) packed: ``(output, newlines, packed, tokens_before, tokens_after, dropped,
+    unfit, errors)`` (``newlines``: how many the block and ``rest`` hold; ``errors``:
+    each bad line's index in the block and its message)."""
     args = pack_arguments(
         target_context_tokens, reserve_output_tokens, estimate_tokens, (), None, None, shape, cut, None
     )
@@ -247,7 +249,8 @@ def pack_lines(
     output: list[bytes] = []
     packed = before = after = dropped = unfit = 0
     errors: list[tuple[int, str]] = []
-    for index, line in enumerate(block.split(b"\n")):
+    lines = (block + rest).split(b"\n")
+    for index, line in enumerate(lines):
         if not line.strip():
             continue
         try:
@@ -258,7 +261,7 @@ def pack_lines(
         output += (body, b"\n")
         packed, before, after = packed + 1, before + (tokens_before or 0), after + tokens
         dropped, unfit = dropped + gone, unfit + (not fits)
-    return b"".join(output), packed, before, after, dropped, unfit, errors
+    return b"".join(output), len(lines) - 1, packed, before, after, dropped, unfit, errors
 
 
 def _pack(

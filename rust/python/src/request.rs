@@ -235,17 +235,19 @@ pub fn pack_requests<'py>(
     }
 }
 
-/// Packs the non-blank lines of a JSONL block (each a request body or a bare list of
-/// messages) on up to `threads` threads: `(output, packed, tokens_before, tokens_after,
-/// dropped, unfit, errors)`, where `output` holds the packed lines in order, each ended
-/// by a newline, and `errors` each bad line's index in the block and its message.
+/// Packs the non-blank lines of a JSONL block followed by `rest` (the end of its last
+/// line; each line a request body or a bare list of messages) on up to `threads` threads:
+/// `(output, newlines, packed, tokens_before, tokens_after, dropped, unfit, errors)`,
+/// where `output` holds the packed lines in order, each ended by a newline, and `errors`
+/// each bad line's index in the block and its message.
 #[pyfunction]
 #[pyo3(signature = (
-    block, target_context_tokens, reserve_output_tokens, estimate_tokens, shape, cut, image_tokens, threads
+    block, rest, target_context_tokens, reserve_output_tokens, estimate_tokens, shape, cut, image_tokens, threads
 ))]
 #[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
 pub fn pack_lines<'py>(
     block: &Bound<'py, PyBytes>,
+    rest: &Bound<'py, PyBytes>,
     target_context_tokens: Bound<'py, PyAny>,
     reserve_output_tokens: Bound<'py, PyAny>,
     estimate_tokens: Bound<'py, PyAny>,
@@ -268,11 +270,12 @@ pub fn pack_lines<'py>(
         none,
         image_tokens,
     )?;
-    let input = block.as_bytes();
-    let lines = py.detach(|| request::pack_lines(input, &options, sizing, threads));
+    let (input, rest) = (block.as_bytes(), rest.as_bytes());
+    let lines = py.detach(|| request::pack_lines(input, rest, &options, sizing, threads));
     let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
     (
         PyBytes::new(py, &lines.output),
+        lines.newlines,
         lines.packed,
         lines.tokens_before,
         lines.tokens_after,

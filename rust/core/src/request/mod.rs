@@ -31,7 +31,6 @@ use crate::transcript::Transcript;
 use scan::{Layout, Tape};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Why a body could not be packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,64 +258,80 @@ pub fn pack_bodies_with(
         return;
     }
     let next = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<Result<PackedBody, RequestError>>>> =
-        Mutex::new(std::iter::repeat_with(|| None).take(inputs.len()).collect());
-    let store = |i: usize, result| {
-        if let Some(slot) = slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_mut(i) {
-            *slot = Some(result);
-        }
-    };
-    let take = || loop {
+    // Workers send each result with its index; only the calling thread keeps them in
+    // order, so no thread waits on another but the calling one at the end.
+    let (done, results) = std::sync::mpsc::channel::<(usize, Result<PackedBody, RequestError>)>();
+    let mut slots: Vec<Option<Result<PackedBody, RequestError>>> =
+        std::iter::repeat_with(|| None).take(inputs.len()).collect();
+    let mut handed = 0;
+    let take = |done: std::sync::mpsc::Sender<_>| loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(input) = inputs.get(i) else { break };
-        store(i, one(input));
-    };
-    // The results done from `from` on, in order up to the first not done, when there
-    // are at least `least` of them.
-    let take_run = |from: usize, least: usize| -> Vec<Result<PackedBody, RequestError>> {
-        let mut slots = slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let tail = slots.get_mut(from..).unwrap_or_default();
-        if tail.iter().take_while(|slot| slot.is_some()).count() < least {
-            return Vec::new();
+        if done.send((i, one(input))).is_err() {
+            break;
         }
-        tail.iter_mut().map_while(Option::take).collect()
     };
     std::thread::scope(|scope| {
-        let workers: Vec<_> =
-            (1..threads).filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, take).ok()).collect();
-        let mut handed = 0;
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(input) = inputs.get(i) else { break };
-            store(i, one(input));
-            let run = take_run(handed, RUN);
-            if !run.is_empty() {
-                handed += run.len();
-                if !ready(run) {
-                    next.store(inputs.len(), Ordering::Relaxed);
-                    return;
-                }
-            }
-        }
-        for worker in workers {
-            // Packing cannot panic (the crate denies it); were a worker to, its bodies
-            // are reported below rather than lost.
-            let _ = worker.join();
-        }
-        let rest: Vec<_> = slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(handed..)
-            .unwrap_or_default()
-            .iter_mut()
-            .map(|slot| {
-                slot.take().unwrap_or_else(|| Err(RequestError::Pack(CoreError::argument("a packing thread failed"))))
+        // A thread the system refuses leaves its share to the others.
+        let workers: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                let done = done.clone();
+                std::thread::Builder::new().spawn_scoped(scope, || take(done)).ok()
             })
             .collect();
-        if !rest.is_empty() {
-            ready(rest);
+        drop(done);
+        // Packing cannot panic (the crate denies it); were a worker to, joining it here
+        // keeps the panic from the caller, and its bodies are reported below.
+        let join = || workers.into_iter().for_each(|worker| drop(worker.join()));
+        let mut wanted = true;
+        while wanted {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(input) = inputs.get(i) else { break };
+            let result = one(input);
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+            for (i, result) in results.try_iter() {
+                if let Some(slot) = slots.get_mut(i) {
+                    *slot = Some(result);
+                }
+            }
+            wanted = hand_over(&mut slots, &mut handed, RUN, &mut ready);
         }
+        if !wanted {
+            next.store(inputs.len(), Ordering::Relaxed);
+            join();
+            return;
+        }
+        // The workers' last bodies; the channel ends when every worker has.
+        for (i, result) in results.iter() {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        join();
+        for slot in slots.iter_mut().skip(handed).filter(|slot| slot.is_none()) {
+            *slot = Some(Err(RequestError::Pack(CoreError::argument("a packing thread failed"))));
+        }
+        hand_over(&mut slots, &mut handed, 0, &mut ready);
     });
+}
+
+/// Hands `ready` the results done from `handed` on, in order up to the first not done,
+/// when there are at least `least` of them; false when `ready` wants no more.
+fn hand_over<T>(
+    slots: &mut [Option<T>],
+    handed: &mut usize,
+    least: usize,
+    ready: &mut impl FnMut(Vec<T>) -> bool,
+) -> bool {
+    let tail = slots.get_mut(*handed..).unwrap_or_default();
+    if tail.is_empty() || tail.iter().take_while(|slot| slot.is_some()).count() < least {
+        return true;
+    }
+    let run: Vec<T> = tail.iter_mut().map_while(Option::take).collect();
+    *handed += run.len();
+    ready(run)
 }
 
 /// What packing a block of JSONL lines (one transcript or request a line) gives.
@@ -324,6 +339,8 @@ pub fn pack_bodies_with(
 pub struct PackedLines {
     /// The packed lines, each ended by `\n`, in input order; bad lines left out.
     pub output: Vec<u8>,
+    /// The newlines read: how far the line numbers of the next block start on.
+    pub newlines: usize,
     pub packed: usize,
     pub tokens_before: u128,
     pub tokens_after: u128,
@@ -333,21 +350,37 @@ pub struct PackedLines {
     pub errors: Vec<(usize, RequestError)>,
 }
 
-/// Packs every non-blank line of `block` (lines end with `\n`; a line is a request
-/// body or a bare array of messages), on up to `threads` threads.
-pub fn pack_lines(block: &[u8], options: &PackOptions, sizing: BodySizing, threads: usize) -> PackedLines {
-    let lines: Vec<(usize, &[u8])> = scan::lines(block)
+/// Packs every non-blank line of `block` followed by `rest` (lines end with `\n`; a line
+/// is a request body or a bare array of messages), on up to `threads` threads. `rest` is
+/// what a reader gets for the end of the block's last line when a large read stops in
+/// the middle of it; that one line is joined here, so the block is never copied.
+pub fn pack_lines(block: &[u8], rest: &[u8], options: &PackOptions, sizing: BodySizing, threads: usize) -> PackedLines {
+    let whole = block.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+    let (block, cut) = block.split_at(whole);
+    let joined = [cut, rest].concat();
+    // `block` ends at a newline (or is empty), so its last piece is empty: the joined
+    // line stands in for it.
+    let mut lines: Vec<&[u8]> = scan::lines(block).collect();
+    lines.pop();
+    lines.extend(scan::lines(&joined));
+    let newlines = lines.len() - 1;
+    let (indices, inputs): (Vec<usize>, Vec<&[u8]>) = lines
+        .into_iter()
         .enumerate()
         .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
-        .collect();
-    let inputs: Vec<&[u8]> = lines.iter().map(|&(_, line)| line).collect();
+        .unzip();
     let mut results = Vec::with_capacity(inputs.len());
     pack_bodies_with(&inputs, options, sizing, Root::RequestOrTranscript, true, threads, |run| {
         results.extend(run);
         true
     });
-    let mut out = PackedLines { output: Vec::with_capacity(block.len()), ..PackedLines::default() };
-    for ((index, line), result) in lines.into_iter().zip(results) {
+    let size = results
+        .iter()
+        .zip(&inputs)
+        .filter_map(|(r, line)| r.as_ref().ok().map(|p| p.body.as_ref().map_or(line.len(), Vec::len) + 1))
+        .sum();
+    let mut out = PackedLines { output: Vec::with_capacity(size), newlines, ..PackedLines::default() };
+    for ((index, line), result) in indices.into_iter().zip(inputs).zip(results) {
         match result {
             Ok(packed) => {
                 out.output.extend_from_slice(packed.body.as_deref().unwrap_or(line));

@@ -353,7 +353,7 @@ fn runs_are_handed_over_in_order_and_a_refusal_stops_the_batch() {
 fn lines_are_packed_in_order_with_bad_ones_reported() {
     let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
     let block = format!("{long}\n\n  \r\n[1]\n{{\"id\": 7, \"messages\": []}}\n{{bad\n");
-    let lines = pack_lines(block.as_bytes(), &options(20), SEED, 2);
+    let lines = pack_lines(block.as_bytes(), b"", &options(20), SEED, 2);
     let output = String::from_utf8(lines.output).unwrap();
     let out: Vec<&str> = output.lines().collect();
     assert_eq!(out.len(), 2);
@@ -364,6 +364,29 @@ fn lines_are_packed_in_order_with_bad_ones_reported() {
     assert_eq!(errors[0], (3, "message 0: expected a dict, got int".to_string()));
     assert_eq!(errors[1].0, 5);
     assert!(errors[1].1.starts_with("not JSON"));
+}
+
+#[test]
+fn a_block_cut_anywhere_and_its_rest_pack_as_the_whole_text() {
+    let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
+    let text = format!("{long}\n \n{{bad\n{{\"messages\": [], \"id\": 2}}\n\n{long}");
+    let whole = pack_lines(text.as_bytes(), b"", &options(20), SEED, 1);
+    let errors = |lines: &PackedLines| lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect::<Vec<_>>();
+    assert_eq!((whole.newlines, whole.packed, errors(&whole).len()), (5, 3, 1));
+    for at in 0..=text.len() {
+        // A reader's large read stops at `at`; `rest` runs to the end of that line.
+        let (block, after) = text.as_bytes().split_at(at);
+        let rest = after.iter().position(|&b| b == b'\n').map_or(after, |end| after.get(..=end).unwrap_or(after));
+        let cut = pack_lines(block, rest, &options(20), SEED, 2);
+        let tail = after.get(rest.len()..).unwrap_or_default();
+        let next = pack_lines(tail, b"", &options(20), SEED, 2);
+        let mut output = cut.output.clone();
+        output.extend_from_slice(&next.output);
+        assert_eq!(output, whole.output, "cut at {at}");
+        assert_eq!(cut.newlines + next.newlines, whole.newlines, "cut at {at}");
+        let shifted: Vec<_> = errors(&next).into_iter().map(|(i, e)| (i + cut.newlines, e)).collect();
+        assert_eq!([errors(&cut), shifted].concat(), errors(&whole), "cut at {at}");
+    }
 }
 
 #[test]
