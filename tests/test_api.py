@@ -4,9 +4,13 @@ with the same signatures (the stub for ``_native`` re-exports the reference's)."
 from __future__ import annotations
 
 import inspect
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import contextfold
 from contextfold import reference
 
 from .conftest import native_required
@@ -39,3 +43,35 @@ def test_numpy_is_imported_only_when_an_array_is_asked_for() -> None:
         "assert sizes.tolist() == [5] and 'numpy' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+BROKEN_EXTENSION = """
+import importlib.abc, sys, warnings
+
+class Broken(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "contextfold._native":
+            raise ImportError("undefined symbol: PyFake_Symbol")
+
+sys.meta_path.insert(0, Broken())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import contextfold
+assert contextfold.backend == "python", contextfold.backend
+assert contextfold.__version__, "a version without the extension"
+print("|".join(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)))
+"""
+
+
+def test_an_extension_that_fails_to_load_is_said_not_hidden(tmp_path: Path) -> None:
+    # Built but broken (a missing symbol, a loader refusing it): the reference still runs,
+    # 10-80x slower, so the reason is given as a warning.
+    said = subprocess.run([sys.executable, "-c", BROKEN_EXTENSION], check=True, capture_output=True, text=True)
+    assert "native extension" in said.stdout and "undefined symbol: PyFake_Symbol" in said.stdout
+    # Not built at all (a source checkout): silent.
+    package = Path(contextfold.__file__).parent
+    shutil.copytree(package, tmp_path / "contextfold", ignore=shutil.ignore_patterns("_native*.so", "_native*.pyd"))
+    not_built = BROKEN_EXTENSION.replace('raise ImportError("undefined symbol: PyFake_Symbol")', "return None")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    said = subprocess.run([sys.executable, "-c", not_built], check=True, capture_output=True, text=True, env=env)
+    assert said.stdout.strip() == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,37 @@ def test_bad_lines_are_reported_and_the_run_goes_on(
     assert "line 3: expected a list of messages" in err
     assert "line 5: message 0, field 'role': missing" in err
     assert "3 bad line(s)" in err
+
+
+def test_standard_error_is_whole_lines_off_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('[{"role": "user", "content": "hi"}]\n{"messages": [], "tools": [1]}\n', encoding="utf-8")
+    code, _, err = run(["pack", str(path), "--context-tokens", "100"], capsys)
+    # One line a bad line and one for the summary, never wrapped: logs are grepped.
+    assert code == 1
+    assert err.splitlines()[0] == "line 2: tools[0]: expected a dict, got int"
+    assert re.fullmatch(
+        r"packed 1 transcript\(s\) in [0-9.]+s \([0-9,]+/s, \w+ backend\): tokens 5 -> 5, "
+        r"0 message\(s\) dropped, 0 did not fit, 1 bad line\(s\)",
+        err.splitlines()[1],
+    )
+    assert len(err.splitlines()) == 2
+
+
+def test_progress_shows_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    path = tmp_path / "in.jsonl"
+    path.write_text('[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    code, out, _ = run(["pack", str(path), "--context-tokens", "100"], capsys)
+    assert (code, out) == (0, '[{"role": "user", "content": "hi"}]\n')
+    assert "packing" in terminal.getvalue() and "packed 1 transcript(s)" in terminal.getvalue()
 
 
 def test_a_read_cut_in_a_line_packs_as_the_whole_text(impl: Any) -> None:

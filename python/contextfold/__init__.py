@@ -7,8 +7,6 @@ reference).
 
 from __future__ import annotations
 
-from importlib.metadata import version as _distribution_version
-
 from . import _backend
 from .codemap import (
     CONSOLIDATED_KEY_PREFIX,
@@ -95,7 +93,19 @@ from .window import (
 backend: str = _backend.name
 """``"native"`` or ``"python"``: the implementation behind the API, fixed at import."""
 
-__version__ = _distribution_version(__name__)
+
+def _version() -> str:
+    # The extension carries the version (importlib.metadata would add 10 ms to every import).
+    try:
+        from ._native import __version__ as built
+    except ImportError:
+        from importlib.metadata import version
+
+        return version(__name__)
+    return built
+
+
+__version__ = _version()
 """The installed distribution's version, which maturin takes from the Cargo workspace."""
 
 __all__ = [

@@ -2,13 +2,17 @@
 
 ``CONTEXTFOLD_BACKEND=python`` forces the pure-Python reference; ``native`` requires the
 extension (an ImportError when it is missing); unset, the extension is used when it
-imports. The choice is made once, when contextfold is imported. This is the one module
+imports, and an extension that is there but fails to load (a missing symbol, a loader
+refusing it) is a ``RuntimeWarning`` naming the reason, not a silent 10-80x slowdown. The
+choice is made once, when contextfold is imported. This is the one module
 that imports either backend; public modules call through :data:`impl`.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -23,10 +27,13 @@ def _choose() -> tuple[str, ModuleType]:
     if wanted == "python":
         return "python", reference
     try:
-        from . import _native
-    except ImportError:
+        _native = importlib.import_module(f"{__package__}._native")
+    except ImportError as exc:
         if wanted == "native":
             raise
+        if not (isinstance(exc, ModuleNotFoundError) and exc.name == f"{__package__}._native"):
+            message = f"contextfold: the native extension did not load ({exc}); using the pure-Python reference"
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
         return "python", reference
     return "native", _native
 

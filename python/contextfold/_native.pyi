@@ -27,3 +27,6 @@ from contextfold.reference import window_start_array as window_start_array
 
 build_profile: str
 """``"release"`` or ``"debug"``: benchmarks refuse to time a debug build."""
+
+__version__: str
+"""The Cargo workspace's version, which is also the distribution's."""

@@ -28,14 +28,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import IO, Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from . import _backend, backend, message_tokens_array, pack_handoff, window_start
 from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, chunk_size, handoff_budget, image_tokens_for, whole
@@ -110,20 +106,38 @@ def _blocks(stream: IO[bytes]) -> Iterator[tuple[bytes, bytes]]:
         yield block, b"" if block.endswith(b"\n") else stream.readline()
 
 
+def _say(line: str) -> None:
+    """A line on standard error, whole: logs are grepped (rich would wrap it at 80
+    columns off a terminal)."""
+    if sys.stderr is not None:
+        print(line, file=sys.stderr)
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[int], None]]:
+    """Advances a progress bar on standard error when it is a terminal; rich is only
+    imported then."""
+    if sys.stderr is None or not sys.stderr.isatty():
+        yield lambda done: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("packing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
+        task = progress.add_task("pack", total=None)
+        yield lambda done: progress.advance(task, done)
+
+
 def _pack(args: argparse.Namespace) -> int:
     # Options are checked once, before any line is read: a bad one is one message.
     handoff_budget(args.context_tokens, args.reserve_output_tokens)
     chunk_size(args.context_tokens - args.reserve_output_tokens, args.shape, args.cut, None)
     images = image_tokens_for(args.sizing, args.image_tokens, args.tokenizer)
     threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1, None)
-    err = Console(stderr=True)
     summary = Summary()
     started = time.perf_counter()
-    progress = Progress(
-        TextColumn("packing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err, transient=True
-    )
-    with _open_input(args.file) as stream, _open_output(args.output) as out, progress:
-        task = progress.add_task("pack", total=None)
+    with _open_input(args.file) as stream, _open_output(args.output) as out, _progress() as advance:
         first_line = 1
         for block, rest in _blocks(stream):
             output, newlines, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
@@ -140,7 +154,7 @@ def _pack(args: argparse.Namespace) -> int:
             out.write(output)
             out.flush()
             for index, message in errors:
-                err.print(f"line {first_line + index}: {message}", highlight=False, markup=False)
+                _say(f"line {first_line + index}: {message}")
             summary.transcripts += packed
             summary.failed += len(errors)
             summary.tokens_before += before
@@ -148,14 +162,13 @@ def _pack(args: argparse.Namespace) -> int:
             summary.dropped += dropped
             summary.unfit += unfit
             first_line += newlines
-            progress.advance(task, packed + len(errors))
+            advance(packed + len(errors))
     summary.seconds = time.perf_counter() - started
     rate = summary.transcripts / summary.seconds if summary.seconds else 0.0
-    err.print(
+    _say(
         f"packed {summary.transcripts} transcript(s) in {summary.seconds:.2f}s ({rate:,.0f}/s, {backend} backend): "
         f"tokens {summary.tokens_before:,} -> {summary.tokens_after:,}, {summary.dropped:,} message(s) dropped, "
-        f"{summary.unfit} did not fit, {summary.failed} bad line(s)",
-        highlight=False,
+        f"{summary.unfit} did not fit, {summary.failed} bad line(s)"
     )
     return 1 if summary.failed else 0
 
@@ -183,6 +196,9 @@ def _window(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     from .synthetic import agent_run
 
     console = Console()

@@ -615,6 +615,8 @@ mod _native {
         let _ = super::ResultClass::get(m.py());
         super::errors::load(m.py());
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-        m.add("build_profile", profile)
+        m.add("build_profile", profile)?;
+        // The workspace's version, which maturin also gives the distribution.
+        m.add("__version__", env!("CARGO_PKG_VERSION"))
     }
 }
