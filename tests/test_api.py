@@ -33,6 +33,13 @@ def test_native_exports_nothing_the_reference_lacks() -> None:
     assert public == set(reference.__all__)
 
 
+def test_the_reference_is_imported_only_when_it_runs() -> None:
+    # Most of `import contextfold`'s time; a gateway on the native backend never needs it.
+    native_required()
+    script = "import sys, contextfold\nassert 'contextfold.reference' not in sys.modules\n"
+    subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ, "CONTEXTFOLD_BACKEND": "native"})
+
+
 def test_numpy_is_imported_only_when_an_array_is_asked_for() -> None:
     # A gateway that only packs should not pay numpy's import (and its BLAS threads).
     script = (

@@ -17,7 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from . import reference
+
+def _reference() -> ModuleType:
+    # Imported only when used: it is most of `import contextfold`'s time.
+    from . import reference
+
+    return reference
 
 
 def _choose() -> tuple[str, ModuleType]:
@@ -25,7 +30,7 @@ def _choose() -> tuple[str, ModuleType]:
     if wanted not in ("", "native", "python"):
         raise ImportError(f"CONTEXTFOLD_BACKEND must be 'native' or 'python', not {wanted!r}")
     if wanted == "python":
-        return "python", reference
+        return "python", _reference()
     try:
         _native = importlib.import_module(f"{__package__}._native")
     except ImportError as exc:
@@ -34,7 +39,7 @@ def _choose() -> tuple[str, ModuleType]:
         if not (isinstance(exc, ModuleNotFoundError) and exc.name == f"{__package__}._native"):
             message = f"contextfold: the native extension did not load ({exc}); using the pure-Python reference"
             warnings.warn(message, RuntimeWarning, stacklevel=2)
-        return "python", reference
+        return "python", _reference()
     return "native", _native
 
 
@@ -45,7 +50,7 @@ def implementation(which: str) -> ModuleType:
     """The backend module named ``"native"`` or ``"python"`` (ImportError when the
     extension is not built)."""
     if which == "python":
-        return reference
+        return _reference()
     if which == "native":
         from . import _native
 
