@@ -262,9 +262,34 @@ def test_closed_streams_are_one_message(monkeypatch: pytest.MonkeyPatch, capsys:
     )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
-    err_bytes = proc.stderr.read()
+    with proc.stderr:
+        err_bytes = proc.stderr.read()
     assert proc.wait(timeout=60) == 2
     assert b"standard output was closed" in err_bytes and b"Traceback" not in err_bytes
+
+
+def test_a_closed_standard_error_loses_the_messages_not_the_run(tmp_path: Path) -> None:
+    good = json.dumps([{"role": "user", "content": "hello"}])
+    path, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    bad = "{bad" + "x" * 100  # 3 MB of them: the good line comes in a later read
+    path.write_text("\n".join([bad] * 30_000 + [good]) + "\n", encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contextfold.cli", "pack", str(path), "--context-tokens", "100", "-o", str(out)],
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    proc.stderr.readline()  # the first bad line's message, then the reader goes away
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 1  # bad lines, as with standard error open
+    assert out.read_text(encoding="utf-8") == good + "\n"
+
+
+def test_threads_past_the_cpus_are_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Not an allocation sized by them: the reads follow the CPUs.
+    path = tmp_path / "in.jsonl"
+    path.write_text('[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
+    code, out, err = run(["pack", str(path), "--context-tokens", "100", "--threads", str(10**6)], capsys)
+    assert (code, out) == (0, '[{"role": "user", "content": "hi"}]\n') and "Traceback" not in err
 
 
 def test_window_with_a_huge_window_is_one_message(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,12 +17,12 @@ from typing import Any
 
 import contextfold as cf
 import pytest
-from contextfold import _backend
+from contextfold import _backend, reference
 from contextfold.synthetic import responses_items
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import IMPLS, anthropic_corpus, openai_corpus
+from .conftest import IMPLS, anthropic_corpus, native_required, openai_corpus
 from .offline_tiktoken import ENCODINGS, tiktoken_encoding
 from .strategies import item_transcripts, transcripts
 
@@ -549,6 +549,18 @@ def test_bad_bodies_raise_request_errors(backend: str, name: str) -> None:
         cf.pack_request(BAD[name], target_context_tokens=100)
     assert isinstance(caught.value, ValueError)
     assert str(caught.value)
+
+
+@pytest.mark.parametrize("name", [n for n in BAD if n not in ("huge integer", "deep")])
+def test_bad_bodies_are_worded_alike_by_both_backends(name: str) -> None:
+    # (A huge integer and deep nesting meet Python's own limits in the reference, where
+    # json does not say where; the native scanner names the byte.)
+    said = {}
+    for impl in (reference, native_required()):
+        with pytest.raises(cf.RequestError) as caught:
+            impl.pack_request(BAD[name], 100, 0, None, (), None, "auto", "greedy", None, None)
+        said[impl] = (str(caught.value), caught.value.offset)
+    assert len(set(said.values())) == 1, said
 
 
 def test_request_errors_name_the_byte(backend: str) -> None:

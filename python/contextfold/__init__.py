@@ -95,14 +95,13 @@ backend: str = _backend.name
 
 
 def _version() -> str:
-    # The extension carries the version (importlib.metadata would add 10 ms to every import).
-    try:
-        from ._native import __version__ as built
-    except ImportError:
-        from importlib.metadata import version
+    # The extension carries the version (importlib.metadata would add 10 ms to every
+    # import); on the reference, the extension is left unloaded.
+    if _backend.name == "native":
+        return str(_backend.impl.__version__)
+    from importlib.metadata import version
 
-        return version(__name__)
-    return built
+    return version(__name__)
 
 
 __version__ = _version()

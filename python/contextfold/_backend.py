@@ -2,8 +2,8 @@
 
 ``CONTEXTFOLD_BACKEND=python`` forces the pure-Python reference; ``native`` requires the
 extension (an ImportError when it is missing); unset, the extension is used when it
-imports, and an extension that is there but fails to load (a missing symbol, a loader
-refusing it) is a ``RuntimeWarning`` naming the reason, not a silent 10-80x slowdown. The
+imports, and an extension that is there but fails to load (a missing symbol, a build for
+another Python) is a ``RuntimeWarning`` naming the reason, not a silent 10-80x slowdown. The
 choice is made once, when contextfold is imported. This is the one module
 that imports either backend; public modules call through :data:`impl`.
 """
@@ -36,9 +36,15 @@ def _choose() -> tuple[str, ModuleType]:
     except ImportError as exc:
         if wanted == "native":
             raise
-        if not (isinstance(exc, ModuleNotFoundError) and exc.name == f"{__package__}._native"):
-            message = f"contextfold: the native extension did not load ({exc}); using the pure-Python reference"
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        # Not built (a source checkout) is silent; built but not loading (a missing
+        # symbol, a build for another Python) is said.
+        builds = [f for f in os.listdir(os.path.dirname(__file__)) if f.startswith("_native.") and f != "_native.pyi"]
+        if builds or not (isinstance(exc, ModuleNotFoundError) and exc.name == f"{__package__}._native"):
+            found = f"; found {', '.join(sorted(builds))}" if builds else ""
+            message = f"contextfold: the native extension did not load ({exc}{found}); using the pure-Python reference"
+            # Level 4: past this function, this module and contextfold's __init__, to the
+            # importing line (the warnings module skips importlib's frames).
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
         return "python", _reference()
     return "native", _native
 

@@ -40,6 +40,20 @@ _ARRAYS = ("messages", "input")
 Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None"]
 
 
+_JSON_WORDS = {
+    "Expecting value": "expecting a value",
+    "Expecting property name enclosed in double quotes": "expecting a property name in double quotes",
+    "Expecting ':' delimiter": "expecting ':'",
+    "Unterminated string starting at": "an unterminated string",
+    "Invalid control character at": "an unescaped control character in a string",
+    "Invalid \\escape": "an invalid escape",
+    "Invalid \\uXXXX escape": "an invalid escape",
+    "Extra data": "extra data after the value",
+}
+"""``json``'s messages as the native scanner words them (its "Expecting ',' delimiter"
+does not say which bracket it wanted, so it stays as it is)."""
+
+
 class _Layout:
     """Where the messages array and its items lie in the text (character positions)."""
 
@@ -67,7 +81,9 @@ class _Body:
         try:
             self._walk(1 if self.text.startswith("\ufeff") else 0)
         except json.JSONDecodeError as exc:
-            raise self._error(exc.msg.lower(), exc.pos) from None
+            raise self._error(_JSON_WORDS.get(exc.msg, exc.msg.lower()), exc.pos) from None
+        except RequestError:
+            raise  # the walk's own (a ValueError too: not to be wrapped below)
         except RecursionError:
             raise RequestError("not JSON that can be loaded: nested deeper than Python's recursion limit") from None
         except ValueError as exc:  # an integer past Python's digit limit

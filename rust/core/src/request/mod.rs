@@ -303,10 +303,17 @@ pub fn pack_bodies_with(
             join();
             return;
         }
-        // The workers' last bodies; the channel ends when every worker has.
+        // The workers' last bodies, handed over as they come (the caller turns them into
+        // its values while a long one is still packing); the channel ends when every
+        // worker has.
         for (i, result) in results.iter() {
             if let Some(slot) = slots.get_mut(i) {
                 *slot = Some(result);
+            }
+            if !hand_over(&mut slots, &mut handed, RUN, &mut ready) {
+                next.store(inputs.len(), Ordering::Relaxed);
+                join();
+                return;
             }
         }
         join();
@@ -353,7 +360,8 @@ pub struct PackedLines {
 /// Packs every non-blank line of `block` followed by `rest` (lines end with `\n`; a line
 /// is a request body or a bare array of messages), on up to `threads` threads. `rest` is
 /// what a reader gets for the end of the block's last line when a large read stops in
-/// the middle of it; that one line is joined here, so the block is never copied.
+/// the middle of it; only that line is copied, to join it (the whole block, when one
+/// line spans it).
 pub fn pack_lines(block: &[u8], rest: &[u8], options: &PackOptions, sizing: BodySizing, threads: usize) -> PackedLines {
     let whole = block.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
     let (block, cut) = block.split_at(whole);
