@@ -325,7 +325,6 @@ def _outcome(messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("kwargs", ARGUMENT_FORMS, ids=repr)
 def test_argument_forms_agree(kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-
     messages = [msg("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(9)]
     outcomes = []
     for impl in (native_required(), reference):

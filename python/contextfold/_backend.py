@@ -3,9 +3,9 @@
 ``CONTEXTFOLD_BACKEND=python`` forces the pure-Python reference; ``native`` requires the
 extension (an ImportError when it is missing); unset, the extension is used when it
 imports, and an extension that is there but fails to load (a missing symbol, a build for
-another Python) is a ``RuntimeWarning`` naming the reason, not a silent 10-80x slowdown. The
-choice is made once, when contextfold is imported. This is the one module
-that imports either backend; public modules call through :data:`impl`.
+another Python) is a ``RuntimeWarning`` naming the reason, not a silent 10-80x slowdown.
+The choice is made once, when contextfold is imported. This is the one module that
+imports either backend; public modules call through :data:`impl`.
 """
 
 from __future__ import annotations

@@ -338,14 +338,16 @@ class _Packer:
     def note_tokens(self, text: str) -> int:
         return self._text_tokens(text) + MESSAGE_OVERHEAD
 
-    def fits_within(self, start: int, stop: int, budget: int) -> bool:
+    def cost_within(self, start: int, stop: int, budget: int) -> int | None:
+        """What messages ``start:stop`` cost when it is at most ``budget`` (``None`` when
+        not), sized from the newest and no further once over."""
         total = 0
         tokens = self.t.tokens
         for i in range(stop - 1, start - 1, -1):
             total += tokens(i)
             if total > budget:
-                return False
-        return total <= budget
+                return None
+        return total if total <= budget else None
 
     def listing_cost(self, newest: list[str], total: int, lines_units: int) -> int:
         """Cost of the note listing ``newest``: from its length alone with the default
@@ -457,8 +459,9 @@ class _Packer:
     def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None) -> dict[str, Any]:
         t = self.t
         role = t.role
-        if self.fits_within(0, end, budget):
-            return {"kept": list(range(end)), "note": None, "fits": True, "tokens": t.sum(0, end)}
+        tokens = self.cost_within(0, end, budget)
+        if tokens is not None:
+            return {"kept": list(range(end)), "note": None, "fits": True, "tokens": tokens}
         prefix = next((i for i in range(end) if role(i) != "system"), end)
         segments = _Segments(t, prefix, end, dialect, chunk is not None)
         directive = next(
@@ -550,8 +553,9 @@ def _pack(
     if t.responses is None:
         t.responses = shown == "responses"
     available = budget - system_tokens
-    if packer.fits_within(0, n, available):
-        return HandoffPack(list(t.messages), 0, True, t.sum(0, n) + system_tokens, budget, None, list(range(n)))
+    tokens = packer.cost_within(0, n, available)
+    if tokens is not None:
+        return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, budget, None, list(range(n)))
     if t.responses:
         dialect = "responses"
     elif dialect == "auto":

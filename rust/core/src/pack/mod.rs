@@ -177,8 +177,7 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     // `shape="auto"` reads back to the newest entry that shows a shape only.
     let shown = if t.is_undecided() || options.dialect.is_none() { newest_shape(t.messages()) } else { None };
     t.decide_responses(shown == Some(Dialect::Responses));
-    if fits_within(t, 0, n, budget)? {
-        let tokens = t.sum(0..n)?;
+    if let Some(tokens) = cost_within(0, n, budget, |i| t.tokens(i))? {
         return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
     }
     let dialect = if t.is_responses() {
@@ -211,37 +210,29 @@ fn fits_as_chat<N: JsonNode, S: MessageSizer<N>>(t: &mut Transcript<'_, N, S>, b
     if !t.is_undecided() || t.sizer().calls_out() {
         return None;
     }
-    let over = |sum: u128| i128::try_from(sum).map_or(true, |sum| sum > budget);
-    let mut sum = 0u128;
-    for i in (0..t.len()).rev() {
-        sum += u128::from(t.chat_tokens(i)?);
-        if over(sum) {
-            return None;
-        }
-    }
-    if over(sum) {
-        return None; // no message, and the separate prompt alone is over
-    }
+    let tokens = cost_within(0, t.len(), budget, |i| t.chat_tokens(i).ok_or(())).ok()??;
     t.decide_responses(false);
-    Some(sum)
+    Some(tokens)
 }
 
-/// Whether messages `from..to` cost at most `budget`, sizing from the newest and stopping
-/// once they do not.
-fn fits_within<N: JsonNode, S: MessageSizer<N>>(
-    t: &mut Transcript<'_, N, S>,
+/// What messages `from..to` cost when it is at most `budget` (`None` when not), sized
+/// by `size` from the newest and no further once over.
+fn cost_within<E>(
     from: usize,
     to: usize,
     budget: i128,
-) -> Result<bool, CoreError> {
-    let mut sum = 0i128;
+    mut size: impl FnMut(usize) -> Result<u64, E>,
+) -> Result<Option<u128>, E> {
+    // An empty range over budget too: nothing to pack under a separate prompt that is over.
+    let fits = |sum: u128| i128::try_from(sum).is_ok_and(|sum| sum <= budget);
+    let mut sum = 0u128;
     for i in (from..to).rev() {
-        sum += i128::from(t.tokens(i)?);
-        if sum > budget {
-            return Ok(false);
+        sum += u128::from(size(i)?);
+        if !fits(sum) {
+            return Ok(None);
         }
     }
-    Ok(sum <= budget)
+    Ok(fits(sum).then_some(sum))
 }
 
 /// How many messages ahead of the one read a walk asks to be loaded.
@@ -254,8 +245,7 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     dialect: Dialect,
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
-    if fits_within(t, 0, end, budget)? {
-        let tokens = t.sum(0..end)?;
+    if let Some(tokens) = cost_within(0, end, budget, |i| t.tokens(i))? {
         return Ok(Packed { kept: (0..end).collect(), note: None, fits: true, tokens });
     }
     let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);

@@ -280,48 +280,43 @@ pub fn pack_bodies_with(
             })
             .collect();
         drop(done);
-        // Packing cannot panic (the crate denies it); were a worker to, joining it here
-        // keeps the panic from the caller, and its bodies are reported below.
-        let join = || workers.into_iter().for_each(|worker| drop(worker.join()));
         let mut wanted = true;
+        // The calling thread packs too, taking in what the workers sent between bodies.
         while wanted {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(input) = inputs.get(i) else { break };
-            let result = one(input);
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = Some(result);
-            }
-            for (i, result) in results.try_iter() {
-                if let Some(slot) = slots.get_mut(i) {
-                    *slot = Some(result);
-                }
-            }
+            put(&mut slots, (i, one(input)));
+            results.try_iter().for_each(|sent| put(&mut slots, sent));
+            wanted = hand_over(&mut slots, &mut handed, RUN, &mut ready);
+        }
+        // Then the workers' last bodies, handed over as they come (the caller turns them
+        // into its values while a long one is still packing); the channel ends when
+        // every worker has.
+        while wanted {
+            let Ok(sent) = results.recv() else { break };
+            put(&mut slots, sent);
             wanted = hand_over(&mut slots, &mut handed, RUN, &mut ready);
         }
         if !wanted {
-            next.store(inputs.len(), Ordering::Relaxed);
-            join();
-            return;
+            next.store(inputs.len(), Ordering::Relaxed); // no body is started after a refusal
         }
-        // The workers' last bodies, handed over as they come (the caller turns them into
-        // its values while a long one is still packing); the channel ends when every
-        // worker has.
-        for (i, result) in results.iter() {
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = Some(result);
+        // Packing cannot panic (the crate denies it); were a worker to, joining it here
+        // keeps the panic from the caller, and its bodies are reported below.
+        workers.into_iter().for_each(|worker| drop(worker.join()));
+        if wanted {
+            for slot in slots.iter_mut().skip(handed).filter(|slot| slot.is_none()) {
+                *slot = Some(Err(RequestError::Pack(CoreError::argument("a packing thread failed"))));
             }
-            if !hand_over(&mut slots, &mut handed, RUN, &mut ready) {
-                next.store(inputs.len(), Ordering::Relaxed);
-                join();
-                return;
-            }
+            hand_over(&mut slots, &mut handed, 0, &mut ready);
         }
-        join();
-        for slot in slots.iter_mut().skip(handed).filter(|slot| slot.is_none()) {
-            *slot = Some(Err(RequestError::Pack(CoreError::argument("a packing thread failed"))));
-        }
-        hand_over(&mut slots, &mut handed, 0, &mut ready);
     });
+}
+
+/// Keeps result `i` in its slot.
+fn put<T>(slots: &mut [Option<T>], (i, result): (usize, T)) {
+    if let Some(slot) = slots.get_mut(i) {
+        *slot = Some(result);
+    }
 }
 
 /// Hands `ready` the results done from `handed` on, in order up to the first not done,
