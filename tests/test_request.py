@@ -572,6 +572,41 @@ def test_request_errors_name_the_byte(backend: str) -> None:
     assert caught.value.offset == BAD["not UTF-8"].index(b"\xff")
 
 
+def _wide_object(n: int) -> str:
+    """The members of an object of ``n`` keys whose first key comes again last."""
+    return ",".join(f'"k{i}":{i}' for i in range(n)) + ',"k0":"last"'
+
+
+WIDE = _wide_object(64_000)
+HOSTILE_KEYS = {
+    "a content part": '{"messages":[%s{"role":"user","content":[{"type":"text","text":"hi",%s}]}]}',
+    "a tool": '{"tools":[{%s}],"messages":[%s{"role":"user","content":"hi"}]}',
+    "a Responses item": '{"input":[%s{"type":"message","role":"user","content":"hi",%s}]}',
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_KEYS))
+def test_a_repeated_key_among_many_packs_as_json_loads_reads_it(backend: str, name: str) -> None:
+    # One repeated key in a 64,000-key object made the scanner quadratic (35 s a body);
+    # the work it does now is held linear by the core's tests, and the result is the
+    # object path's, repeat resolved as json.loads resolves it.
+    history = '{"role":"user","content":"%s"},{"role":"assistant","content":"ok"},' % ("w " * 300)
+    template = HOSTILE_KEYS[name]
+    text = template % (WIDE, history * 3) if name == "a tool" else template % (history * 3, WIDE)
+    data = text.encode()
+    for budget, dropped in ((10**6, 0), (100, 5)):
+        request, pack = object_path(data, target_context_tokens=budget)
+        packed = cf.pack_request(data, target_context_tokens=budget)
+        assert (packed.fits, packed.tokens, packed.dropped, packed.kept) == (
+            pack.fits,
+            pack.tokens,
+            pack.dropped,
+            pack.kept,
+        )
+        assert canonical(json.loads(packed.body)) == canonical(packed_request(request, pack))
+        assert packed.dropped >= dropped
+
+
 @pytest.mark.parametrize("name", list(LOADABLE))
 def test_loadable_bodies_raise_what_pack_handoff_raises(backend: str, name: str) -> None:
     data = LOADABLE[name]

@@ -21,6 +21,8 @@ impl<'a> Tape<'a> {
 
     /// The text of the string in slot `at`.
     pub(super) fn text(&self, at: usize) -> Option<Text<'_>> {
+        #[cfg(test)]
+        TEXT_READS.with(|reads| reads.set(reads.get() + 1));
         match *self.slots.get(at)? {
             Slot::Str { start, end, .. } => Some(Text::Utf8(self.str_at(start, end))),
             Slot::Escaped { id } => {
@@ -42,28 +44,67 @@ impl<'a> Tape<'a> {
         }
     }
 
-    /// Whether two of the `len` keys of the object at `at` are equal.
-    pub(super) fn has_duplicate_keys(&self, at: usize, len: usize) -> bool {
+    /// Which of the `len` entries of the object at `at` a later entry with the same key
+    /// replaces (as `json.loads` keeps only a key's last value), or `None` when no key
+    /// repeats. Linear in the keys for a small object, `n log n` for a large one: a body
+    /// is hostile input, and one repeated key among thousands must not cost a scan of
+    /// the later keys for every key.
+    pub(super) fn superseded_keys(&self, at: usize, len: usize) -> Option<Box<[bool]>> {
         let keys = Siblings::new(self, at + 1, 2 * len).step_by(2);
         if len <= 16 {
-            // Messages and content parts have a handful of keys: compare them pairwise,
-            // shortest first out (different lengths never match).
+            // Messages and content parts have a handful of keys: compare them pairwise
+            // (different lengths never match) and allocate only when one repeats.
             let mut seen = [Text::Utf8(""); 16];
-            for (i, key) in keys.enumerate() {
-                let Some(text) = self.text(key.at) else { continue };
-                if seen.iter().take(i).any(|s| same_text(s, &text)) {
-                    return true;
-                }
+            let mut repeated = false;
+            for (i, key) in keys.clone().enumerate() {
+                let text = self.text(key.at).unwrap_or(Text::Utf8(""));
+                repeated |= seen.iter().take(i).any(|s| same_text(s, &text));
                 if let Some(slot) = seen.get_mut(i) {
                     *slot = text;
                 }
             }
-            return false;
+            if !repeated {
+                return None;
+            }
         }
-        let mut sorted: Vec<Text<'_>> = keys.filter_map(|k| self.text(k.at)).collect();
-        sorted.sort_by(Text::cmp_code_points);
-        sorted.windows(2).any(|w| matches!(w, [a, b] if same_text(a, b)))
+        let texts: Vec<Text<'_>> = keys.map(|k| self.text(k.at).unwrap_or(Text::Utf8(""))).collect();
+        // Sorted by text, ties in entry order (the sort is stable): in each run of equal
+        // keys every entry but the last is replaced.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by(|&a, &b| match (texts.get(a), texts.get(b)) {
+            (Some(a), Some(b)) => key_order(a, b),
+            _ => std::cmp::Ordering::Equal,
+        });
+        let mut superseded: Option<Box<[bool]>> = None;
+        for pair in order.windows(2) {
+            let &[earlier, later] = pair else { continue };
+            if matches!((texts.get(earlier), texts.get(later)), (Some(a), Some(b)) if same_text(a, b)) {
+                let mask = superseded.get_or_insert_with(|| vec![false; len].into_boxed_slice());
+                if let Some(flag) = mask.get_mut(earlier) {
+                    *flag = true;
+                }
+            }
+        }
+        superseded
     }
+}
+
+/// A total order on keys that puts equal texts together. A decoded key holding a lone
+/// surrogate (`Ucs2`) never equals a UTF-8 one, so the two kinds sort apart; mixing
+/// code-point and UTF-16 comparisons in one sort would not be a total order.
+fn key_order(a: &Text<'_>, b: &Text<'_>) -> std::cmp::Ordering {
+    match (a, b) {
+        (Text::Utf8(a), Text::Utf8(b)) => a.cmp(b),
+        (Text::Utf8(_), _) => std::cmp::Ordering::Less,
+        (_, Text::Utf8(_)) => std::cmp::Ordering::Greater,
+        _ => a.utf16_units().cmp(b.utf16_units()),
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Strings read off the tape, for the tests that hold that work linear in the input.
+    pub(super) static TEXT_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Whether two texts hold the same characters.
@@ -90,7 +131,9 @@ impl<'t, 'a> Preorder for &'t Tape<'a> {
 /// keeps).
 pub struct Entries<'t, 'a> {
     items: Siblings<&'t Tape<'a>>,
-    duplicates: bool,
+    /// Per entry, whether a later entry replaces it (`None`: no key repeats).
+    superseded: Option<&'t [bool]>,
+    index: usize,
 }
 
 impl<'t, 'a> Iterator for Entries<'t, 'a> {
@@ -100,18 +143,9 @@ impl<'t, 'a> Iterator for Entries<'t, 'a> {
         loop {
             let key = self.items.next()?;
             let value = self.items.next()?;
-            if !self.duplicates {
-                return Some((key, value));
-            }
-            let text = key.as_text();
-            let mut later = self.items;
-            let repeated = std::iter::from_fn(|| {
-                let k = later.next()?;
-                later.next();
-                Some(k)
-            })
-            .any(|k| matches!((&text, k.as_text()), (Some(a), Some(b)) if same_text(a, &b)));
-            if !repeated {
+            let index = self.index;
+            self.index += 1;
+            if !self.superseded.is_some_and(|s| s.get(index).copied().unwrap_or(false)) {
                 return Some((key, value));
             }
         }
@@ -165,13 +199,9 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
             Slot::Array { len, .. } => View::Array { items: self.children(len), len },
             Slot::Object { len, duplicates, .. } => {
                 // json.loads keeps one entry a key.
-                let unique = if duplicates {
-                    let entries = Entries { items: self.children(2 * len), duplicates: true };
-                    entries.count()
-                } else {
-                    len
-                };
-                View::Object { entries: Entries { items: self.children(2 * len), duplicates }, len: unique }
+                let superseded = if duplicates { self.tape.superseded.get(&self.at).map(|s| &**s) } else { None };
+                let unique = len - superseded.map_or(0, |s| s.iter().filter(|&&replaced| replaced).count());
+                View::Object { entries: Entries { items: self.children(2 * len), superseded, index: 0 }, len: unique }
             }
         })
     }

@@ -137,6 +137,8 @@ pub struct Tape<'a> {
     pub(super) layout: Layout,
     /// Where the items of the `input` array lie (when it is one).
     pub(super) input_layout: Layout,
+    /// For each object (slot) in which a key repeats, which entries a later one replaces.
+    pub(super) superseded: rustc_hash::FxHashMap<usize, Box<[bool]>>,
 }
 
 impl Tape<'_> {
@@ -260,6 +262,7 @@ pub(super) fn parse_with(input: &[u8], root: Root, avx2: bool) -> Result<Tape<'_
             tools: None,
             layout: Layout::default(),
             input_layout: Layout::default(),
+            superseded: rustc_hash::FxHashMap::default(),
         },
         stack: Vec::with_capacity(16),
         root,
@@ -875,7 +878,11 @@ impl<'a> Scanner<'a> {
         if let Some(member) = frame.tracked {
             self.tape.layout_of(member).close = self.pos;
         }
-        let duplicates = frame.maybe_duplicates && self.tape.has_duplicate_keys(frame.slot, frame.len);
+        let superseded = if frame.maybe_duplicates { self.tape.superseded_keys(frame.slot, frame.len) } else { None };
+        let duplicates = superseded.is_some();
+        if let Some(mask) = superseded {
+            self.tape.superseded.insert(frame.slot, mask);
+        }
         if let Some(slot) = self.tape.slots.get_mut(frame.slot) {
             *slot = if frame.object {
                 Slot::Object { len: frame.len, end, duplicates }

@@ -89,6 +89,43 @@ fn repeated_keys_are_found_however_they_are_written() {
     assert_eq!(keys(&format!("{{{},\"k7\":0}}", many.join(","))).len(), 40);
 }
 
+/// An object of `n` keys whose first key comes again last.
+fn wide_object(n: usize) -> String {
+    let keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+    format!("{{{},\"k0\":\"last\"}}", keys.join(","))
+}
+
+#[test]
+fn a_repeated_key_among_many_costs_reads_linear_in_the_keys() {
+    // A hostile body: one repeated key in a wide object in each place a body may hold one
+    // (a content part, a tool definition, a Responses item). Scanning and packing read each
+    // key a bounded number of times, where a rescan of the later keys for every key read
+    // n²/2 of them (35 s for 64,000 keys).
+    let n = 20_000;
+    let wide = wide_object(n);
+    let bodies = [
+        format!(
+            r#"{{"messages":[{{"role":"user","content":[{{"type":"text","text":"hi",{}}}]}}]}}"#,
+            &wide[1..wide.len() - 1]
+        ),
+        format!(r#"{{"tools":[{wide}],"messages":[{{"role":"user","content":"hi"}}]}}"#),
+        format!(r#"{{"input":[{{"type":"message","role":"user","content":"hi",{}}}]}}"#, &wide[1..wide.len() - 1]),
+    ];
+    for body in &bodies {
+        node::TEXT_READS.with(|reads| reads.set(0));
+        let packed = pack_body(body.as_bytes(), &options(1_000_000), SEED, Root::Request, false).unwrap();
+        assert!(packed.packed.fits);
+        let reads = node::TEXT_READS.with(std::cell::Cell::get);
+        assert!(reads <= 4 * (n + 8), "{reads} strings read for {n} keys");
+    }
+    // The repeat is still resolved as json.loads resolves it.
+    let tape = scan::parse(wide.as_bytes(), Root::Request).unwrap();
+    let View::Object { entries, len } = tape.node(0).view().unwrap() else { unreachable!() };
+    assert_eq!(len, n);
+    let last = entries.last().map(|(k, v)| (k.as_text().unwrap().to_string_lossy(), value(v)));
+    assert_eq!(last, Some(("k0".to_string(), json!("last"))));
+}
+
 #[test]
 fn bad_input_is_reported_with_its_offset() {
     let err = |s: &[u8]| scan::parse(s, Root::Request).err();
