@@ -112,7 +112,7 @@ def test_a_read_cut_in_a_line_packs_as_the_whole_text(impl: Any) -> None:
         {"role": "user", "content": "ok"},
     ]
     text = f'{json.dumps(long)}\n \n{{bad\n{{"messages": [], "id": 2}}\n\n{json.dumps(long)}'.encode()
-    options = (20, 0, None, "auto", "greedy", None, 2)
+    options = (cf.PackOptions(target_context_tokens=20), 2)
     whole = impl.pack_lines(text, b"", *options)
     assert whole[1:3] == (5, 3) and [index for index, _ in whole[-1]] == [2]
     for at in range(len(text) + 1):

@@ -63,3 +63,18 @@ def test_the_reference_stands_only_on_the_floor() -> None:
 def test_the_floor_imports_nothing_above_it() -> None:
     for name in ("_contract.py", "_js.py", "errors.py"):
         assert _imports(PACKAGE / name) <= FLOOR, name
+
+
+def test_the_reference_modules_import_each_other_in_one_direction() -> None:
+    # A circle (tokens needing provider needing tokens) hides which module a rule lives in.
+    graph = {
+        f"contextfold.reference.{p.stem}": {n for n in _imports(p) if n.startswith("contextfold.reference.")}
+        for p in (PACKAGE / "reference").glob("*.py")
+        if p.name != "__init__.py"
+    }
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        return any(n == target or (n not in seen and reaches(n, target, seen | {n})) for n in graph.get(start, ()))
+
+    assert "contextfold.reference.tokens" in graph["contextfold.reference.pack"]  # the graph is read
+    assert [m for m in graph if reaches(m, m, set())] == []

@@ -4,9 +4,11 @@
 use crate::rng::Rng;
 use crate::value::{stringify, utf16_len, V};
 use contextfold_core::arena::Node;
-use contextfold_core::json::{json_len, MAX_DEPTH};
+use contextfold_core::error::MAX_DEPTH;
+use contextfold_core::json::json_len;
+use contextfold_core::message::{Checked, Role};
 use contextfold_core::pack::{self, Cut, Dialect, PackOptions, Packed, NOTE_HEADER, SUMMARY_HEADER};
-use contextfold_core::tokens::{ArraySizes, CharsPerToken, Checked, MessageSizer, Role, SizedMessages};
+use contextfold_core::tokens::{ArraySizes, CharsPerToken, MessageSizer, SizedMessages};
 use contextfold_core::transcript::Transcript;
 use contextfold_core::window::{self, WindowLimits};
 use contextfold_core::{CoreError, JsonNode, Problem};
@@ -307,7 +309,15 @@ pub fn packing(nodes: &[Node<'_, '_>], t: &[V], sizes: &[u64], scale: u64, rng: 
         1 => Cut::Chunked { chunk: Some((1 + rng.below(5_000) as u64).saturating_mul(scale)) },
         _ => Cut::Greedy,
     };
-    let options = PackOptions { budget, system_tokens, pinned: pinned.clone(), summary: summary.clone(), dialect, cut };
+    let options = PackOptions {
+        budget,
+        system_tokens,
+        pinned: pinned.clone(),
+        summary: summary.clone(),
+        dialect,
+        cut,
+        ..PackOptions::default()
+    };
     let run = || -> Result<Packed, CoreError> { pack::pack(&mut Transcript::new(nodes, Scaled(scale))?, &options) };
     let p = run().map_err(|e| format!("pack failed: {e:?} ({options:?})"))?;
     ensure!(run().as_ref() == Ok(&p), "pack is not deterministic");

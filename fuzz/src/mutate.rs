@@ -93,7 +93,7 @@ fn one(t: &mut Vec<V>, other: &[V], rng: &mut Rng) {
         }
         13 => {
             // Deep nesting: mostly within the core's limit, now and then far past it.
-            let depth = if rng.one_in(20) { contextfold_core::json::MAX_DEPTH + 100 } else { 1 + rng.below(3_000) };
+            let depth = if rng.one_in(20) { contextfold_core::error::MAX_DEPTH + 100 } else { 1 + rng.below(3_000) };
             if let Some(m) = t.get_mut(i) {
                 let mut v = scalar(rng);
                 for _ in 0..depth {

@@ -62,6 +62,7 @@ from .memory import WorkingMemory, WorkingMemorySnapshot
 from .pack import (
     VOLATILE_TAIL_TAG,
     HandoffPack,
+    PackOptions,
     elision_marker,
     handoff_budget,
     handoff_line,
@@ -98,7 +99,9 @@ def _version() -> str:
     # The extension carries the version (importlib.metadata would add 10 ms to every
     # import); on the reference, the extension is left unloaded.
     if _backend.name == "native":
-        return str(_backend.impl.__version__)
+        from ._native import __version__
+
+        return __version__
     from importlib.metadata import version
 
     return version(__name__)
@@ -133,6 +136,7 @@ __all__ = [
     "MessageError",
     "MessageTypeError",
     "MessageValueError",
+    "PackOptions",
     "PackedRequest",
     "RedisCodeMapStore",
     "RequestError",

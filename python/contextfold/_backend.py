@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 
 def _reference() -> ModuleType:
@@ -49,7 +50,15 @@ def _choose() -> tuple[str, ModuleType]:
     return "native", _native
 
 
-name, impl = _choose()
+if TYPE_CHECKING:
+    # Both backends have the reference's signatures (the extension's stubs re-export
+    # them), so the reference module is the type of either.
+    from . import reference
+
+    impl = reference
+    name: str
+else:
+    name, impl = _choose()
 
 
 def implementation(which: str) -> ModuleType:
@@ -68,10 +77,10 @@ def implementation(which: str) -> ModuleType:
 def using(backend: str | ModuleType) -> Iterator[ModuleType]:
     """Runs the public API on ``backend`` (a name or a backend module) inside the block:
     for tests and benchmarks that compare the two. Not thread-safe."""
-    global impl
     chosen = implementation(backend) if isinstance(backend, str) else backend
-    saved, impl = impl, chosen
+    here = globals()
+    saved, here["impl"] = here["impl"], chosen
     try:
         yield chosen
     finally:
-        impl = saved
+        here["impl"] = saved

@@ -2,21 +2,23 @@
 that are not hot paths.
 
 Everything here is shared, so the native and reference backends cannot drift apart on
-it: the result type :class:`HandoffPack`, argument checks and normalisation
-(:func:`whole`, :func:`pack_arguments`), a message's field checks, the custom-estimator
-adapter (:func:`sizers`), and the wire constants. The reference backend imports this
-module, :mod:`contextfold._js` and :mod:`contextfold.errors`, and nothing else of the
-package; the extension calls back into it only for the uncommon argument forms.
+it: the result types (:class:`HandoffPack`, :class:`PackedRequest`), the options value
+(:class:`PackOptions`, where every packing option is checked, once), a message's field
+checks, the custom-estimator adapter (:func:`sizers`), and the wire constants. The
+reference backend imports this module, :mod:`contextfold._js` and
+:mod:`contextfold.errors`, and nothing else of the package; the extension reads a
+:class:`PackOptions` as it is and never calls back here to check an argument.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from ._js import compact_json, entry, plain, str_value
-from .errors import ArgumentError, EstimatorError, MessageTypeError, RequestError
+from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
 """Tokens every message costs on top of its text's estimate (role and framing)."""
@@ -35,9 +37,9 @@ Sizers = tuple[PerMessage, PerText]
 EncodingName = Literal["o200k_base", "cl100k_base"]
 """An OpenAI encoding whose vocabulary the extension embeds."""
 ENCODINGS: tuple[EncodingName, ...] = ("o200k_base", "cl100k_base")
-Sizing = Sizers | EncodingName | None
-"""What the backends take: None (chars/4), an embedded encoding's name (counted exactly),
-or a custom estimator's pair."""
+Counting = Sizers | EncodingName | None
+"""How the backends count: None (chars/4), an embedded encoding's name (counted exactly),
+or a custom estimator's pair (``PackOptions.sizers``; ``Counting`` in pack.rs)."""
 
 
 U64_MAX = 2**64 - 1
@@ -212,7 +214,7 @@ def estimator_text(message: Any, index: int | None = None, whole: bool = False) 
     return text if calls is None else text + compact_json(calls)
 
 
-def sizers(estimate: Estimator | str | None) -> Sizing:
+def sizers(estimate: Estimator | str | None) -> Counting:
     """What the backends take for ``estimate_tokens=``: None for chars/4, the name of an
     embedded encoding as it is, or the ``(per_message, per_text)`` pair for a callable.
 
@@ -275,7 +277,7 @@ def _exact_pair(name: EncodingName) -> Sizers:
     return _pair(tiktoken_count(name))
 
 
-def resolved(sizing: Sizing) -> Sizers | None:
+def resolved(sizing: Counting) -> Sizers | None:
     """The reference backend's view of ``sizing``: an embedded encoding's name becomes
     the pair counting through tiktoken (the native backend counts it itself)."""
     return _exact_pair(sizing) if isinstance(sizing, str) else sizing
@@ -339,7 +341,7 @@ def as_bytes(body: Any) -> bytes:
             return body.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise RequestError(f"not UTF-8: the str holds a lone surrogate at index {exc.start}") from None
-    raise TypeError(f"body must be bytes, bytearray, memoryview or str, got {type(body).__name__}")
+    raise ArgumentTypeError(f"body must be bytes, bytearray, memoryview or str, got {type(body).__name__}")
 
 
 def handoff_budget(target_context_tokens: int, reserve_output_tokens: int = 0) -> int:
@@ -351,68 +353,137 @@ def handoff_budget(target_context_tokens: int, reserve_output_tokens: int = 0) -
     return target - reserve
 
 
-class PackArguments(NamedTuple):
-    """``pack_handoff``'s arguments, checked: what a backend packs with."""
-
-    budget: int
-    sizers: Sizing
-    pinned: list[int]
-    summary: str | None
-    system: str | list[Any] | None
-    """Still to be sized, by the backend, as a system message's content."""
-    shape: str
-    chunk_tokens: int | None
-    """None for the greedy cut."""
-    tools: list[Any] | None
-    """Tool definitions, still to be sized like ``system``."""
-
-
-def pack_arguments(
-    target_context_tokens: int,
-    reserve_output_tokens: int,
-    estimate_tokens: Estimator | str | None,
-    pinned: Iterable[int],
-    summary: str | None,
-    system: str | list[Any] | None,
-    shape: str,
-    cut: str,
-    chunk_tokens: int | None,
-    tools: list[Any] | None = None,
-) -> PackArguments:
-    """Checks ``pack_handoff``'s arguments in order; the first at fault raises.
-
-    The one place these rules are written: the reference calls it on every call; the
-    extension reads the plain case (int budget, no estimator or an encoding name, pins a
-    list or tuple of ints, known shape and cut) itself and hands anything else here, so
-    both raise the same errors in the same order.
-    """
-    budget = handoff_budget(target_context_tokens, reserve_output_tokens)
-    pins = [whole("pinned index", p) for p in pinned]
-    if summary is not None and not isinstance(summary, str):
-        raise ArgumentError(f"summary must be a str or None, got {type(summary).__name__}")
-    chunk = chunk_size(budget, shape, cut, chunk_tokens)
-    estimate = sizers(estimate_tokens)
-    check_system(system)
-    check_tools(tools)
-    return PackArguments(budget, estimate, pins, summary, system, shape, chunk, tools)
-
-
 SHAPES = ("auto", "openai", "anthropic", "responses")
 """The message shapes packing understands (``auto`` detects Responses items and
 Anthropic blocks)."""
 CUTS = ("greedy", "chunked")
 """Where the kept tail may start."""
+Shape = Literal["auto", "openai", "anthropic", "responses"]
+Cut = Literal["greedy", "chunked"]
+SizingName = Literal["seed", "provider"]
 
 
-def chunk_size(budget: int, shape: str, cut: str, chunk_tokens: int | None) -> int | None:
-    """The chunk size for ``cut`` (None for greedy), after checking the options."""
-    if shape not in SHAPES:
-        raise ArgumentError(f"shape must be 'auto', 'openai', 'anthropic' or 'responses', not {shape!r}")
-    if cut not in CUTS:
-        raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {cut!r}")
-    if cut == "greedy":
-        return None
-    return max(1, budget // 4) if chunk_tokens is None else whole("chunk_tokens", chunk_tokens, 1)
+@dataclass(frozen=True, slots=True)
+class PackOptions:
+    """How to pack: every option of :func:`~contextfold.pack_handoff`,
+    :func:`~contextfold.pack_many`, :func:`~contextfold.pack_request` and
+    :func:`~contextfold.pack_requests`, checked once, when the value is built.
+
+    Build one per route and pass it as ``options=``; it is immutable and hashable, so it
+    can be shared by threads and used as a key. Every packing function also takes these
+    fields as keywords (a value is then built for the call, and reused while the same
+    plain keywords come again). The fields mean what the functions' docstrings say; the
+    derived fields (``budget``, ``chunk``, ``images``, ``sizers``) are what the backends
+    pack with.
+    """
+
+    target_context_tokens: int
+    reserve_output_tokens: int = 0
+    estimate_tokens: Estimator | EncodingName | None = None
+    pinned: Iterable[int] = ()
+    """Stored as a tuple of ints."""
+    summary: str | None = None
+    shape: Shape = "auto"
+    cut: Cut = "greedy"
+    chunk_tokens: int | None = None
+    sizing: SizingName = "seed"
+    image_tokens: int = DEFAULT_IMAGE_TOKENS
+    budget: int = field(init=False, repr=False, compare=False)
+    """``target_context_tokens - reserve_output_tokens``."""
+    chunk: int | None = field(init=False, repr=False, compare=False)
+    """The chunked cut's chunk size (``chunk_tokens`` or a quarter of the budget, at
+    least 1); None for the greedy cut."""
+    images: int | None = field(init=False, repr=False, compare=False)
+    """What an image costs with provider sizing; None for the seeds' sizing."""
+    sizers: Counting = field(init=False, repr=False, compare=False)
+    """None (chars/4), an embedded encoding's name, or a custom estimator's pair."""
+
+    def __post_init__(self) -> None:
+        # The one place these rules are written; the first option at fault raises.
+        images = image_tokens_for(self.sizing, self.image_tokens, self.estimate_tokens)
+        budget = handoff_budget(self.target_context_tokens, self.reserve_output_tokens)
+        pins = self.pinned
+        if type(pins) is not tuple or not all(type(p) is int and 0 <= p <= U64_MAX for p in pins):
+            pins = tuple(whole("pinned index", p) for p in pins)
+        if self.summary is not None and not isinstance(self.summary, str):
+            raise ArgumentError(f"summary must be a str or None, got {type(self.summary).__name__}")
+        if self.shape not in SHAPES:
+            raise ArgumentError(f"shape must be 'auto', 'openai', 'anthropic' or 'responses', not {self.shape!r}")
+        if self.cut not in CUTS:
+            raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {self.cut!r}")
+        chunk = None
+        if self.cut == "chunked":
+            chunk = max(1, budget // 4) if self.chunk_tokens is None else whole("chunk_tokens", self.chunk_tokens, 1)
+        for name, value in (
+            ("pinned", pins),
+            ("budget", budget),
+            ("chunk", chunk),
+            ("images", images),
+            ("sizers", sizers(self.estimate_tokens)),
+        ):
+            object.__setattr__(self, name, value)
+
+
+def bytes_options(options: PackOptions) -> EncodingName | None:
+    """What the bytes path counts with: None (chars/4) or an embedded encoding. A custom
+    estimator is refused: it would run Python code in the middle of the native bytes
+    path, so neither backend takes one."""
+    sizing = options.sizers
+    if sizing is not None and not isinstance(sizing, str):
+        raise ArgumentError(
+            "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base'), "
+            f"not {type(options.estimate_tokens).__name__}: a custom estimator runs with pack_handoff"
+        )
+    return sizing
+
+
+class PackKeywords(TypedDict, total=False):
+    """:class:`PackOptions`' fields as keywords, for the packing functions' ``**options``."""
+
+    target_context_tokens: int
+    reserve_output_tokens: int
+    estimate_tokens: Estimator | EncodingName | None
+    pinned: Iterable[int]
+    summary: str | None
+    shape: Shape
+    cut: Cut
+    chunk_tokens: int | None
+    sizing: SizingName
+    image_tokens: int
+
+
+_PLAIN = (int, str, type(None))
+_BUILT: dict[tuple[tuple[str, Any], ...], PackOptions] = {}
+_BUILT_MAX = 1_024
+
+
+def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> PackOptions:
+    """The options of a call: ``options``, with ``keywords`` over it when both are given.
+
+    Keywords alone build a value; one made of exact ints, strs and Nones (and pins in a
+    list or tuple of exact ints) is kept and reused, so a call with keywords costs a dict
+    lookup, not a check of every option, up to a bound. No other type is kept: a subclass
+    or a bool could compare equal to a value it does not behave as.
+    """
+    if options is not None:
+        if not isinstance(options, PackOptions):
+            raise ArgumentTypeError(f"options must be a PackOptions, got {type(options).__name__}")
+        return replace(options, **keywords) if keywords else options
+    key = []
+    for name, value in keywords.items():
+        if type(value) in _PLAIN:
+            key.append((name, value))
+        elif type(value) in (list, tuple) and all(type(p) is int for p in value):
+            key.append((name, tuple(value)))
+        else:
+            return PackOptions(**keywords)
+    built = _BUILT.get(frozen := tuple(key))
+    if built is None:
+        built = PackOptions(**keywords)
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.clear()
+        _BUILT[frozen] = built
+    return built
 
 
 def switch_point() -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from . import _backend, backend, message_tokens_array, pack_handoff, window_start
-from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, chunk_size, handoff_budget, image_tokens_for, whole
+from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, PackOptions, bytes_options, whole
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 
@@ -137,9 +137,16 @@ def _progress() -> Iterator[Callable[[int], None]]:
 
 def _pack(args: argparse.Namespace) -> int:
     # Options are checked once, before any line is read: a bad one is one message.
-    handoff_budget(args.context_tokens, args.reserve_output_tokens)
-    chunk_size(args.context_tokens - args.reserve_output_tokens, args.shape, args.cut, None)
-    images = image_tokens_for(args.sizing, args.image_tokens, args.tokenizer)
+    options = PackOptions(
+        target_context_tokens=args.context_tokens,
+        reserve_output_tokens=args.reserve_output_tokens,
+        estimate_tokens=args.tokenizer,
+        shape=args.shape,
+        cut=args.cut,
+        sizing=args.sizing,
+        image_tokens=args.image_tokens,
+    )
+    bytes_options(options)
     threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1, None)
     summary = Summary()
     started = time.perf_counter()
@@ -147,15 +154,7 @@ def _pack(args: argparse.Namespace) -> int:
         first_line = 1
         for block, rest in _blocks(stream, max(BLOCK, (os.cpu_count() or 1) * (BLOCK // 8))):
             output, newlines, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
-                block,
-                rest,
-                args.context_tokens,
-                args.reserve_output_tokens,
-                args.tokenizer,
-                args.shape,
-                args.cut,
-                images,
-                threads,
+                block, rest, options, threads
             )
             out.write(output)
             out.flush()

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from . import _backend
 from ._js import JS_SPACE_CHARS, collapse_spaces, js_trim, utf16_cut
-from .errors import ArgumentError
+from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "CONSOLIDATED_KEY_PREFIX",
@@ -107,7 +107,7 @@ def repo_path(path: str, root: str | None = None) -> str | None:
 
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{name}: expected str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name}: expected str, got {type(value).__name__}")
     return value
 
 
@@ -172,9 +172,9 @@ def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
     for name, items in lists.items():
         for i, item in enumerate(items):
             if not isinstance(item, str):
-                raise TypeError(f"snapshot {name}[{i}]: expected str, got {type(item).__name__}")
+                raise ArgumentTypeError(f"snapshot {name}[{i}]: expected str, got {type(item).__name__}")
     if task is not None and not isinstance(task, str):
-        raise TypeError(f"snapshot task: expected str or None, got {type(task).__name__}")
+        raise ArgumentTypeError(f"snapshot task: expected str or None, got {type(task).__name__}")
     return task, lists
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ._js import collapse_spaces, js_trim
 from .codemap import rank_by_count
-from .errors import ArgumentError
+from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["BRIEF_MAX_FILES", "BRIEF_MAX_SEARCHES", "BRIEF_MIN_OBSERVATIONS", "WorkingMemory", "WorkingMemorySnapshot"]
 
@@ -54,7 +54,7 @@ class WorkingMemory:
     def set_task(self, task: str) -> None:
         """What the run was asked (whitespace collapsed); a consolidation names it."""
         if not isinstance(task, str):
-            raise TypeError(f"task: expected str, got {type(task).__name__}")
+            raise ArgumentTypeError(f"task: expected str, got {type(task).__name__}")
         asked = collapse_spaces(task)
         if asked:
             self._task = asked
@@ -74,7 +74,7 @@ class WorkingMemory:
             raise ArgumentError(f"unknown observation kind {name!r}: expected one of {(*_FILE_KINDS, 'searched')}")
         if not isinstance(path_or_query, str):
             what = "query" if name == "searched" else "path"
-            raise TypeError(f"observation {what}: expected str, got {type(path_or_query).__name__}")
+            raise ArgumentTypeError(f"observation {what}: expected str, got {type(path_or_query).__name__}")
         self._observations += 1
         item = js_trim(path_or_query)
         if item:

@@ -24,34 +24,32 @@ that fits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from ._contract import (
-    DEFAULT_IMAGE_TOKENS,
     VOLATILE_TAIL_CLOSE,
     VOLATILE_TAIL_TAG,
-    EncodingName,
-    Estimator,
     HandoffPack,
-    add_note,
-    check_system,
-    check_tools,
-    chunk_size,
+    PackKeywords,
+    PackOptions,
     elision_marker,
     handoff_budget,
-    image_tokens_for,
     is_volatile_content,
-    sizers,
+    pack_options,
     whole,
 )
 from ._js import entry, js_trim, str_value
 from .errors import ArgumentError, MessageTypeError
-from .tokens import Message, Sizing
+from .tokens import Message
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "VOLATILE_TAIL_TAG",
     "HandoffPack",
+    "PackOptions",
     "elision_marker",
     "handoff_budget",
     "handoff_line",
@@ -93,18 +91,10 @@ def volatile_tail(sections: Iterable[str | None]) -> dict[str, str] | None:
 def pack_handoff(
     messages: Sequence[Message],
     *,
-    target_context_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | EncodingName | None = None,
-    pinned: Iterable[int] = (),
-    summary: str | None = None,
+    options: PackOptions | None = None,
     system: str | list[Any] | None = None,
-    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
     tools: list[dict[str, Any]] | None = None,
-    sizing: Sizing = "seed",
-    image_tokens: int = DEFAULT_IMAGE_TOKENS,
+    **keywords: Unpack[PackKeywords],
 ) -> HandoffPack:
     """Pack ``messages`` into ``target_context_tokens - reserve_output_tokens`` tokens.
 
@@ -165,37 +155,17 @@ def pack_handoff(
     ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another
     thread) changes the list during the call.
     """
-    images = image_tokens_for(sizing, image_tokens, estimate_tokens)
-    return _backend.impl.pack_handoff(  # type: ignore[no-any-return]
-        messages,
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate_tokens,
-        pinned,
-        summary,
-        system,
-        shape,
-        cut,
-        chunk_tokens,
-        tools,
-        images,
-    )
+    return _backend.impl.pack_handoff(messages, pack_options(options, keywords), system, tools)
 
 
 def pack_many(
     transcripts: Sequence[Sequence[Message]],
     *,
-    target_context_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | EncodingName | None = None,
+    options: PackOptions | None = None,
     systems: Sequence[str | list[Any] | None] | None = None,
-    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
-    threads: int | None = None,
     tools: list[dict[str, Any]] | None = None,
-    sizing: Sizing = "seed",
-    image_tokens: int = DEFAULT_IMAGE_TOKENS,
+    threads: int | None = None,
+    **keywords: Unpack[PackKeywords],
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
@@ -221,44 +191,12 @@ def pack_many(
     that reading: a thread changing a transcript during the batch changes no field of its
     result.
     """
-    budget = handoff_budget(target_context_tokens, reserve_output_tokens)
-    chunk = chunk_size(budget, shape, cut, chunk_tokens)
+    options = pack_options(options, keywords)
     count = 0 if threads is None else whole("threads", threads, 1, None)  # 0: the backend picks
     if not isinstance(transcripts, list):
         transcripts = list(transcripts)
-    if systems is not None and len(systems) != len(transcripts):
-        raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
-    images = image_tokens_for(sizing, image_tokens, estimate_tokens)
-    estimate = sizers(estimate_tokens)
-    if images is not None or (estimate is not None and not isinstance(estimate, str)):  # one by one
-        packs = []
-        for i, (messages, system) in enumerate(zip(transcripts, systems or [None] * len(transcripts), strict=True)):
-            try:
-                packs.append(
-                    pack_handoff(
-                        messages,
-                        target_context_tokens=target_context_tokens,
-                        reserve_output_tokens=reserve_output_tokens,
-                        estimate_tokens=estimate_tokens,
-                        system=system,
-                        shape=shape,
-                        cut=cut,
-                        chunk_tokens=chunk_tokens,
-                        tools=tools,
-                        sizing=sizing,
-                        image_tokens=image_tokens,
-                    )
-                )
-            except Exception as exc:
-                add_note(exc, f"in transcript {i}")
-                raise
-        return packs
-    encoding: EncodingName | None = estimate
-    check_tools(tools)
     if systems is not None:
         systems = list(systems)
-        for system in systems:
-            check_system(system)
-    return _backend.impl.pack_many(  # type: ignore[no-any-return]
-        transcripts, budget, systems, tools, shape, chunk, count, encoding
-    )
+        if len(systems) != len(transcripts):
+            raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
+    return _backend.impl.pack_many(transcripts, options, systems, tools, count)

@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from . import _backend
-from ._contract import DEFAULT_IMAGE_TOKENS, EncodingName, PackedRequest, as_bytes, image_tokens_for, whole
-from .errors import ArgumentError
+from ._contract import PackedRequest, PackKeywords, PackOptions, as_bytes, bytes_options, pack_options, whole
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Body", "PackedRequest", "as_bytes", "pack_request", "pack_requests"]
 
@@ -54,26 +56,11 @@ Body = bytes | bytearray | memoryview | str
 """What a request body may be given as."""
 
 
-Shape = Literal["auto", "openai", "anthropic", "responses"]
-
-
-def pack_request(
-    body: Body,
-    *,
-    target_context_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: EncodingName | None = None,
-    pinned: Iterable[int] = (),
-    summary: str | None = None,
-    shape: Shape = "auto",
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
-    sizing: Literal["seed", "provider"] = "seed",
-    image_tokens: int = DEFAULT_IMAGE_TOKENS,
-) -> PackedRequest:
+def pack_request(body: Body, *, options: PackOptions | None = None, **keywords: Unpack[PackKeywords]) -> PackedRequest:
     """Pack a request body's ``messages`` (a Responses body's ``input``) into
     ``target_context_tokens - reserve_output_tokens`` tokens; the options are
-    :func:`~contextfold.pack_handoff`'s (``estimate_tokens``: None or an embedded
+    :func:`~contextfold.pack_handoff`'s (as keywords, or ``options=`` a
+    :class:`~contextfold.PackOptions`; ``estimate_tokens``: None or an embedded
     encoding's name).
 
     ``json.loads(result.body)`` equals the loaded request with ``messages`` (``input``)
@@ -81,35 +68,17 @@ def pack_request(
     ``note`` and ``kept`` equal that pack's. The native backend works with the GIL
     released.
     """
-    estimate, images = _sizing(estimate_tokens, sizing, image_tokens)
-    return _backend.impl.pack_request(  # type: ignore[no-any-return]
-        body,
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate,
-        pinned,
-        summary,
-        shape,
-        cut,
-        chunk_tokens,
-        images,
-    )
+    options = pack_options(options, keywords)
+    bytes_options(options)
+    return _backend.impl.pack_request(body, options)
 
 
 def pack_requests(
     bodies: Iterable[Body],
     *,
-    target_context_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: EncodingName | None = None,
-    pinned: Iterable[int] = (),
-    summary: str | None = None,
-    shape: Shape = "auto",
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
-    sizing: Literal["seed", "provider"] = "seed",
-    image_tokens: int = DEFAULT_IMAGE_TOKENS,
+    options: PackOptions | None = None,
     threads: int | None = None,
+    **keywords: Unpack[PackKeywords],
 ) -> list[PackedRequest | Exception]:
     """:func:`pack_request` over many bodies with the same options, on ``threads``
     threads (default: one a CPU; at most 64), with the GIL released for all the work.
@@ -120,31 +89,7 @@ def pack_requests(
     batch between rounds of 1,024 bodies. The reference backend packs one body after
     another.
     """
-    estimate, images = _sizing(estimate_tokens, sizing, image_tokens)
+    options = pack_options(options, keywords)
+    bytes_options(options)
     count = (os.cpu_count() or 1) if threads is None else whole("threads", threads, 1)
-    return _backend.impl.pack_requests(  # type: ignore[no-any-return]
-        list(bodies),
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate,
-        pinned,
-        summary,
-        shape,
-        cut,
-        chunk_tokens,
-        images,
-        count,
-    )
-
-
-def _sizing(estimate_tokens: object, sizing: str, image_tokens: int) -> tuple[str | None, int | None]:
-    """The estimate (None or a name, checked by the backends with the other options) and
-    the image cost (None: the seeds' sizing) the backends take."""
-    if estimate_tokens is not None and not isinstance(estimate_tokens, str):
-        raise ArgumentError(
-            "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base'), "
-            f"not {type(estimate_tokens).__name__}: a custom estimator runs with pack_handoff"
-        )
-    if sizing == "seed" and image_tokens is DEFAULT_IMAGE_TOKENS:  # the defaults: nothing to check
-        return estimate_tokens, None
-    return estimate_tokens, image_tokens_for(sizing, image_tokens, estimate_tokens)
+    return _backend.impl.pack_requests(list(bodies), options, count)

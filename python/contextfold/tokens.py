@@ -11,13 +11,14 @@ tokenizer (see :func:`contextfold.estimators.tiktoken_estimator`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from ._contract import (
     DEFAULT_IMAGE_TOKENS,
     EncodingName,
     Estimator,
+    SizingName,
     check_tools,
     encoding_name,
     image_tokens_for,
@@ -63,14 +64,11 @@ def count_tokens(text: str, encoding: EncodingName) -> int:
     return int(_backend.impl.count_tokens(text, encoding_name(encoding)))
 
 
-Sizing = Literal["seed", "provider"]
-
-
 def message_tokens(
     message: Message,
     *,
     estimate_tokens: Estimator | EncodingName | None = None,
-    sizing: Sizing = "seed",
+    sizing: SizingName = "seed",
     image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> int:
     """Tokens of one message: its text's estimate plus 4.
@@ -97,7 +95,7 @@ def tokens_of(
     *,
     estimate_tokens: Estimator | EncodingName | None = None,
     tools: list[Message] | None = None,
-    sizing: Sizing = "seed",
+    sizing: SizingName = "seed",
     image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> int:
     """Sum of :func:`message_tokens` over a transcript, plus what ``tools`` (the tool
@@ -118,7 +116,7 @@ def message_tokens_array(
     messages: Sequence[Message],
     *,
     estimate_tokens: Estimator | EncodingName | None = None,
-    sizing: Sizing = "seed",
+    sizing: SizingName = "seed",
     image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> np.ndarray:
     """Each message's tokens as an ``int64`` array, for batch work with numpy."""

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._contract import (
     MESSAGE_OVERHEAD,
     U64_MAX,
-    Estimator,
+    Counting,
     HandoffPack,
+    PackOptions,
     Sizers,
-    Sizing,
     add_note,
     check_pinned,
+    check_system,
+    check_tools,
     elision_marker,
-    encoding_name,
     is_volatile_content,
-    pack_arguments,
     prompt_message,
     resolved,
 )
@@ -183,12 +183,12 @@ class _Segments:
 
     def __init__(self, t: TranscriptOnDemand, prefix: int, end: int, dialect: str, listed: bool) -> None:
         self.t, self.prefix, self.end, self.dialect = t, prefix, end, dialect
-        self.listed: list[list[Any]] | None = None
+        self.listed: list[Segment] | None = None
         if listed or dialect == "responses":
             self.listed = (
                 _item_segments(t, prefix, end) if dialect == "responses" else _segments(t, prefix, end, dialect)
             )
-            self.ends = [seg[1] for seg in self.listed]
+            self.ends = [seg.end for seg in self.listed]
         self.orphans_from: int | None = None
 
     def _caller_before(self, i: int) -> int | None:
@@ -216,7 +216,7 @@ class _Segments:
     def containing(self, i: int) -> tuple[int, int]:
         if self.listed is not None:
             k = bisect_right(self.ends, i)
-            return (self.listed[k][0], self.listed[k][1]) if k < len(self.listed) else (i, i + 1)
+            return (self.listed[k].start, self.listed[k].end) if k < len(self.listed) else (i, i + 1)
         t = self.t
         if self.dialect == "anthropic":
             if i > self.prefix and self._answers_call(i):
@@ -241,7 +241,7 @@ class _Segments:
         last = stop - 1
         if self.listed is not None:
             k = bisect_left(self.ends, stop)
-            return self.listed[k][0] if k < len(self.listed) else last
+            return self.listed[k].start if k < len(self.listed) else last
         if self.dialect == "anthropic":
             return last - 1 if last > self.prefix and self._answers_call(last) else last
         t = self.t
@@ -257,9 +257,26 @@ class _Segments:
         return last
 
 
-def _segments(t: TranscriptOnDemand, start: int, stop: int, dialect: str) -> list[list[Any]]:
+class Segment(NamedTuple):
+    """Messages ``start`` to ``end`` (exclusive), kept or dropped whole."""
+
+    start: int
+    end: int
+
+
+class History(NamedTuple):
+    """A history packed: what :func:`_Packer.pack_history` decides (``Packed`` in pack.rs)."""
+
+    kept: list[int]
+    note: tuple[str, int] | None
+    """The note's text and its place in the output."""
+    fits: bool
+    tokens: int
+
+
+def _segments(t: TranscriptOnDemand, start: int, stop: int, dialect: str) -> list[Segment]:
     role, messages = t.role, t.messages
-    out: list[list[Any]] = []
+    out: list[Segment] = []
     i = start
     while i < stop:
         end = i + 1
@@ -271,12 +288,12 @@ def _segments(t: TranscriptOnDemand, start: int, stop: int, dialect: str) -> lis
             elif dialect == "anthropic" and _has_block(m, "tool_use"):
                 if end < stop and role(end) == "user" and _has_block(messages[end], "tool_result"):
                     end += 1
-        out.append([i, end, False])
+        out.append(Segment(i, end))
         i = end
     return out
 
 
-def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[list[Any]]:
+def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[Segment]:
     """Responses items: a run of reasoning items goes with the item after it; a call also
     takes its output (the first output after it with the same ``call_id``) and all that
     lies between."""
@@ -286,7 +303,7 @@ def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[list[An
     for i in range(start, stop):
         if kinds[i] == OUTPUT and (call_id := str_value(entry(messages[i], "call_id"))) is not None:
             outputs.setdefault(call_id, []).append(i)
-    out: list[list[Any]] = []
+    out: list[Segment] = []
     i = start
     while i < stop:
         end = i
@@ -303,7 +320,7 @@ def _item_segments(t: TranscriptOnDemand, start: int, stop: int) -> list[list[An
                     if at < len(answers):
                         end = max(end, answers[at] + 1)
             k += 1
-        out.append([i, end, False])
+        out.append(Segment(i, end))
         i = end
     return out
 
@@ -421,7 +438,7 @@ class _Packer:
         return start, tail, note
 
     def chunked_tail(
-        self, segs: list[list[Any]], core: list[tuple[int, int]], prefix: int, end: int, room: int, chunk: int
+        self, segs: list[Segment], core: list[tuple[int, int]], prefix: int, end: int, room: int, chunk: int
     ) -> tuple[int, int, tuple[str, int] | None]:
         chunk = max(chunk, 1)
         t = self.t
@@ -429,18 +446,20 @@ class _Packer:
         running = 0
         for k, seg in enumerate(segs):
             before = running
-            running += t.sum(seg[0], seg[1])
+            running += t.sum(seg.start, seg.end)
             if running // chunk > before // chunk:
                 candidates.append(k + 1)
         candidates.append(len(segs))
         candidates = [c for i, c in enumerate(candidates) if i == 0 or c != candidates[i - 1]]
+        # What the tail from segment k on adds: the core's segments are counted already.
+        core_starts = {s for s, _ in core}
         suffix = [0] * (len(segs) + 1)
         for k in range(len(segs) - 1, -1, -1):
             seg = segs[k]
-            suffix[k] = suffix[k + 1] + (0 if seg[2] else t.sum(seg[0], seg[1]))
+            suffix[k] = suffix[k + 1] + (0 if seg.start in core_starts else t.sum(seg.start, seg.end))
 
         def start_of(c: int) -> int:
-            return segs[c][0] if c < len(segs) else end
+            return segs[c].start if c < len(segs) else end
 
         for c in candidates:
             tail = suffix[c]
@@ -456,12 +475,12 @@ class _Packer:
         c = next((c for c in candidates if suffix[c] <= room), len(segs))
         return start_of(c), suffix[c], None
 
-    def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None) -> dict[str, Any]:
+    def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None) -> History:
         t = self.t
         role = t.role
         tokens = self.cost_within(0, end, budget)
         if tokens is not None:
-            return {"kept": list(range(end)), "note": None, "fits": True, "tokens": tokens}
+            return History(list(range(end)), None, True, tokens)
         prefix = next((i for i in range(end) if role(i) != "system"), end)
         segments = _Segments(t, prefix, end, dialect, chunk is not None)
         directive = next(
@@ -479,16 +498,12 @@ class _Packer:
         core_tokens = t.sum(0, prefix) + sum(t.sum(s, e) for s, e in core)
         if core_tokens > budget:
             kept = list(range(prefix)) + [i for s, e in core for i in range(s, e)]
-            return {"kept": kept, "note": None, "fits": False, "tokens": core_tokens}
+            return History(kept, None, False, core_tokens)
         room = budget - core_tokens
         if chunk is None:
             tail_start, tail_tokens, note = self.greedy_tail(segments, core, prefix, end, room)
         else:
-            segs = segments.listed or []
-            core_starts = {c[0] for c in core}
-            for seg in segs:
-                seg[2] = seg[0] in core_starts
-            tail_start, tail_tokens, note = self.chunked_tail(segs, core, prefix, end, room, chunk)
+            tail_start, tail_tokens, note = self.chunked_tail(segments.listed or [], core, prefix, end, room, chunk)
         kept = list(range(prefix)) + [i for s, e in core if e <= tail_start for i in range(s, e)]
         kept += range(tail_start, end)
         tokens = core_tokens + tail_tokens
@@ -496,53 +511,24 @@ class _Packer:
         if note is not None:
             tokens += note[1]
             packed_note = (note[0], prefix)
-        return {"kept": kept, "note": packed_note, "fits": True, "tokens": tokens}
+        return History(kept, packed_note, True, tokens)
 
 
 def pack_handoff(
-    messages: Any,
-    target_context_tokens: int,
-    reserve_output_tokens: int,
-    estimate_tokens: Estimator | str | None,
-    pinned: Iterable[int],
-    summary: str | None,
-    system: str | list[Any] | None,
-    shape: str,
-    cut: str,
-    chunk_tokens: int | None,
-    tools: list[Any] | None = None,
-    image_tokens: int | None = None,
+    messages: Any, options: PackOptions, system: str | list[Any] | None = None, tools: list[Any] | None = None
 ) -> HandoffPack:
-    args = pack_arguments(
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate_tokens,
-        pinned,
-        summary,
-        system,
-        shape,
-        cut,
-        chunk_tokens,
-        tools,
-    )
-    system_tokens = _prompt_tokens((system, tools), args.sizers, image_tokens)
-    summary = None if args.summary is None else _lossy(args.summary)
-    return _pack(
-        messages, args.budget, args.sizers, args.pinned, summary, system_tokens, shape, args.chunk_tokens, image_tokens
-    )
+    check_system(system)
+    check_tools(tools)
+    system_tokens = _prompt_tokens((system, tools), options.sizers, options.images)
+    return _pack(messages, options, system_tokens)
 
 
-def _pack(
-    messages: Any,
-    budget: int,
-    sizing: Sizing,
-    pinned: list[int],
-    summary: str | None,
-    system_tokens: int,
-    dialect: str,
-    chunk_tokens: int | None,
-    image_tokens: int | None = None,
-) -> HandoffPack:
+def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:
+    """Packs ``messages`` under ``options``, a separate system prompt and tools costing
+    ``system_tokens``."""
+    sizing, image_tokens, budget, dialect = options.sizers, options.images, options.budget, options.shape
+    pinned, chunk_tokens = list(options.pinned), options.chunk
+    summary = None if options.summary is None else _lossy(options.summary)
     estimate = resolved(sizing)
     t = TranscriptOnDemand(messages, sizing, dialect, image_tokens)
     n = len(t)
@@ -567,15 +553,14 @@ def _pack(
     if volatile < n:
         tail_tokens = t.sum(volatile, n)
         with_tail = packer.pack_history(volatile, available - tail_tokens, dialect, chunk_tokens)
-        if with_tail["fits"]:
-            packed = with_tail
-            packed["kept"].extend(range(volatile, n))
-            packed["tokens"] += tail_tokens
+        if with_tail.fits:
+            with_tail.kept.extend(range(volatile, n))
+            packed = with_tail._replace(tokens=with_tail.tokens + tail_tokens)
     if packed is None:
         packed = packer.pack_history(volatile, available, dialect, chunk_tokens)
     # The note's role is decided on the final output, the volatile tail put back.
-    kept = packed["kept"]
-    text, at = packed["note"] if packed["note"] is not None else (None, 0)
+    kept = packed.kept
+    text, at = packed.note if packed.note is not None else (None, 0)
     following = t.role(kept[at]) if text is not None and at < len(kept) else None
     role = "user" if following in (None, "assistant") else "assistant"
     out = [t.messages[i] for i in kept]
@@ -584,10 +569,10 @@ def _pack(
             at,
             {"type": "message", "role": role, "content": text} if t.responses else {"role": role, "content": text},
         )
-    return HandoffPack(out, n - len(kept), packed["fits"], packed["tokens"] + system_tokens, budget, text, kept)
+    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, budget, text, kept)
 
 
-def _prompt_tokens(parts: Iterable[Any], sizing: Sizing, image_tokens: int | None = None) -> int:
+def _prompt_tokens(parts: Iterable[Any], sizing: Counting, image_tokens: int | None = None) -> int:
     """What a separate system prompt and the tool definitions cost: each what a system
     message with that content costs (past a u64 the sum saturates, as the core's does:
     nothing that large fits)."""
@@ -596,26 +581,21 @@ def _prompt_tokens(parts: Iterable[Any], sizing: Sizing, image_tokens: int | Non
 
 
 def pack_many(
-    transcripts: list[Any],
-    budget: int,
-    systems: list[Any] | None,
-    tools: list[Any] | None,
-    dialect: str,
-    chunk_tokens: int | None,
-    threads: int,
-    encoding: str | None = None,
+    transcripts: list[Any], options: PackOptions, systems: list[Any] | None, tools: list[Any] | None, threads: int
 ) -> list[HandoffPack]:
-    """One by one: pure Python has no GIL to release (``threads`` is accepted and unused)."""
-    sizing = None if encoding is None else encoding_name(encoding)
-    tools_tokens = _prompt_tokens((tools,), sizing)  # the same for every transcript: sized once
-    prompts = [
-        min(U64_MAX, tools_tokens + _prompt_tokens((None if systems is None else systems[i],), sizing))
-        for i in range(len(transcripts))
-    ]
+    """One by one: pure Python has no GIL to release (``threads`` is accepted and unused).
+    A transcript's error carries a note naming it."""
+    # The tools cost the same in every transcript: sized once; then each system prompt.
+    check_tools(tools)
+    tools_tokens = _prompt_tokens((tools,), options.sizers, options.images)
+    prompts = []
+    for system in systems or [None] * len(transcripts):
+        check_system(system)
+        prompts.append(min(U64_MAX, tools_tokens + _prompt_tokens((system,), options.sizers, options.images)))
     out = []
-    for i, (messages, system) in enumerate(zip(transcripts, prompts, strict=True)):
+    for i, (messages, system_tokens) in enumerate(zip(transcripts, prompts, strict=True)):
         try:
-            out.append(_pack(messages, budget, sizing, [], None, system, dialect, chunk_tokens))
+            out.append(_pack(messages, options, system_tokens))
         except Exception as exc:
             add_note(exc, f"in transcript {i}")
             raise

@@ -8,11 +8,14 @@ default estimate sizes it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._contract import MESSAGE_OVERHEAD, PerMessage
-from .._js import OPAQUE, json_length
-from .tokens import message_units
+from .._js import OPAQUE, Visit, json_length
+
+MessageUnits = Callable[[dict[str, Any], "int | None", Visit], int]
+"""``tokens.message_units``: a message's text length, objects measured as a visitor says."""
 
 OPAQUE_BLOCKS = frozenset({"image_url", "file", "image", "document", "input_image", "input_file"})
 """Block types sized as a flat ``image_tokens``."""
@@ -38,8 +41,9 @@ class _Opaque:
         return LEFT_OUT.get(kind)
 
 
-def provider_sizer(image_tokens: int) -> PerMessage:
-    """The per-message sizer for ``sizing="provider"``."""
+def provider_sizer(image_tokens: int, message_units: MessageUnits) -> PerMessage:
+    """The per-message sizer for ``sizing="provider"``, measuring a message's text with
+    ``message_units`` (the default sizer's own measure)."""
 
     def tokens(index: int | None, message: dict[str, Any], whole: bool) -> int:
         opaque = _Opaque()

@@ -13,19 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from .._contract import (
-    EncodingName,
-    PackArguments,
-    PackedRequest,
-    as_bytes,
-    check_pinned,
-    check_tools,
-    pack_arguments,
-)
-from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
+from .._contract import EncodingName, PackedRequest, PackOptions, as_bytes, bytes_options, check_pinned, check_tools
+from ..errors import ContextfoldError, MessageTypeError, RequestError
 from .pack import _prompt_tokens, pack_handoff
 from .tokens import message_tokens, tokens_in
 
@@ -33,7 +26,6 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' or 'input' list"
-NO_ESTIMATOR = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')"
 _ARRAYS = ("messages", "input")
 """Members whose array items are packed (and so whose layout is recorded)."""
 
@@ -191,77 +183,35 @@ class _Body:
         return "".join(parts).encode("utf-8")
 
 
-def pack_request(
-    body: Any,
-    target_context_tokens: int,
-    reserve_output_tokens: int,
-    estimate_tokens: str | None,
-    pinned: Iterable[int],
-    summary: str | None,
-    shape: str,
-    cut: str,
-    chunk_tokens: int | None,
-    image_tokens: int | None,
-) -> PackedRequest:
-    """One body packed into a :class:`PackedRequest` (``estimate_tokens``: None or an
-    embedded encoding's name; ``image_tokens``: provider sizing's image cost, None for the
-    seeds' sizing)."""
-    args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, None, shape, cut, chunk_tokens
-    )
-    data = as_bytes(body)
-    body, dropped, fits, tokens, note, kept, _ = _pack(data, args, _encoding(args), image_tokens, transcripts=False)
-    return PackedRequest(body, fits, tokens, args.budget, dropped, note, kept)
+def pack_request(body: Any, options: PackOptions) -> PackedRequest:
+    """One body packed into a :class:`PackedRequest`."""
+    estimate = bytes_options(options)
+    data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), options, estimate, transcripts=False)
+    return PackedRequest(data, fits, tokens, options.budget, dropped, note, kept)
 
 
-def pack_requests(
-    bodies: list[Any],
-    target_context_tokens: int,
-    reserve_output_tokens: int,
-    estimate_tokens: str | None,
-    pinned: Iterable[int],
-    summary: str | None,
-    shape: str,
-    cut: str,
-    chunk_tokens: int | None,
-    image_tokens: int | None,
-    threads: int,
-) -> list[PackedRequest | Exception]:
+def pack_requests(bodies: list[Any], options: PackOptions, threads: int = 1) -> list[PackedRequest | Exception]:
     """Each body's :class:`PackedRequest` or the exception it raised, in order
     (``threads`` is unused: the reference packs one body after another)."""
-    args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, None, shape, cut, chunk_tokens
-    )
-    estimate = _encoding(args)
+    estimate = bytes_options(options)
     out: list[PackedRequest | Exception] = []
     for body in bodies:
         try:
-            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, estimate, image_tokens, False)
-            out.append(PackedRequest(data, fits, tokens, args.budget, dropped, note, kept))
+            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), options, estimate, False)
+            out.append(PackedRequest(data, fits, tokens, options.budget, dropped, note, kept))
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)
     return out
 
 
 def pack_lines(
-    block: bytes,
-    rest: bytes,
-    target_context_tokens: int,
-    reserve_output_tokens: int,
-    estimate_tokens: str | None,
-    shape: str,
-    cut: str,
-    image_tokens: int | None,
-    threads: int,
+    block: bytes, rest: bytes, options: PackOptions, threads: int = 1
 ) -> tuple[bytes, int, int, int, int, int, int, list[tuple[int, str]]]:
     """The non-blank lines of a JSONL block followed by ``rest`` (the end of its last
     line) packed: ``(output, newlines, packed, tokens_before, tokens_after, dropped,
     unfit, errors)`` (``newlines``: how many the block and ``rest`` hold; ``errors``:
     each bad line's index in the block and its message)."""
-    args = pack_arguments(
-        target_context_tokens, reserve_output_tokens, estimate_tokens, (), None, None, shape, cut, None
-    )
-    estimate = _encoding(args)
+    estimate = bytes_options(options)
     output: list[bytes] = []
     packed = before = after = dropped = unfit = 0
     errors: list[tuple[int, str]] = []
@@ -270,7 +220,7 @@ def pack_lines(
         if not line.strip():
             continue
         try:
-            body, gone, fits, tokens, _, _, tokens_before = _pack(line, args, estimate, image_tokens, transcripts=True)
+            body, gone, fits, tokens, _, _, tokens_before = _pack(line, options, estimate, transcripts=True)
         except ContextfoldError as exc:
             errors.append((index, str(exc)))
             continue
@@ -280,9 +230,7 @@ def pack_lines(
     return b"".join(output), len(lines) - 1, packed, before, after, dropped, unfit, errors
 
 
-def _pack(
-    body: bytes, args: PackArguments, estimate: EncodingName | None, image_tokens: int | None, transcripts: bool
-) -> Outcome:
+def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, transcripts: bool) -> Outcome:
     """``(body, dropped, fits, tokens, note, kept, input_tokens)`` for one body;
     ``body`` is the input object when nothing changed."""
     parsed = _Body(body, transcripts)
@@ -303,29 +251,17 @@ def _pack(
     check_tools(tools)
     if transcripts and not isinstance(items, (list, str) if responses else list):
         raise RequestError(_NO_TRANSCRIPT)
-    shape = "responses" if responses and args.shape == "auto" else args.shape
+    shape = "responses" if responses and options.shape == "auto" else options.shape
     if responses and isinstance(items, str):
-        return _one_message(body, items, system, tools, args, estimate, image_tokens)
+        return _one_message(body, items, system, tools, options, estimate)
     if not isinstance(items, list):
         wanted = "a list or str" if responses else "a list"
         raise MessageTypeError(f"{key}: expected {wanted}, got {type(items).__name__}", None, "")
-    cut = "greedy" if args.chunk_tokens is None else "chunked"
-    pack = pack_handoff(
-        items,
-        args.budget,
-        0,
-        estimate,
-        args.pinned,
-        args.summary,
-        system,
-        shape,
-        cut,
-        args.chunk_tokens,
-        tools,
-        image_tokens,
-    )
+    if shape != options.shape:
+        options = replace(options, shape=shape)
+    pack = pack_handoff(items, options, system, tools)
     n = len(items)
-    input_tokens = tokens_in(items, estimate, image_tokens, shape) if transcripts else None
+    input_tokens = tokens_in(items, estimate, options.images, shape) if transcripts else None
     if pack.note is None and pack.kept == list(range(n)):
         return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens
     note_at = next(
@@ -337,26 +273,17 @@ def _pack(
     return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens
 
 
-def _encoding(args: PackArguments) -> EncodingName | None:
-    """The embedded encoding to count with, or None for chars/4 (a custom estimator would
-    run Python code in the middle of the native bytes path, so neither backend takes one)."""
-    if args.sizers is not None and not isinstance(args.sizers, str):
-        raise ArgumentError(NO_ESTIMATOR)
-    return args.sizers
-
-
 def _one_message(
     body: bytes,
     text: str,
     system: Any,
     tools: Any,
-    args: PackArguments,
+    options: PackOptions,
     estimate: EncodingName | None,
-    image_tokens: int | None,
 ) -> Outcome:
     """A Responses body whose ``input`` is a string: one user message, counted, never
     packed (the body comes back as it is)."""
-    check_pinned(args.pinned, 1)
-    own = message_tokens({"role": "user", "content": text}, estimate, image_tokens)
-    tokens = own + _prompt_tokens((system, tools), estimate, image_tokens)
-    return body, 0, tokens <= args.budget, tokens, None, [0], own
+    check_pinned(options.pinned, 1)
+    own = message_tokens({"role": "user", "content": text}, estimate, options.images)
+    tokens = own + _prompt_tokens((system, tools), estimate, options.images)
+    return body, 0, tokens <= options.budget, tokens, None, [0], own

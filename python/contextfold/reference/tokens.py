@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from .._contract import (
     I64_MAX,
     MESSAGE_OVERHEAD,
+    Counting,
     PerMessage,
-    Sizing,
     content_and_calls,
     encoding_name,
     resolved,
@@ -18,6 +18,7 @@ from .._contract import (
 from .._js import Visit, entry, json_length, str_value, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .items import MESSAGE, check_item, marks_responses, peek_item
+from .provider import provider_sizer
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
@@ -62,7 +63,7 @@ class TranscriptOnDemand:
 
     __slots__ = ("_size", "messages", "responses", "sizes")
 
-    def __init__(self, messages: Any, sizing: Sizing, shape: str, image_tokens: int | None) -> None:
+    def __init__(self, messages: Any, sizing: Counting, shape: str, image_tokens: int | None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = list.copy(messages)
@@ -119,7 +120,7 @@ class Transcript(TranscriptOnDemand):
     __slots__ = ("kinds", "roles")
 
     def __init__(
-        self, messages: Any, sizing: Sizing = None, shape: str = "auto", image_tokens: int | None = None
+        self, messages: Any, sizing: Counting = None, shape: str = "auto", image_tokens: int | None = None
     ) -> None:
         super().__init__(messages, sizing, shape, image_tokens)
         self.kinds: list[str] | None = None
@@ -139,16 +140,14 @@ class Transcript(TranscriptOnDemand):
         return size
 
 
-def _sizer(sizing: Sizing, image_tokens: int | None) -> PerMessage:
+def _sizer(sizing: Counting, image_tokens: int | None) -> PerMessage:
     """How each message is sized: a custom estimator or an embedded encoding, provider
     sizing (``image_tokens`` given), or the default estimate."""
     estimate = resolved(sizing)
     if estimate is not None:
         return estimate[0]
     if image_tokens is not None:
-        from .provider import provider_sizer
-
-        return provider_sizer(image_tokens)
+        return provider_sizer(image_tokens, message_units)
     return _default_tokens
 
 
@@ -160,7 +159,7 @@ def count_tokens(text: str, name: str) -> int:
     return tiktoken_count(encoding_name(name))(text)
 
 
-def message_tokens(message: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
+def message_tokens(message: Any, estimate: Counting = None, image_tokens: int | None = None) -> int:
     if marks_responses(message):
         whole = check_item(message)[1] != MESSAGE
     else:
@@ -169,17 +168,17 @@ def message_tokens(message: Any, estimate: Sizing = None, image_tokens: int | No
     return _sizer(estimate, image_tokens)(None, message, whole)
 
 
-def tokens_of(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> int:
+def tokens_of(messages: Any, estimate: Counting = None, image_tokens: int | None = None) -> int:
     return tokens_in(messages, estimate, image_tokens, "auto")
 
 
-def tokens_in(messages: Any, estimate: Sizing, image_tokens: int | None, shape: str) -> int:
+def tokens_in(messages: Any, estimate: Counting, image_tokens: int | None, shape: str) -> int:
     """Tokens of all the messages, read in ``shape``."""
     t = Transcript(messages, estimate, shape, image_tokens)
     return t.sum(0, len(t))
 
 
-def message_tokens_array(messages: Any, estimate: Sizing = None, image_tokens: int | None = None) -> np.ndarray:
+def message_tokens_array(messages: Any, estimate: Counting = None, image_tokens: int | None = None) -> np.ndarray:
     t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._contract import Sizing
+from .._contract import Counting
 from ..errors import ArgumentError
 from .tokens import Transcript, check_limits
 
@@ -115,7 +115,7 @@ def _window_start(t: _Sized, window: int, token_budget: int) -> int:
     return start
 
 
-def window_start(messages: Any, window: int, token_budget: int, estimate: Sizing = None) -> int:
+def window_start(messages: Any, window: int, token_budget: int, estimate: Counting = None) -> int:
     return _window_start(Transcript(messages, estimate), window, token_budget)
 
 
@@ -137,7 +137,7 @@ def verbatim_start(messages: Any, i: int) -> int:
     return _verbatim_start(Transcript(messages).roles, i)
 
 
-def compact_tail_start_for_budget(messages: Any, budget: int, estimate: Sizing = None) -> int:
+def compact_tail_start_for_budget(messages: Any, budget: int, estimate: Counting = None) -> int:
     t = Transcript(messages, estimate)
     n = len(t)
     start = n

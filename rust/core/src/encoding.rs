@@ -28,8 +28,9 @@
 
 use crate::error::CoreError;
 use crate::json::{write_json, JsonNode};
+use crate::message::Checked;
 use crate::text::Text;
-use crate::tokens::{Checked, MessageSizer, MESSAGE_OVERHEAD};
+use crate::tokens::{MessageSizer, MESSAGE_OVERHEAD};
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
@@ -366,7 +367,7 @@ mod tests {
     }
 
     fn message_cost(message: &serde_json::Value) -> Result<u64, CoreError> {
-        let checked = crate::tokens::check_message(&message)?;
+        let checked = crate::message::check_message(&message)?;
         ExactTokens::new(Encoding::O200kBase).message_tokens(None, &message, &checked)
     }
 

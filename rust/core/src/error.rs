@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+/// Deepest nesting followed (in content, and in a request body) before
+/// [`Problem::TooDeep`]: the walks are iterative, and the bound also stops circular lists.
+pub const MAX_DEPTH: usize = 100_000;
+
 /// What was wrong with a message field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
@@ -10,7 +14,7 @@ pub enum Problem {
     WrongType { expected: &'static str, got: String },
     /// A required field was absent.
     Missing,
-    /// Nested content went deeper than [`crate::json::MAX_DEPTH`] (or was circular).
+    /// Nested content went deeper than [`MAX_DEPTH`] (or was circular).
     TooDeep,
 }
 
@@ -20,6 +24,10 @@ pub enum CoreError {
     /// A message, or one of its fields, is malformed (a `TypeError` in Python, except
     /// [`Problem::TooDeep`], which is a `ValueError`).
     Message { index: Option<usize>, field: &'static str, problem: Problem },
+    /// A separate system prompt or the tool definitions have the wrong type (a
+    /// `TypeError` in Python): `field` names the argument (`system`, `instructions`,
+    /// `tools`), `index` the tool.
+    Prompt { field: &'static str, index: Option<usize>, expected: &'static str, got: String },
     /// An argument other than a message is invalid (a `ValueError` in Python).
     Argument(String),
     /// A caller-supplied callback failed; the binding keeps the original exception.
@@ -80,9 +88,15 @@ impl fmt::Display for CoreError {
                     Problem::WrongType { expected, got } => write!(f, ": expected {expected}, got {got}"),
                     Problem::Missing => write!(f, ": missing"),
                     Problem::TooDeep => {
-                        write!(f, ": nested deeper than {} levels (or circular)", crate::json::MAX_DEPTH)
+                        write!(f, ": nested deeper than {} levels (or circular)", MAX_DEPTH)
                     }
                 }
+            }
+            CoreError::Prompt { field, index: Some(i), expected, got } => {
+                write!(f, "{field}[{i}]: expected {expected}, got {got}")
+            }
+            CoreError::Prompt { field, index: None, expected, got } => {
+                write!(f, "{field}: expected {expected}, got {got}")
             }
             CoreError::Argument(text) => f.write_str(text),
             CoreError::Callback => f.write_str("a callback raised"),

@@ -9,8 +9,8 @@
 
 use crate::error::{CoreError, Problem};
 use crate::json::{JsonNode, JsonType, Key, MessageFields};
+use crate::message::{check_fields, role_or_other, Checked, Item, Role};
 use crate::text::Text;
-use crate::tokens::{check_fields, role_or_other, Checked, Role};
 
 /// How a transcript's entries are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,28 +21,6 @@ pub enum Format {
     Chat,
     /// Responses API items.
     Responses,
-}
-
-/// What an entry is, as far as packing cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Item {
-    /// A chat message, or a Responses `message` item: sized by its content and tool calls.
-    Message,
-    /// A `*_call` item, paired with its output by `call_id`.
-    Call,
-    /// A `*_call_output` item.
-    Output,
-    /// A `reasoning` item: it belongs to the item after it.
-    Reasoning,
-    /// Any other item type: kept or dropped whole.
-    Other,
-}
-
-impl Item {
-    /// Whether the item is sized by its whole compact JSON rather than as a message.
-    pub const fn sized_whole(self) -> bool {
-        !matches!(self, Item::Message)
-    }
 }
 
 /// Whether an entry marks its transcript as Responses items: a `type` and no `role`, or
@@ -83,7 +61,7 @@ pub fn check_entry<N: JsonNode>(entry: &N) -> Result<Checked<N>, CoreError> {
     if entry.json_type() == JsonType::Object && marks_responses(&entry.message_fields()) {
         check_item(entry)
     } else {
-        crate::tokens::check_message(entry)
+        crate::message::check_message(entry)
     }
 }
 

@@ -5,12 +5,9 @@
 //! The walk is iterative with an explicit stack, so 10,000-deep content parts cannot
 //! overflow the native stack; [`MAX_DEPTH`] bounds it, which also stops circular lists.
 
-use crate::error::Problem;
+use crate::error::{Problem, MAX_DEPTH};
 use crate::text::{Snippet, Text};
 use std::fmt::Write;
-
-/// Deepest nesting [`json_len`] follows before it reports [`Problem::TooDeep`].
-pub const MAX_DEPTH: usize = 100_000;
 
 /// The object keys the core looks up. An enum rather than `&str`, so a binding can keep
 /// one interned key object per name.

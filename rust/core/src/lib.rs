@@ -14,6 +14,7 @@ pub mod encoding;
 pub mod error;
 pub mod items;
 pub mod json;
+pub mod message;
 pub mod pack;
 pub mod paths;
 pub mod provider;

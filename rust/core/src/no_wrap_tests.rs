@@ -2,8 +2,9 @@
 //! comparison and cut point is the exact figure, never a wrapped one.
 
 use crate::json::JsonNode;
+use crate::message::Checked;
 use crate::pack::{pack, Cut, PackOptions};
-use crate::tokens::{ArraySizes, Checked, MessageSizer};
+use crate::tokens::{ArraySizes, MessageSizer};
 use crate::transcript::Transcript;
 use crate::window::{compact_tail_start_for_budget, window_start, WindowLimits};
 use crate::CoreError;
@@ -35,7 +36,7 @@ fn messages(roles: &[&str]) -> Vec<Value> {
 }
 
 fn options(budget: u64, cut: Cut) -> PackOptions {
-    PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut }
+    PackOptions { budget, cut, ..PackOptions::default() }
 }
 
 #[test]

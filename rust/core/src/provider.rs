@@ -13,8 +13,9 @@
 
 use crate::error::CoreError;
 use crate::json::{json_len_with, JsonNode, Key, Visit, Visitor};
+use crate::message::Checked;
 use crate::text::Text;
-use crate::tokens::{estimate_units, message_units_with, CharsPerToken, Checked, MessageSizer, MESSAGE_OVERHEAD};
+use crate::tokens::{estimate_units, message_units_with, CharsPerToken, MessageSizer, MESSAGE_OVERHEAD};
 
 /// Tokens an image or document block costs by default: what a provider bills for a large
 /// image (Anthropic: about width × height / 750, capped near 1,600 for the 1.15-megapixel
@@ -98,7 +99,7 @@ impl<N: JsonNode> MessageSizer<N> for Sizing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::check_message;
+    use crate::message::check_message;
     use serde_json::{json, Value};
 
     fn tokens(sizing: Sizing, v: &Value) -> u64 {

@@ -9,9 +9,11 @@
 //! keeps (SPEC §5, last paragraph).
 
 use crate::error::CoreError;
-use crate::items::{check_item, marks_responses, peek_item, peek_kind, Format, Item};
+use crate::items::{check_item, marks_responses, peek_item, peek_kind, Format};
 use crate::json::{JsonNode, JsonType, Key};
-use crate::tokens::{check_fields, check_message, role_or_other, Checked, MessageSizer, Role, SizedMessages};
+use crate::message::Item;
+use crate::message::{check_fields, check_message, role_or_other, Checked, Role};
+use crate::tokens::{MessageSizer, SizedMessages};
 use rustc_hash::FxHashMap;
 
 /// A transcript whose entries are read up front ([`Transcript::read_all`]) or on demand

@@ -12,7 +12,8 @@
 //! cut points counted from the start, exactly as the definition says.
 
 use crate::error::CoreError;
-use crate::tokens::{Role, SizedMessages};
+use crate::message::Role;
+use crate::tokens::SizedMessages;
 
 /// Messages kept verbatim by [`crate::window::window_start`] by default.
 pub const HISTORY_WINDOW: usize = 80;

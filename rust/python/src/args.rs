@@ -1,160 +1,88 @@
-//! `pack_handoff`'s arguments, read without a round trip through Python in the plain case.
+//! Arguments read from Python: a `contextfold.PackOptions` into the core's
+//! [`PackOptions`], and the plain ints the other functions take.
 //!
-//! The rules live once, in `contextfold._contract.pack_arguments`. This module only
-//! recognises arguments that are plainly valid (exact ints in range, no estimator or an
-//! embedded encoding's name, pins a list or tuple of ints, known shape and cut) and reads
-//! them directly; anything else goes to `pack_arguments`, which raises the error or
-//! normalises the value.
+//! The pack options were checked when the value was built (`contextfold._contract`, the
+//! one place those rules are written, for both backends); this module reads the checked
+//! fields and converts them, and checks nothing of its own.
 
-use contextfold_core::encoding::Encoding;
-use contextfold_core::pack::{Cut, Dialect};
+use contextfold_core::pack::{Counting, Cut, Dialect, PackOptions};
+use contextfold_core::provider::Sizing;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyInt, PyString, PyType};
 
-/// `pack_handoff`'s arguments as Python passed them.
-pub struct RawArgs<'py> {
-    pub target: Bound<'py, PyAny>,
-    pub reserve: Bound<'py, PyAny>,
-    pub estimate: Bound<'py, PyAny>,
-    pub pinned: Bound<'py, PyAny>,
-    pub summary: Bound<'py, PyAny>,
-    pub system: Bound<'py, PyAny>,
-    pub shape: Bound<'py, PyAny>,
-    pub cut: Bound<'py, PyAny>,
-    pub chunk_tokens: Bound<'py, PyAny>,
-    pub tools: Bound<'py, PyAny>,
-}
-
-/// What `pack_arguments` returns (a `PackArguments` tuple).
-type Normalised<'py> = (
-    Bound<'py, PyAny>,
-    Option<Bound<'py, PyAny>>,
-    Vec<Bound<'py, PyInt>>,
-    Option<Bound<'py, PyString>>,
-    Option<Bound<'py, PyAny>>,
-    String,
-    Option<Bound<'py, PyInt>>,
-    Option<Bound<'py, PyAny>>,
-);
-
-/// The checked arguments.
-pub struct PackArgs<'py> {
-    /// The budget for the core (a larger Python int saturates: nothing is that long).
-    pub budget: u64,
-    /// The budget as the result reports it.
-    pub budget_int: Bound<'py, PyAny>,
-    /// An embedded encoding's name, or `contextfold._contract`'s helper pair for a custom
-    /// estimator.
+/// A `contextfold.PackOptions`, converted.
+pub struct Options<'py> {
+    /// What the core packs with (`system_tokens` 0: the caller sizes its prompt).
+    pub pack: PackOptions,
+    /// A custom estimator's `(per_message, per_text)` pair, or an embedded encoding's
+    /// name: what [`crate::sizer::PySizer`] takes.
     pub sizers: Option<Bound<'py, PyAny>>,
-    pub pinned: Vec<usize>,
-    pub summary: Option<String>,
-    /// The separate system prompt, still to be sized.
-    pub system: Option<Bound<'py, PyAny>>,
-    /// The tool definitions (checked by `pack_arguments`), still to be sized.
-    pub tools: Option<Bound<'py, PyAny>>,
-    pub dialect: Option<Dialect>,
-    pub cut: Cut,
+    /// How messages are sized without an estimator.
+    pub sizing: Sizing,
+    /// The budget as the result reports it (the value's own int).
+    pub budget: Bound<'py, PyAny>,
 }
 
-impl<'py> RawArgs<'py> {
-    /// The checked arguments for packing `n` messages: read directly when plainly valid,
-    /// else by `pack_arguments`.
-    pub fn check(&self, n: usize) -> PyResult<PackArgs<'py>> {
-        match self.plain() {
-            Some(args) => Ok(args),
-            None => self.delegated(n),
-        }
+impl<'py> Options<'py> {
+    /// Whether counting runs Python code (a custom estimator).
+    pub fn runs_python(&self) -> bool {
+        self.sizers.as_ref().is_some_and(|s| !s.is_instance_of::<PyString>())
     }
 
-    fn plain(&self) -> Option<PackArgs<'py>> {
-        let target = exact_u64(&self.target)?;
-        let reserve = exact_u64(&self.reserve)?;
-        let budget = target.checked_sub(reserve)?;
-        // No estimator, or an embedded encoding's name: both are sized natively.
-        let sizers = if self.estimate.is_none() {
-            None
-        } else {
-            let name = self.estimate.cast_exact::<PyString>().ok()?;
-            Encoding::from_name(name.to_str().ok()?)?;
-            Some(self.estimate.clone())
-        };
-        let pinned = if let Ok(list) = self.pinned.cast_exact::<PyList>() {
-            list.iter().map(|p| exact_u64(&p).and_then(|p| usize::try_from(p).ok())).collect::<Option<Vec<_>>>()?
-        } else {
-            let tuple = self.pinned.cast_exact::<PyTuple>().ok()?;
-            tuple.iter().map(|p| exact_u64(&p).and_then(|p| usize::try_from(p).ok())).collect::<Option<Vec<_>>>()?
-        };
-        let summary = match self.summary.cast_exact::<PyString>() {
-            Ok(s) => Some(lossy(s)?),
-            Err(_) if self.summary.is_none() => None,
-            Err(_) => return None,
-        };
-        let system_ok = self.system.is_none()
-            || self.system.is_exact_instance_of::<PyString>()
-            || self.system.is_exact_instance_of::<PyList>();
-        if !system_ok || !self.tools.is_none() {
-            return None;
+    /// The sizer these options count with.
+    ///
+    /// # Errors
+    /// An unknown encoding's name (never, for a checked value), or `RecursionError` when
+    /// a custom estimator would run with the stack nearly full.
+    pub fn sizer(&self) -> PyResult<crate::sizer::PySizer<'py>> {
+        if self.runs_python() {
+            crate::sizer::check_stack()?;
         }
-        let dialect = dialect(self.shape.cast_exact::<PyString>().ok()?.to_str().ok()?)?;
-        let cut = match self.cut.cast_exact::<PyString>().ok()?.to_str().ok()? {
-            "greedy" => Cut::Greedy,
-            "chunked" if self.chunk_tokens.is_none() => Cut::Chunked { chunk: None },
-            "chunked" => Cut::Chunked { chunk: Some(exact_u64(&self.chunk_tokens).filter(|&c| c >= 1)?) },
-            _ => return None,
+        crate::sizer::PySizer::new(self.sizers.clone(), self.sizing)
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
+    type Error = PyErr;
+
+    fn extract(value: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        let py = value.py();
+        if !value.is_instance(CLASS.import(py, "contextfold._contract", "PackOptions")?)? {
+            let got = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            return Err(crate::errors::argument_type(format!("options must be a PackOptions, got {got}")));
+        }
+        let field = |name: &Bound<'py, PyString>| value.getattr(name);
+        let budget = field(intern!(py, "budget"))?;
+        let sizers = Some(field(intern!(py, "sizers"))?).filter(|s| !s.is_none());
+        let images: Option<u64> = field(intern!(py, "images"))?.extract()?;
+        let sizing = images.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens });
+        let counting = match sizers.as_ref().map(|s| s.cast::<PyString>()) {
+            Some(Ok(name)) => Counting::Exact(crate::sizer::encoding(&name.to_cow()?)?),
+            // A custom estimator is the binding's sizer to run: the core counts nothing.
+            Some(Err(_)) => Counting::Chars(Sizing::Seed),
+            None => Counting::Chars(sizing),
         };
-        Some(PackArgs {
-            budget,
-            budget_int: budget.into_pyobject(self.target.py()).ok()?.into_any(),
-            sizers,
-            pinned,
+        let summary = field(intern!(py, "summary"))?;
+        let summary = match summary.cast::<PyString>() {
+            Ok(text) => Some(lossy(text).unwrap_or_default()),
+            Err(_) => None,
+        };
+        let shape = field(intern!(py, "shape"))?;
+        let dialect = dialect(&shape.cast::<PyString>()?.to_cow()?);
+        let chunk: Option<u64> = field(intern!(py, "chunk"))?.extract()?;
+        let pack = PackOptions {
+            budget: budget.extract()?,
+            system_tokens: 0,
+            pinned: field(intern!(py, "pinned"))?.extract()?,
             summary,
-            system: (!self.system.is_none()).then(|| self.system.clone()),
-            tools: None,
             dialect,
-            cut,
-        })
-    }
-
-    fn delegated(&self, n: usize) -> PyResult<PackArgs<'py>> {
-        static PACK_ARGUMENTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let py = self.target.py();
-        let checked = PACK_ARGUMENTS.import(py, "contextfold._contract", "pack_arguments")?.call1((
-            &self.target,
-            &self.reserve,
-            &self.estimate,
-            &self.pinned,
-            &self.summary,
-            &self.system,
-            &self.shape,
-            &self.cut,
-            &self.chunk_tokens,
-            &self.tools,
-        ))?;
-        let (budget_int, sizers, pinned, summary, system, shape, chunk, tools): Normalised<'py> = checked.extract()?;
-        let pinned = pinned
-            .iter()
-            .map(|p| {
-                p.extract::<usize>()
-                    .map_err(|_| crate::errors::argument(format!("pinned index {p} is out of range for {n} messages")))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let chunk = chunk.map(|c| whole_u64("chunk_tokens", &c)).transpose()?;
-        Ok(PackArgs {
-            budget: whole_u64("budget", budget_int.cast::<PyInt>()?)?,
-            budget_int,
-            sizers,
-            pinned,
-            summary: summary.map(|s| lossy(&s).unwrap_or_default()),
-            system,
-            tools,
-            dialect: dialect(&shape).unwrap_or(None),
-            cut: match chunk {
-                Some(c) => Cut::Chunked { chunk: Some(c) },
-                None if self.cut.eq("chunked").unwrap_or(false) => Cut::Chunked { chunk: None },
-                None => Cut::Greedy,
-            },
-        })
+            cut: chunk.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk) }),
+            counting,
+        };
+        Ok(Options { pack, sizers, sizing, budget })
     }
 }
 
@@ -185,24 +113,18 @@ fn out_of_range(
     crate::errors::argument(format!("{name} must be {bound}, got {value}"))
 }
 
-/// An exact `int` that fits a u64 (not a bool, not a subclass).
-fn exact_u64(value: &Bound<'_, PyAny>) -> Option<u64> {
-    value.cast_exact::<PyInt>().ok()?.extract::<u64>().ok()
-}
-
 /// The text with surrogate pairs joined and unpaired surrogates as U+FFFD, as the core
 /// reads UTF-16.
 pub fn lossy(s: &Bound<'_, PyString>) -> Option<String> {
     crate::node::text_of(s).map(|t| t.to_string_lossy())
 }
 
-/// `None` for `"auto"`; the outer `None` for an unknown shape.
-pub fn dialect(shape: &str) -> Option<Option<Dialect>> {
+/// The dialect a (checked) shape names; `None` for `"auto"`.
+fn dialect(shape: &str) -> Option<Dialect> {
     match shape {
-        "auto" => Some(None),
-        "openai" => Some(Some(Dialect::OpenAi)),
-        "anthropic" => Some(Some(Dialect::Anthropic)),
-        "responses" => Some(Some(Dialect::Responses)),
+        "openai" => Some(Dialect::OpenAi),
+        "anthropic" => Some(Dialect::Anthropic),
+        "responses" => Some(Dialect::Responses),
         _ => None,
     }
 }

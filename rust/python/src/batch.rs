@@ -17,12 +17,14 @@
 //! [`MAX_EXTRACT_DEPTH`]) leaves that transcript to the attached path, which raises exactly as
 //! one-by-one packing does.
 
+use crate::args::Options;
+use crate::errors::in_transcript;
+use crate::node::PyNode;
 use crate::node::{json_type_of, text_of};
+use crate::result::handoff_pack;
+use crate::snapshot::{self, Snapshot};
 use contextfold_core::arena::{Arena, Entry, Node};
-use contextfold_core::encoding::{Encoding, ExactTokens};
 use contextfold_core::pack::{self, PackOptions, Packed};
-use contextfold_core::tokens::CharsPerToken;
-use contextfold_core::transcript::Transcript;
 use contextfold_core::{CoreError, JsonType, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -211,34 +213,103 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
     chunk.transcripts.push(Extracted { index, roots, messages, outcome: None });
 }
 
-/// Packs every transcript of the chunk, sized by `exact` (chars/4 when `None`).
-fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions], exact: Option<Encoding>) {
+/// Packs every transcript of the chunk.
+fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions]) {
     let Chunk { arena, transcripts, .. } = chunk;
     for t in transcripts.iter_mut() {
         let Some(opts) = options.get(t.index) else { continue };
         let messages: Vec<Node<'_, 'static>> = t.roots.iter().map(|&at| arena.node(at)).collect();
-        let format = pack::format_for(opts.dialect);
-        t.outcome = Some(match exact {
-            None => Transcript::read(&messages, CharsPerToken, format).and_then(|mut t| pack::pack(&mut t, opts)),
-            Some(encoding) => Transcript::read(&messages, ExactTokens::new(encoding), format)
-                .and_then(|mut t| pack::pack(&mut t, opts)),
-        });
+        t.outcome = Some(pack::pack_messages(&messages, opts));
     }
 }
 
 /// Packs chunks from the queue until it is closed and empty, sending each back.
-fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions], exact: Option<Encoding>) {
+fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions]) {
     loop {
         let next = match queue.lock() {
             Ok(queue) => queue.recv(),
             Err(_) => return,
         };
         let Ok(mut chunk) = next else { return };
-        pack_chunk(&mut chunk, options, exact);
+        pack_chunk(&mut chunk, options);
         if done.send(chunk).is_err() {
             return;
         }
     }
+}
+
+/// `pack_many`'s batch: transcript `i` packed under `options[i]` (counted as `call`
+/// says), on up to `threads` threads (`0`: as many as pay, up to one a CPU); each
+/// result a `HandoffPack`, in order.
+///
+/// With the default thread count, the first transcripts are packed in place and timed:
+/// the workers are used only when reading a transcript costs clearly less than packing
+/// it (else they would idle while this thread reads). A transcript the workers could not
+/// take (or failed on) is packed in place, so its error is raised exactly as one-by-one
+/// packing raises it.
+///
+/// # Errors
+/// The first transcript's error (with a note naming it), or a signal handler's.
+pub fn pack_many<'py>(
+    transcripts: &Bound<'py, PyList>,
+    options: &[PackOptions],
+    call: &Options<'py>,
+    threads: usize,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let py = transcripts.py();
+    let mut fairness = Fairness::new(py);
+    let auto = threads == 0;
+    let threads = thread_count(threads);
+    let n = options.len();
+    let pack_in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
+        let snapshot = Snapshot::of(transcript).map_err(|e| in_transcript(py, e, i))?;
+        let reading = crate::Reading::OnDemand(pack::format_for(opts.dialect));
+        let packed =
+            call.sizer().and_then(|sizer| crate::with_nodes(snapshot.nodes(), sizer, reading, |t| pack::pack(t, opts)));
+        match packed {
+            Ok(packed) => {
+                let n = snapshot.len();
+                let kept = snapshot.into_kept(&packed.kept)?;
+                PyResult::Ok((n, kept, packed))
+            }
+            Err(e) => {
+                drop(snapshot); // its borrow ends before the note's Python code runs
+                Err(in_transcript(py, e, i))
+            }
+        }
+    };
+    let mut out = Vec::with_capacity(n);
+    let probe = if auto && threads > 1 && n >= PROBE + 2 * CHUNK { PROBE } else { 0 };
+    let mut packing = Vec::with_capacity(probe);
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).take(probe) {
+        let started = std::time::Instant::now();
+        let (n, kept, packed) = pack_in_place(i, &transcript, opts)?;
+        packing.push(started.elapsed());
+        out.push(handoff_pack(n, kept, packed, &call.budget)?);
+        fairness.tick()?;
+    }
+    let detached = if threads > 1 && (!auto || probe > 0) {
+        // The median: a time slice lost to another process must not make packing in
+        // place look dear (a low estimate keeps the threads out when in doubt).
+        packing.sort_unstable();
+        let cost = if auto { packing.get(packing.len() / 2).copied() } else { None };
+        pack_detached(transcripts, probe, options, threads, &mut fairness, cost)?
+    } else {
+        Vec::new()
+    };
+    let mut detached = detached.into_iter().skip(probe);
+    for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).skip(probe) {
+        let (n, kept, packed) = match detached.next().flatten() {
+            Some(Detached { outcome: Ok(packed), messages }) => {
+                let nodes: Vec<PyNode<'py>> = messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect();
+                (nodes.len(), snapshot::kept_items(&nodes, &packed.kept)?, packed)
+            }
+            _ => pack_in_place(i, &transcript, opts)?,
+        };
+        out.push(handoff_pack(n, kept, packed, &call.budget)?);
+        fairness.tick()?;
+    }
+    Ok(out)
 }
 
 /// Lets other Python threads run while a long batch holds the GIL, as the interpreter
@@ -330,7 +401,6 @@ pub fn pack_detached(
     transcripts: &Bound<'_, PyList>,
     from: usize,
     options: &[PackOptions],
-    exact: Option<Encoding>,
     threads: usize,
     fairness: &mut Fairness<'_>,
     in_place: Option<std::time::Duration>,
@@ -353,9 +423,9 @@ pub fn pack_detached(
             extract_transcript(i, &transcript, &mut chunk);
             let done = i + 1 - from;
             if workers == 0 && (done == GATE || i + 1 == total) {
-                workers = if pays(done) { spawn_workers(scope, threads, &queue, &done_tx, options, exact) } else { 0 };
+                workers = if pays(done) { spawn_workers(scope, threads, &queue, &done_tx, options) } else { 0 };
                 if workers == 0 {
-                    pack_chunk(&mut chunk, options, exact);
+                    pack_chunk(&mut chunk, options);
                     chunk.recycle(py, &mut results);
                     return Ok(());
                 }
@@ -369,7 +439,7 @@ pub fn pack_detached(
                 Err(TrySendError::Full(mut mine) | TrySendError::Disconnected(mut mine)) => {
                     // The workers are busy: pack this chunk here, without a GIL round
                     // trip per chunk (see `Fairness`).
-                    pack_chunk(&mut mine, options, exact);
+                    pack_chunk(&mut mine, options);
                     mine.recycle(py, &mut results);
                     chunk.recycle(py, &mut results);
                     chunk = mine;
@@ -382,7 +452,7 @@ pub fn pack_detached(
             }
         }
         drop(queue_tx);
-        py.detach(|| work(&queue, &done_tx, options, exact));
+        py.detach(|| work(&queue, &done_tx, options));
         drop(done_tx);
         // Leaving the scope joins the workers; every chunk has been sent back by then.
         Ok(())
@@ -400,12 +470,11 @@ fn spawn_workers<'scope>(
     queue: &'scope Mutex<Receiver<Chunk>>,
     done: &Sender<Chunk>,
     options: &'scope [PackOptions],
-    exact: Option<Encoding>,
 ) -> usize {
     let mut workers = 0;
     for _ in 1..threads {
         let done = done.clone();
-        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options, exact));
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options));
         if spawned.is_err() {
             break;
         }

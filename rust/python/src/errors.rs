@@ -5,6 +5,7 @@
 //! of the intended one; a class that is not an exception becomes CPython's `TypeError`
 //! ("exceptions must derive from BaseException"). Never an abort.
 
+use crate::borrow::MayRunPython;
 use contextfold_core::{CoreError, Problem};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -56,7 +57,10 @@ impl Class {
     fn err<A: PyErrArguments + Send + Sync + 'static>(self, args: A) -> PyErr {
         // Attaching applies references dropped while detached, and a failed lookup
         // imports: either may run Python code.
-        crate::snapshot::before_python();
+        self.made(crate::borrow::before_python(), args)
+    }
+
+    fn made<A: PyErrArguments + Send + Sync + 'static>(self, _: MayRunPython, args: A) -> PyErr {
         Python::attach(|py| match self.cell().import(py, "contextfold.errors", self.name()) {
             Ok(class) => PyErr::from_type(class.clone(), args),
             Err(lookup) => lookup,
@@ -85,7 +89,9 @@ pub fn to_py(err: CoreError) -> PyErr {
     let text = err.to_string();
     match err {
         CoreError::Message { index, field, problem: Problem::TooDeep } => Class::MessageValue.err((text, index, field)),
-        CoreError::Message { index, field, .. } => Class::MessageType.err((text, index, field)),
+        CoreError::Message { index, field, .. } | CoreError::Prompt { index, field, .. } => {
+            Class::MessageType.err((text, index, field))
+        }
         CoreError::Argument(_) | CoreError::Callback => Class::Argument.err(text),
         CoreError::Internal(_) => Class::Contextfold.err(text),
     }
@@ -109,12 +115,6 @@ pub fn message_type(text: String, field: &'static str) -> PyErr {
     Class::MessageType.err((text, None::<usize>, field))
 }
 
-/// A `MessageTypeError` naming an item of a list argument (`index`) and the argument.
-#[cold]
-pub fn message_type_at(text: String, index: Option<usize>, field: &'static str) -> PyErr {
-    Class::MessageType.err((text, index, field))
-}
-
 /// A state the binding's own logic rules out; raised rather than trusted.
 #[cold]
 pub fn internal(what: &str) -> PyErr {
@@ -132,4 +132,18 @@ pub fn not_a_list(value: &Bound<'_, PyAny>) -> PyErr {
 #[cold]
 pub fn request(text: String, offset: Option<usize>) -> PyErr {
     Class::Request.err((text, offset))
+}
+
+/// `err` with a note naming the transcript it came from (`contextfold._contract.add_note`,
+/// which works on every supported Python); a failure to add the note keeps `err` as is.
+pub fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    noted(crate::borrow::before_python(), py, err, index)
+}
+
+fn noted(_: MayRunPython, py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    static ADD_NOTE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if let Ok(add_note) = ADD_NOTE.import(py, "contextfold._contract", "add_note") {
+        let _ = add_note.call1((err.value(py), format!("in transcript {index}")));
+    }
+    err
 }

@@ -1,5 +1,6 @@
 //! [`PyNode`]: the core's accessor trait over a borrowed Python value.
 
+use crate::borrow::MayRunPython;
 use contextfold_core::{JsonNode, JsonType, Key, MessageFields, Problem, Text, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
@@ -155,6 +156,17 @@ fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
     unsafe { Bound::from_owned_ptr_or_err(v.py(), pyo3::ffi::PyNumber_Index(v.as_ptr())) }.ok()
 }
 
+/// A number that is not a small exact int (an int subclass, a large int, an
+/// `__index__` type): Python code or allocations read it. `None` when `__index__` fails.
+fn number<'py>(_: MayRunPython, v: &Bound<'py, PyAny>) -> Option<View<'static, PyNode<'py>>> {
+    let int = if PyInt::is_type_of(v) { v.clone() } else { index_of(v)? };
+    Some(match int.extract::<i64>() {
+        Ok(i) => View::Int(i),
+        // JavaScript holds the number as a double: too large for one is Infinity.
+        Err(_) => View::Float(int.extract::<f64>().unwrap_or(f64::INFINITY)),
+    })
+}
+
 impl<'py> JsonNode for PyNode<'py> {
     type Items = ListItems<'py>;
     type Entries = DictEntries<'py>;
@@ -183,14 +195,7 @@ impl<'py> JsonNode for PyNode<'py> {
                 }
                 // `__index__`, `__float__` and the overflow error are Python code or
                 // allocations.
-                crate::snapshot::before_python();
-                let int =
-                    if PyInt::is_type_of(v) { v.clone() } else { index_of(v).ok_or_else(|| self.wrong_type())? };
-                match int.extract::<i64>() {
-                    Ok(i) => View::Int(i),
-                    // JavaScript holds the number as a double: too large for one is Infinity.
-                    Err(_) => View::Float(int.extract::<f64>().unwrap_or(f64::INFINITY)),
-                }
+                number(crate::borrow::before_python(), v).ok_or_else(|| self.wrong_type())?
             }
             JsonType::Other => return Err(self.wrong_type()),
         })
@@ -213,7 +218,7 @@ impl<'py> JsonNode for PyNode<'py> {
         let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
         let wanted = key(dict.py(), k);
         if dict.len() > SCANNED_ENTRIES {
-            return looked_up(dict, wanted);
+            return looked_up(crate::borrow::before_python(), dict, wanted);
         }
         // A message has a handful of keys, `role` usually first: a walk over its entries
         // finds one sooner than a hash lookup, and never runs Python code.
@@ -223,7 +228,7 @@ impl<'py> JsonNode for PyNode<'py> {
         while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } != 0 {
             // Any other key may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(kp) } == 0 {
-                return looked_up(dict, wanted);
+                return looked_up(crate::borrow::before_python(), dict, wanted);
             }
             if kp == wanted.as_ptr() || unsafe { spells(kp, k.as_str()) } {
                 return Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
@@ -277,8 +282,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 
     fn type_name(&self) -> String {
-        crate::snapshot::before_python();
-        self.0.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
+        type_name_of(crate::borrow::before_python(), &self.0)
     }
 }
 
@@ -286,10 +290,14 @@ impl<'py> JsonNode for PyNode<'py> {
 /// larger ones (a LangChain message's dict) by a lookup, which owns the snapshot first.
 const SCANNED_ENTRIES: usize = 8;
 
-/// `dict.get(key)`: may run Python code (a key's `__eq__`), so the snapshot is owned first.
-fn looked_up<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<PyNode<'py>> {
-    crate::snapshot::before_python();
+/// `dict.get(key)`: may run Python code (a key's `__eq__`).
+fn looked_up<'py>(_: MayRunPython, dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<PyNode<'py>> {
     dict.get_item(key).ok().flatten().map(PyNode)
+}
+
+/// The name of `value`'s type (a metaclass may compute it).
+fn type_name_of(_: MayRunPython, value: &Bound<'_, PyAny>) -> String {
+    value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
 }
 
 /// Whether the exact str `k` spells `name`: what a lookup of `name` finds.
@@ -330,7 +338,6 @@ unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
 impl PyNode<'_> {
     /// The message's fields by dict lookup, as `dict.get(message, key)` finds them.
     fn looked_up_fields(&self) -> MessageFields<Self> {
-        crate::snapshot::before_python();
         MessageFields {
             role: self.get(Key::Role),
             content: self.get(Key::Content),

@@ -8,67 +8,24 @@
 //! Ctrl-C is seen between them; each body's outcome, a result or its exception, comes
 //! back in input order.
 
-use crate::args::RawArgs;
+use crate::args::Options;
 use crate::errors;
 use contextfold_core::pack::PackOptions;
-use contextfold_core::provider::Sizing;
-use contextfold_core::request::{self, BodySizing, PackedBody, RequestError, Root, ScanError};
+use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
 /// Why a custom estimator is refused (worded as `contextfold.reference.request` words it).
-const NO_ESTIMATOR: &str = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base')";
+const NO_ESTIMATOR: &str = "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base'): a custom estimator runs with pack_handoff";
 
-/// The options of a call, read as `pack_handoff` reads its own (no separate system
-/// prompt or tools: a body carries its own), how to size, and the budget as Python holds
-/// it. `estimate` is None or an embedded encoding's name (the Python layer refuses a
-/// callable: it would need the GIL in the middle of the work).
-#[allow(clippy::too_many_arguments)] // pack_request's keyword arguments
-fn options<'py>(
-    target: Bound<'py, PyAny>,
-    reserve: Bound<'py, PyAny>,
-    estimate: Bound<'py, PyAny>,
-    pinned: Bound<'py, PyAny>,
-    summary: Bound<'py, PyAny>,
-    shape: Bound<'py, PyAny>,
-    cut: Bound<'py, PyAny>,
-    chunk_tokens: Bound<'py, PyAny>,
-    image_tokens: Option<u64>,
-) -> PyResult<(PackOptions, BodySizing, Bound<'py, PyAny>)> {
-    let py = target.py();
-    let none = py.None().into_bound(py);
-    let raw = RawArgs {
-        target,
-        reserve,
-        estimate,
-        pinned,
-        summary,
-        system: none.clone(),
-        shape,
-        cut,
-        chunk_tokens,
-        tools: none,
-    };
-    let args = raw.check(0)?;
-    let sizing = match (&args.sizers, image_tokens) {
-        (None, None) => BodySizing::Chars(Sizing::Seed),
-        (None, Some(image_tokens)) => BodySizing::Chars(Sizing::Provider { image_tokens }),
-        (Some(name), _) => {
-            // A custom estimator would run Python code in the middle of the work.
-            let name = name.cast::<PyString>().map_err(|_| errors::argument(NO_ESTIMATOR.into()))?;
-            BodySizing::Exact(crate::sizer::encoding(&name.to_cow()?)?)
-        }
-    };
-    let options = PackOptions {
-        budget: args.budget,
-        system_tokens: 0,
-        pinned: args.pinned,
-        summary: args.summary,
-        dialect: args.dialect,
-        cut: args.cut,
-    };
-    Ok((options, sizing, args.budget_int))
+/// The core's options for the bytes path: a custom estimator is refused (it would run
+/// Python code in the middle of the work).
+fn bytes_options(options: Options<'_>) -> PyResult<(PackOptions, Bound<'_, PyAny>)> {
+    if options.runs_python() {
+        return Err(errors::argument(NO_ESTIMATOR.into()));
+    }
+    Ok((options.pack, options.budget))
 }
 
 /// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
@@ -87,8 +44,6 @@ fn to_py(err: RequestError) -> PyErr {
     let text = err.to_string();
     match err {
         RequestError::Pack(e) => errors::to_py(e),
-        RequestError::System { field, .. } => errors::message_type(text, field),
-        RequestError::Tools { index, .. } => errors::message_type_at(text, index, "tools"),
         RequestError::MessagesNotAList { root: Root::Request, .. } => errors::message_type(text, ""),
         RequestError::Scan(
             ScanError::NotUtf8 { offset } | ScanError::Syntax { offset, .. } | ScanError::TooDeep { offset },
@@ -103,7 +58,6 @@ fn packed_request<'py>(
     packed: PackedBody,
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    static PACKED_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let py = input.py();
     let body = match &packed.body {
         Some(bytes) => PyBytes::new(py, bytes).into_any(),
@@ -122,80 +76,30 @@ fn packed_request<'py>(
         note,
         PyList::new(py, &packed.packed.kept)?.into_any(),
     ];
-    let class = PACKED_REQUEST.import(py, "contextfold._contract", "PackedRequest")?;
-    crate::result::named_tuple(class, fields)
+    crate::result::named_tuple(crate::result::Class::PackedRequest.get(py)?, fields)
 }
 
 /// Packs one request body into a `PackedRequest`.
 #[pyfunction]
-#[pyo3(signature = (
-    body, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, shape, cut, chunk_tokens,
-    image_tokens
-))]
-#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
-pub fn pack_request<'py>(
-    body: &Bound<'py, PyAny>,
-    target_context_tokens: Bound<'py, PyAny>,
-    reserve_output_tokens: Bound<'py, PyAny>,
-    estimate_tokens: Bound<'py, PyAny>,
-    pinned: Bound<'py, PyAny>,
-    summary: Bound<'py, PyAny>,
-    shape: Bound<'py, PyAny>,
-    cut: Bound<'py, PyAny>,
-    chunk_tokens: Bound<'py, PyAny>,
-    image_tokens: Option<u64>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (options, sizing, budget) = options(
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate_tokens,
-        pinned,
-        summary,
-        shape,
-        cut,
-        chunk_tokens,
-        image_tokens,
-    )?;
+pub fn pack_request<'py>(body: &Bound<'py, PyAny>, options: Options<'py>) -> PyResult<Bound<'py, PyAny>> {
+    let (options, budget) = bytes_options(options)?;
     let body = as_bytes(body)?;
     let input = body.as_bytes();
-    let packed =
-        body.py().detach(|| request::pack_body(input, &options, sizing, Root::Request, false)).map_err(to_py)?;
+    let packed = body.py().detach(|| request::pack_body(input, &options, Root::Request, false)).map_err(to_py)?;
     packed_request(&body, packed, &budget)
 }
 
 /// Packs each body on up to `threads` threads: a list holding, for each body in order,
 /// its `PackedRequest` or the exception `pack_request` raises for it.
 #[pyfunction]
-#[pyo3(signature = (
-    bodies, target_context_tokens, reserve_output_tokens, estimate_tokens, pinned, summary, shape, cut, chunk_tokens,
-    image_tokens, threads
-))]
-#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
+#[pyo3(signature = (bodies, options, threads=1))]
 pub fn pack_requests<'py>(
     bodies: &Bound<'py, PyList>,
-    target_context_tokens: Bound<'py, PyAny>,
-    reserve_output_tokens: Bound<'py, PyAny>,
-    estimate_tokens: Bound<'py, PyAny>,
-    pinned: Bound<'py, PyAny>,
-    summary: Bound<'py, PyAny>,
-    shape: Bound<'py, PyAny>,
-    cut: Bound<'py, PyAny>,
-    chunk_tokens: Bound<'py, PyAny>,
-    image_tokens: Option<u64>,
+    options: Options<'py>,
     threads: usize,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = bodies.py();
-    let (options, sizing, budget) = options(
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate_tokens,
-        pinned,
-        summary,
-        shape,
-        cut,
-        chunk_tokens,
-        image_tokens,
-    )?;
+    let (options, budget) = bytes_options(options)?;
     // A body that cannot be read as bytes keeps its exception; the others are packed.
     let held: Vec<Result<Py<PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b).map(Bound::unbind)).collect();
     let inputs: Vec<&[u8]> = held.iter().map(|b| b.as_ref().map_or(&b""[..], |b| b.as_bytes(py))).collect();
@@ -205,7 +109,7 @@ pub fn pack_requests<'py>(
     // The results are made here, a run at a time as they are packed in order, with the
     // GIL taken back for each run while the other threads go on packing.
     py.detach(|| {
-        request::pack_bodies_with(&inputs, &options, sizing, Root::Request, false, threads, |run| {
+        request::pack_bodies_with(&inputs, &options, Root::Request, false, threads, |run| {
             Python::attach(|py| {
                 let start = out.len();
                 for (input, result) in held.iter().skip(start).zip(run) {
@@ -241,37 +145,17 @@ pub fn pack_requests<'py>(
 /// where `output` holds the packed lines in order, each ended by a newline, and `errors`
 /// each bad line's index in the block and its message.
 #[pyfunction]
-#[pyo3(signature = (
-    block, rest, target_context_tokens, reserve_output_tokens, estimate_tokens, shape, cut, image_tokens, threads
-))]
-#[allow(clippy::too_many_arguments)] // mirrors the reference backend's signature
+#[pyo3(signature = (block, rest, options, threads=1))]
 pub fn pack_lines<'py>(
     block: &Bound<'py, PyBytes>,
     rest: &Bound<'py, PyBytes>,
-    target_context_tokens: Bound<'py, PyAny>,
-    reserve_output_tokens: Bound<'py, PyAny>,
-    estimate_tokens: Bound<'py, PyAny>,
-    shape: Bound<'py, PyAny>,
-    cut: Bound<'py, PyAny>,
-    image_tokens: Option<u64>,
+    options: Options<'py>,
     threads: usize,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = block.py();
-    let none = py.None().into_bound(py);
-    let pinned = PyTuple::empty(py).into_any();
-    let (options, sizing, _) = options(
-        target_context_tokens,
-        reserve_output_tokens,
-        estimate_tokens,
-        pinned,
-        none.clone(),
-        shape,
-        cut,
-        none,
-        image_tokens,
-    )?;
+    let (options, _) = bytes_options(options)?;
     let (input, rest) = (block.as_bytes(), rest.as_bytes());
-    let lines = py.detach(|| request::pack_lines(input, rest, &options, sizing, threads));
+    let lines = py.detach(|| request::pack_lines(input, rest, &options, threads));
     let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
     (
         PyBytes::new(py, &lines.output),

@@ -1,7 +1,32 @@
 //! Result objects: instances of the `NamedTuple` classes of `contextfold._contract`.
 
+use contextfold_core::message::Role;
+use contextfold_core::pack::Packed;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
+
+/// A result class of `contextfold._contract`.
+#[derive(Clone, Copy)]
+pub enum Class {
+    HandoffPack,
+    PackedRequest,
+}
+
+impl Class {
+    /// The class, looked up on first use (the module's init looks both up, as the
+    /// reference imports them, so a later patch reaches neither backend).
+    pub fn get(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+        static HANDOFF_PACK: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        static PACKED_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        let (cell, name) = match self {
+            Class::HandoffPack => (&HANDOFF_PACK, "HandoffPack"),
+            Class::PackedRequest => (&PACKED_REQUEST, "PackedRequest"),
+        };
+        cell.import(py, "contextfold._contract", name)
+    }
+}
 
 /// An instance of `class` holding `fields`. When `class` is a plain tuple subclass (a
 /// `NamedTuple`), its slots are filled directly, as `tuple.__new__(class, fields)` would,
@@ -34,4 +59,42 @@ pub fn named_tuple<'py, const N: usize>(
         }
         Ok(tuple)
     }
+}
+
+/// The `HandoffPack` for a transcript of `n` messages packed: the output list (`out`, the
+/// kept messages, with the note a new dict at its place), dropped, fits, tokens, budget,
+/// note, kept.
+pub fn handoff_pack<'py>(
+    n: usize,
+    mut out: Vec<Bound<'py, PyAny>>,
+    packed: Packed,
+    budget: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = budget.py();
+    let note = match &packed.note {
+        Some(note) => {
+            let dict = PyDict::new(py);
+            if note.message_item {
+                dict.set_item(intern!(py, "type"), intern!(py, "message"))?;
+            }
+            dict.set_item(intern!(py, "role"), if note.role == Role::User { "user" } else { "assistant" })?;
+            // The note's text is the same str object as the note message's content.
+            let text = PyString::new(py, &note.text).into_any();
+            dict.set_item(intern!(py, "content"), &text)?;
+            out.insert(note.at.min(out.len()), dict.into_any());
+            text
+        }
+        None => py.None().into_bound(py),
+    };
+    let dropped = n - packed.kept.len().min(n);
+    let fields = [
+        PyList::new(py, out)?.into_any(),
+        dropped.into_pyobject(py)?.into_any(),
+        PyBool::new(py, packed.fits).to_owned().into_any(),
+        packed.tokens.into_pyobject(py)?.into_any(),
+        budget.clone(),
+        note,
+        PyList::new(py, &packed.kept)?.into_any(),
+    ];
+    named_tuple(Class::HandoffPack.get(py)?, fields)
 }

@@ -8,10 +8,12 @@
 //! again, each level a native frame deeper: [`check_stack`] turns running out of stack
 //! into `RecursionError`, not a crash.
 
+use crate::borrow::{before_python, MayRunPython};
 use crate::node::PyNode;
 use contextfold_core::encoding::{message_text, Encoding, ExactTokens};
+use contextfold_core::message::Checked;
 use contextfold_core::provider::Sizing;
-use contextfold_core::tokens::{CharsPerToken, Checked, MessageSizer, MESSAGE_OVERHEAD};
+use contextfold_core::tokens::{CharsPerToken, MessageSizer, MESSAGE_OVERHEAD};
 use contextfold_core::{CoreError, Text};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -52,9 +54,22 @@ pub fn count(py: Python<'_>, encoding: Encoding, text: Text<'_>, transcoded: &mu
         encoding.count(text, transcoded)
     } else {
         // Other threads run meanwhile.
-        crate::snapshot::before_python();
-        py.detach(|| encoding.count(text, transcoded))
+        detached(before_python(), py, || encoding.count(text, transcoded))
     }
+}
+
+/// `f` run with the GIL released.
+fn detached<T: Send>(_: MayRunPython, py: Python<'_>, f: impl pyo3::marker::Ungil + FnOnce() -> T) -> T {
+    py.detach(f)
+}
+
+/// A custom estimator's helper called with `args`.
+fn called<'py>(
+    _: MayRunPython,
+    helper: &Bound<'py, PyAny>,
+    args: impl pyo3::call::PyCallArgs<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    helper.call1(args)
 }
 
 impl<'py> PySizer<'py> {
@@ -119,8 +134,8 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
                 Ok(count(message.0.py(), *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
             }
             Estimate::Custom(per_message, _) => {
-                crate::snapshot::before_python();
-                let result = per_message.call1((index, message.0.clone(), checked.item.sized_whole()));
+                let result =
+                    called(before_python(), per_message, (index, message.0.clone(), checked.item.sized_whole()));
                 self.call(result)
             }
         }
@@ -131,15 +146,15 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
             Estimate::CharsPerToken => <Sizing as MessageSizer<PyNode<'py>>>::system_tokens(&mut self.sizing, checked),
             Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::system_tokens(exact, checked),
             Estimate::Custom(per_message, _) => {
-                crate::snapshot::before_python();
                 // The estimator sees the system message the prompt stands for.
+                let run = before_python();
                 let py = per_message.py();
                 let message = PyDict::new(py);
                 let content = checked.content.as_ref().map_or_else(|| py.None().into_bound(py), |c| c.0.clone());
                 let result = message
                     .set_item(intern!(py, "role"), intern!(py, "system"))
                     .and_then(|()| message.set_item(intern!(py, "content"), content))
-                    .and_then(|()| per_message.call1((py.None(), message, false)));
+                    .and_then(|()| called(run, per_message, (py.None(), message, false)));
                 self.call(result)
             }
         }
@@ -160,8 +175,7 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
             }
             Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::text_tokens(exact, text),
             Estimate::Custom(_, per_text) => {
-                crate::snapshot::before_python();
-                let result = per_text.call1((text,));
+                let result = called(before_python(), per_text, (text,));
                 self.call(result)
             }
         }

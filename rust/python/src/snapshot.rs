@@ -11,12 +11,14 @@
 //!
 //! So a snapshot starts out borrowing, under one rule: while it borrows, no Python code
 //! runs and nothing is allocated on the Python heap, whether or not its items are read
-//! again. Every place in this crate that may break the rule calls [`before_python`]
-//! first, which takes the references of the one snapshot on this thread still
-//! borrowing; a caller done reading ends the borrow with [`Snapshot::into_kept`]. At
+//! again ([`crate::borrow`] holds the rule: `before_python()` ends the borrow, and every
+//! function that may run Python code needs what it returns). A caller done reading ends
+//! the borrow with
+//! [`Snapshot::into_kept`]. At
 //! most one snapshot borrows at a time: a newer one is taken only by this crate's own
 //! code (which owns the older one first) or from Python code (which ran after it).
 
+use crate::borrow::{self, before_python, Items};
 use crate::node::PyNode;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -24,28 +26,7 @@ use pyo3::types::PyList;
 use std::cell::Cell;
 use std::ptr::NonNull;
 
-/// The items, and whether a reference to each is held. Boxed so its address, which
-/// the thread's registry keeps, stays put when the snapshot moves.
-struct Items {
-    items: Vec<NonNull<ffi::PyObject>>,
-    owned: Cell<bool>,
-}
-
-impl Items {
-    fn own(&self) {
-        if !self.owned.replace(true) {
-            for item in &self.items {
-                // SAFETY: no Python code has run since the items were copied from the
-                // list (see the module notes), so each is still alive.
-                unsafe { ffi::Py_INCREF(item.as_ptr()) };
-            }
-        }
-    }
-}
-
 thread_local! {
-    /// The snapshot of this thread that holds no references yet, if any.
-    static BORROWING: Cell<*const Items> = const { Cell::new(std::ptr::null()) };
     /// The last snapshot's buffer, for the next: a fresh large one would be mapped and
     /// page-faulted in on every call.
     static SPARE: Cell<Vec<NonNull<ffi::PyObject>>> = const { Cell::new(Vec::new()) };
@@ -53,16 +34,6 @@ thread_local! {
 
 /// Buffers up to this many items are kept for the next snapshot (512 KiB a thread).
 const SPARE_ITEMS: usize = 1 << 16;
-
-/// Makes the snapshot of this thread that still borrows its items hold a reference to
-/// each: call it before anything that may run Python code or release the GIL.
-pub fn before_python() {
-    let borrowing = BORROWING.replace(std::ptr::null());
-    // SAFETY: a registered `Items` is alive: `Snapshot::drop` unregisters it first.
-    if let Some(items) = unsafe { borrowing.as_ref() } {
-        items.own();
-    }
-}
 
 /// A list's items as they were when it was taken.
 pub struct Snapshot<'py> {
@@ -77,7 +48,8 @@ impl<'py> Snapshot<'py> {
     /// # Errors
     /// `TypeError` when `messages` is not a list.
     pub fn of(messages: &Bound<'py, PyAny>) -> PyResult<Self> {
-        before_python();
+        // An older snapshot of this thread stops borrowing: only one is registered.
+        let _ = before_python();
         let list = messages.cast::<PyList>().map_err(|_| crate::errors::not_a_list(messages))?;
         // SAFETY: a list's `ob_item` holds its `len` item pointers (read with the GIL
         // held, no Python code run since); NULL only in a list a C caller has not
@@ -94,7 +66,7 @@ impl<'py> Snapshot<'py> {
         // SAFETY: none is null (checked above), and `NonNull` has a pointer's layout.
         items.extend_from_slice(unsafe { &*(std::ptr::from_ref(listed) as *const [NonNull<ffi::PyObject>]) });
         let items = Box::new(Items { items, owned: Cell::new(false) });
-        BORROWING.set(&raw const *items);
+        borrow::register(&items);
         Ok(Snapshot { _py: list.py(), items })
     }
 
@@ -124,16 +96,10 @@ impl<'py> Snapshot<'py> {
 
 impl Drop for Snapshot<'_> {
     fn drop(&mut self) {
-        if BORROWING.get() == &raw const *self.items {
-            BORROWING.set(std::ptr::null());
-        }
+        borrow::unregister(&self.items);
         if self.items.owned.get() {
             // A reference dropped may run a finaliser.
-            before_python();
-            for item in &self.items.items {
-                // SAFETY: the snapshot holds this reference (`owned`).
-                unsafe { ffi::Py_DECREF(item.as_ptr()) };
-            }
+            self.items.release(before_python());
         }
         let items = std::mem::take(&mut self.items.items);
         if items.capacity() <= SPARE_ITEMS {

@@ -1,4 +1,5 @@
-//! Python strings as the core's ranking keys and path code points.
+//! Python strings as the core's ranking keys and path code points: `rank_by_count`,
+//! `canonical_path` and `repo_path`.
 
 use crate::node::text_of;
 use contextfold_core::Text;
@@ -88,4 +89,69 @@ pub fn from_code_points<'py>(py: Python<'py>, points: &[u32]) -> PyResult<Bound<
     let ptr = unsafe { pyo3::ffi::PyUnicode_FromKindAndData(4, points.as_ptr().cast(), len) };
     // SAFETY: a new reference or NULL with an exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, ptr) }.map(|s| unsafe { s.cast_into_unchecked() })
+}
+
+/// Each distinct string with its count: most frequent first, ties in code-point order.
+#[pyfunction]
+pub fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Vec<(Bound<'py, PyString>, usize)>> {
+    let mut error = None;
+    // SAFETY: every index is in bounds, and no Python code runs while the keys borrow the
+    // list (exact str items only; their hashing and comparison are CPython's and ours).
+    let keys = (0..items.len()).map_while(|i| {
+        prefetch_item(items, i + RANK_PREFETCH_AHEAD);
+        match unsafe { RankKey::from_list(items, i) } {
+            Ok(key) => Some(key),
+            Err(e) => {
+                error = Some(e);
+                None
+            }
+        }
+    });
+    let ranked = contextfold_core::rank::rank_by_count(keys);
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(ranked.into_iter().map(|(k, n)| (k.string.to_owned(), n)).collect())
+}
+
+/// How many items ahead of the one being counted `rank_by_count` asks the CPU to fetch.
+/// A list of distinct strings is a random walk through memory, and waiting for each
+/// object's first read was most of the count (benches/bench_codemap.py measures it).
+const RANK_PREFETCH_AHEAD: usize = 16;
+
+/// Asks the CPU to start loading the header and first characters of `list[index]`.
+fn prefetch_item(list: &Bound<'_, PyList>, index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if index < list.len() {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `index` is in bounds, so the slot holds a live object; a prefetch reads
+        // nothing into the program and never faults, whatever the address.
+        unsafe {
+            let item = pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), index as pyo3::ffi::Py_ssize_t).cast::<i8>();
+            _mm_prefetch::<_MM_HINT_T0>(item);
+            _mm_prefetch::<_MM_HINT_T0>(item.wrapping_add(64));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (list, index);
+}
+
+/// The canonical spelling of a path.
+#[pyfunction]
+pub fn canonical_path<'py>(path: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyString>> {
+    from_code_points(path.py(), &contextfold_core::paths::canonical(&code_points(path)))
+}
+
+/// The path relative to `root`, or None when it is not a repo file worth mapping.
+#[pyfunction]
+#[pyo3(signature = (path, root=None))]
+pub fn repo_path<'py>(
+    path: &Bound<'py, PyString>,
+    root: Option<&Bound<'py, PyString>>,
+) -> PyResult<Option<Bound<'py, PyString>>> {
+    let root = root.map(code_points);
+    match contextfold_core::paths::repo_path(&code_points(path), root.as_deref()) {
+        Some(p) => from_code_points(path.py(), &p).map(Some),
+        None => Ok(None),
+    }
 }

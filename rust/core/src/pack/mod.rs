@@ -28,10 +28,14 @@ mod tail;
 pub use note::{elision_marker, handoff_line, note_text, summary_note};
 pub use segments::is_volatile_content;
 
+use crate::encoding::{Encoding, ExactTokens};
 use crate::error::CoreError;
 use crate::items::Format;
 use crate::json::JsonNode;
-use crate::tokens::{MessageSizer, Role, SizedMessages};
+use crate::json::{JsonType, View};
+use crate::message::Role;
+use crate::provider::Sizing;
+use crate::tokens::{CharsPerToken, MessageSizer, SizedMessages};
 use crate::transcript::Transcript;
 use segments::{is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
 use tail::{chunked_tail, greedy_tail, History};
@@ -71,8 +75,9 @@ pub const fn format_for(dialect: Option<Dialect>) -> Format {
 }
 
 /// Where the verbatim tail may start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Cut {
+    #[default]
     /// The longest run of newest segments that fits.
     Greedy,
     /// Only at fixed cut points, every `chunk` tokens from the first non-system message
@@ -90,8 +95,24 @@ impl Cut {
     }
 }
 
-/// What to pack and how.
-#[derive(Debug, Clone)]
+/// How messages, a separate system prompt and tools are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counting {
+    /// Four UTF-16 units a token, by the seeds' rule or the provider's.
+    Chars(Sizing),
+    /// An embedded encoding's exact count.
+    Exact(Encoding),
+}
+
+impl Default for Counting {
+    fn default() -> Self {
+        Counting::Chars(Sizing::Seed)
+    }
+}
+
+/// What to pack and how: the one value every entry point takes (`contextfold.PackOptions`
+/// in Python, converted once by the binding).
+#[derive(Debug, Clone, Default)]
 pub struct PackOptions {
     /// Tokens available (target minus reserved output).
     pub budget: u64,
@@ -105,6 +126,9 @@ pub struct PackOptions {
     /// Tool-exchange pairing; `None` detects it.
     pub dialect: Option<Dialect>,
     pub cut: Cut,
+    /// How to count. A caller's own estimator (Python code) is the binding's to run: it
+    /// hands the packer a sizer of its own, and this says `Chars(Seed)`.
+    pub counting: Counting,
 }
 
 impl PackOptions {
@@ -116,6 +140,58 @@ impl PackOptions {
         match self.pinned.iter().find(|&&p| p >= n) {
             Some(bad) => Err(CoreError::argument(format!("pinned index {bad} is out of range for {n} messages"))),
             None => Ok(()),
+        }
+    }
+}
+
+/// What a separate system prompt (`system`, or a Responses request's `instructions`:
+/// `field` names it) and the tool definitions cost: each what a system message with that
+/// content costs, the sum saturating past u64 (nothing that large fits). Each is checked
+/// first: the prompt null, a string or an array; the tools null or an array of objects.
+///
+/// # Errors
+/// [`CoreError::Prompt`] for a prompt or tools of the wrong type; what sizing raises.
+pub fn prompt_tokens<N: JsonNode, S: MessageSizer<N>>(
+    sizer: &mut S,
+    system: Option<N>,
+    field: &'static str,
+    tools: Option<N>,
+) -> Result<u64, CoreError> {
+    let wrong = |field, index, expected, got: &N| CoreError::Prompt { field, index, expected, got: got.type_name() };
+    if let Some(system) = &system {
+        if !matches!(system.json_type(), JsonType::Null | JsonType::Str | JsonType::Array) {
+            return Err(wrong(field, None, "str, list or None", system));
+        }
+    }
+    if let Some(tools) = &tools {
+        match tools.view() {
+            Ok(View::Null) => {}
+            Ok(View::Array { items, .. }) => {
+                if let Some((i, tool)) = items.enumerate().find(|(_, t)| t.json_type() != JsonType::Object) {
+                    return Err(wrong("tools", Some(i), "a dict", &tool));
+                }
+            }
+            _ => return Err(wrong("tools", None, "a list or None", tools)),
+        }
+    }
+    let mut total = 0u64;
+    for content in [system, tools].into_iter().flatten() {
+        total = total.saturating_add(crate::tokens::system_tokens(sizer, content)?);
+    }
+    Ok(total)
+}
+
+/// [`pack`] of `messages`, read on demand and counted as `options.counting` says.
+///
+/// # Errors
+/// What [`Transcript::read`] and [`pack`] raise.
+pub fn pack_messages<N: JsonNode>(messages: &[N], options: &PackOptions) -> Result<Packed, CoreError> {
+    let format = format_for(options.dialect);
+    match options.counting {
+        Counting::Chars(Sizing::Seed) => pack(&mut Transcript::read(messages, CharsPerToken, format)?, options),
+        Counting::Chars(sizing) => pack(&mut Transcript::read(messages, sizing, format)?, options),
+        Counting::Exact(encoding) => {
+            pack(&mut Transcript::read(messages, ExactTokens::new(encoding), format)?, options)
         }
     }
 }
@@ -380,14 +456,7 @@ mod tests {
         let refs: Vec<&Value> = items.iter().collect();
         let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
         assert!(t.is_responses());
-        let options = PackOptions {
-            budget: 170,
-            system_tokens: 0,
-            pinned: vec![],
-            summary: None,
-            dialect: None,
-            cut: Cut::Greedy,
-        };
+        let options = PackOptions { budget: 170, ..PackOptions::default() };
         let p = pack(&mut t, &options).unwrap();
         // The parallel exchange is whole, its reasoning with it; the old request is
         // dropped into a message-item note.
@@ -420,7 +489,7 @@ mod tests {
             let refs: Vec<&Value> = values.iter().collect();
             let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
             let cut = if chunked { Cut::Chunked { chunk: None } } else { Cut::Greedy };
-            let options = PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut };
+            let options = PackOptions { budget, cut, ..PackOptions::default() };
             let p = pack(&mut t, &options).unwrap();
             // Output order is input order; the system prompt is always kept first.
             prop_assert!(p.kept.windows(2).all(|w| w[0] < w[1]));

@@ -5,8 +5,9 @@ use super::{PackOptions, LINE_SNIPPET_UNITS, NOTE_HEADER, NOTE_MAX_LINES, SUMMAR
 use crate::error::CoreError;
 use crate::items::check_entry;
 use crate::json::{JsonNode, JsonType, Key, View};
+use crate::message::Checked;
 use crate::text::{Snippet, Text};
-use crate::tokens::{Checked, MessageSizer, MESSAGE_OVERHEAD};
+use crate::tokens::{MessageSizer, MESSAGE_OVERHEAD};
 use crate::transcript::Transcript;
 
 /// One line for a dropped message: `role [tool, names]: first words…`; an item with no

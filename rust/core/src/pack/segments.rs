@@ -2,10 +2,12 @@
 
 use super::{Dialect, VOLATILE_TAIL_TAG};
 use crate::error::CoreError;
-use crate::items::{marks_responses, peek_kind, Item};
+use crate::items::{marks_responses, peek_kind};
 use crate::json::{JsonNode, JsonType, Key, View};
+use crate::message::Item;
+use crate::message::{Checked, Role};
 use crate::text::Text;
-use crate::tokens::{Checked, MessageSizer, Role, SizedMessages};
+use crate::tokens::{MessageSizer, SizedMessages};
 use crate::transcript::Transcript;
 
 pub(super) fn blocks<N: JsonNode>(message: &Checked<N>) -> Option<N::Items> {

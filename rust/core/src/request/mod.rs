@@ -21,10 +21,10 @@ pub mod scan;
 pub use node::Node;
 pub use scan::{Root, ScanError};
 
-use crate::encoding::{Encoding, ExactTokens};
+use crate::encoding::ExactTokens;
 use crate::error::CoreError;
 use crate::json::{JsonNode, JsonType};
-use crate::pack::{self, Dialect, Note, PackOptions, Packed};
+use crate::pack::{self, Counting, Dialect, Note, PackOptions, Packed};
 use crate::provider::Sizing;
 use crate::tokens::{CharsPerToken, MessageSizer};
 use crate::transcript::Transcript;
@@ -43,11 +43,6 @@ pub enum RequestError {
     NoMessages { root: Root },
     /// `messages` is not an array (`input`: not an array or a string).
     MessagesNotAList { got: String, root: Root, responses: bool },
-    /// `system` (`instructions` in a Responses body) is not a string, an array or null.
-    System { got: String, field: &'static str },
-    /// `tools` is not an array or null (`index`: `None`), or its item `index` is not an
-    /// object.
-    Tools { got: String, index: Option<usize> },
     /// What `pack_handoff` raises on the loaded value.
     Pack(CoreError),
 }
@@ -70,9 +65,6 @@ impl fmt::Display for RequestError {
             RequestError::MessagesNotAList { got, responses: true, .. } => {
                 write!(f, "input: expected a list or str, got {got}")
             }
-            RequestError::System { got, field } => write!(f, "{field}: expected str, list or None, got {got}"),
-            RequestError::Tools { got, index: None } => write!(f, "tools: expected a list or None, got {got}"),
-            RequestError::Tools { got, index: Some(i) } => write!(f, "tools[{i}]: expected a dict, got {got}"),
             RequestError::Pack(e) => e.fmt(f),
         }
     }
@@ -92,15 +84,6 @@ pub struct PackedBody {
     pub input_tokens: Option<u128>,
 }
 
-/// How a body's messages, separate prompt and tools are sized.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodySizing {
-    /// Four UTF-16 units a token, by the seeds' rule or the provider's.
-    Chars(Sizing),
-    /// An embedded encoding's exact count.
-    Exact(Encoding),
-}
-
 /// Packs the request body `input` under `options` (whose `system_tokens` is replaced by
 /// the size of the body's own `system` or `instructions` and `tools` members).
 ///
@@ -112,16 +95,15 @@ pub enum BodySizing {
 pub fn pack_body(
     input: &[u8],
     options: &PackOptions,
-    sizing: BodySizing,
     root: Root,
     count_input: bool,
 ) -> Result<PackedBody, RequestError> {
     let tape = scan::parse(input, root).map_err(RequestError::Scan)?;
     let body = Body { input, tape: &tape, root, count_input };
-    match sizing {
-        BodySizing::Chars(Sizing::Seed) => body.pack(options, CharsPerToken),
-        BodySizing::Chars(sizing) => body.pack(options, sizing),
-        BodySizing::Exact(encoding) => body.pack(options, ExactTokens::new(encoding)),
+    match options.counting {
+        Counting::Chars(Sizing::Seed) => body.pack(options, CharsPerToken),
+        Counting::Chars(sizing) => body.pack(options, sizing),
+        Counting::Exact(encoding) => body.pack(options, ExactTokens::new(encoding)),
     }
 }
 
@@ -157,23 +139,8 @@ impl<'t, 'a> Body<'t, 'a> {
             options.dialect = Some(Dialect::Responses);
         }
         let (prompt, field) = if responses { (tape.instructions, "instructions") } else { (tape.system, "system") };
-        let prompt = prompt.map(|at| tape.node(at));
-        if let Some(prompt) =
-            prompt.filter(|p| !matches!(p.json_type(), JsonType::Null | JsonType::Str | JsonType::Array))
-        {
-            return Err(RequestError::System { got: prompt.type_name(), field });
-        }
-        let tools = tape.tools.map(|at| tape.node(at));
-        if let Some(tools) = tools {
-            check_tools(tools)?;
-        }
-        // The separate prompt and the tools cost what a system message with that content
-        // costs (sums past u64 saturate, as on the object path).
-        options.system_tokens = 0;
-        for content in [prompt, tools].into_iter().flatten() {
-            let tokens = crate::tokens::system_tokens(&mut sizer, content).map_err(RequestError::Pack)?;
-            options.system_tokens = options.system_tokens.saturating_add(tokens);
-        }
+        let (prompt, tools) = (prompt.map(|at| tape.node(at)), tape.tools.map(|at| tape.node(at)));
+        options.system_tokens = pack::prompt_tokens(&mut sizer, prompt, field, tools).map_err(RequestError::Pack)?;
         let list = tape.node(at);
         let items = match list.view() {
             Ok(crate::View::Array { items, .. }) => items,
@@ -210,21 +177,6 @@ impl<'t, 'a> Body<'t, 'a> {
     }
 }
 
-/// Checks a body's `tools` as `pack_handoff` checks its `tools=`: null, or an array of
-/// objects.
-fn check_tools(tools: Node<'_, '_>) -> Result<(), RequestError> {
-    match tools.view() {
-        Ok(crate::View::Null) => Ok(()),
-        Ok(crate::View::Array { items, .. }) => {
-            match items.enumerate().find(|(_, t)| t.json_type() != JsonType::Object) {
-                Some((i, tool)) => Err(RequestError::Tools { got: tool.type_name(), index: Some(i) }),
-                None => Ok(()),
-            }
-        }
-        _ => Err(RequestError::Tools { got: tools.type_name(), index: None }),
-    }
-}
-
 /// Threads [`pack_bodies_with`] uses at most, whatever it is given.
 pub const MAX_THREADS: usize = 64;
 
@@ -241,13 +193,12 @@ const RUN: usize = 32;
 pub fn pack_bodies_with(
     inputs: &[&[u8]],
     options: &PackOptions,
-    sizing: BodySizing,
     root: Root,
     count_input: bool,
     threads: usize,
     mut ready: impl FnMut(Vec<Result<PackedBody, RequestError>>) -> bool,
 ) {
-    let one = |input: &[u8]| pack_body(input, options, sizing, root, count_input);
+    let one = |input: &[u8]| pack_body(input, options, root, count_input);
     let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
     if threads <= 1 {
         for run in inputs.chunks(RUN) {
@@ -357,7 +308,7 @@ pub struct PackedLines {
 /// what a reader gets for the end of the block's last line when a large read stops in
 /// the middle of it; only that line is copied, to join it (the whole block, when one
 /// line spans it).
-pub fn pack_lines(block: &[u8], rest: &[u8], options: &PackOptions, sizing: BodySizing, threads: usize) -> PackedLines {
+pub fn pack_lines(block: &[u8], rest: &[u8], options: &PackOptions, threads: usize) -> PackedLines {
     let whole = block.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
     let (block, cut) = block.split_at(whole);
     let joined = [cut, rest].concat();
@@ -373,7 +324,7 @@ pub fn pack_lines(block: &[u8], rest: &[u8], options: &PackOptions, sizing: Body
         .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
         .unzip();
     let mut results = Vec::with_capacity(inputs.len());
-    pack_bodies_with(&inputs, options, sizing, Root::RequestOrTranscript, true, threads, |run| {
+    pack_bodies_with(&inputs, options, Root::RequestOrTranscript, true, threads, |run| {
         results.extend(run);
         true
     });

@@ -44,7 +44,7 @@
 //! validated between high bytes only 520. `simdutf8` was not needed: the validation left
 //! covers 27 KB of the corpus's 2 MB.
 
-use crate::json::MAX_DEPTH;
+use crate::error::MAX_DEPTH;
 
 /// A string that holds escapes: where it lies in the input, and its text once decoded.
 #[derive(Debug)]

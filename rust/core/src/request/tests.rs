@@ -1,6 +1,6 @@
 use super::*;
+use crate::encoding::Encoding;
 use crate::json::{json_len, View};
-use crate::pack::Cut;
 use crate::Text;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -29,10 +29,8 @@ fn parsed(text: &str) -> Result<Value, ScanError> {
     scan::parse(text.as_bytes(), Root::Request).map(|tape| value(tape.node(0)))
 }
 
-const SEED: BodySizing = BodySizing::Chars(Sizing::Seed);
-
 fn options(budget: u64) -> PackOptions {
-    PackOptions { budget, system_tokens: 0, pinned: vec![], summary: None, dialect: None, cut: Cut::Greedy }
+    PackOptions { budget, ..PackOptions::default() }
 }
 
 #[test]
@@ -113,7 +111,7 @@ fn a_repeated_key_among_many_costs_reads_linear_in_the_keys() {
     ];
     for body in &bodies {
         node::TEXT_READS.with(|reads| reads.set(0));
-        let packed = pack_body(body.as_bytes(), &options(1_000_000), SEED, Root::Request, false).unwrap();
+        let packed = pack_body(body.as_bytes(), &options(1_000_000), Root::Request, false).unwrap();
         assert!(packed.packed.fits);
         let reads = node::TEXT_READS.with(std::cell::Cell::get);
         assert!(reads <= 4 * (n + 8), "{reads} strings read for {n} keys");
@@ -144,8 +142,8 @@ fn bad_input_is_reported_with_its_offset() {
     let long = format!("[{}]", "1".repeat(4301));
     assert!(matches!(err(long.as_bytes()), Some(ScanError::Syntax { offset: 1, .. })));
     assert!(err(format!("[{}]", "1".repeat(4300)).as_bytes()).is_none());
-    let deep = "[".repeat(crate::json::MAX_DEPTH + 1);
-    assert_eq!(err(deep.as_bytes()), Some(ScanError::TooDeep { offset: crate::json::MAX_DEPTH }));
+    let deep = "[".repeat(crate::error::MAX_DEPTH + 1);
+    assert_eq!(err(deep.as_bytes()), Some(ScanError::TooDeep { offset: crate::error::MAX_DEPTH }));
     assert!(err(b"\xEF\xBB\xBF{}").is_none());
 }
 
@@ -184,8 +182,7 @@ fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
 
 #[test]
 fn request_errors_come_in_the_object_paths_order() {
-    let pack =
-        |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::Request, false).err().map(|e| e.to_string());
+    let pack = |s: &str| pack_body(s.as_bytes(), &options(100), Root::Request, false).err().map(|e| e.to_string());
     assert_eq!(pack("[1]").as_deref(), Some("request body: expected a JSON object, got list"));
     assert_eq!(pack("{}").as_deref(), Some("request body: no 'messages' or 'input' member"));
     assert_eq!(
@@ -198,7 +195,7 @@ fn request_errors_come_in_the_object_paths_order() {
         pack(r#"{"messages": [{"role": "user", "content": 1.5}]}"#).as_deref(),
         Some("message 0, field 'content': expected str, list or None, got float")
     );
-    let transcript = |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::RequestOrTranscript, false);
+    let transcript = |s: &str| pack_body(s.as_bytes(), &options(100), Root::RequestOrTranscript, false);
     assert!(transcript(r#"[{"role": "user", "content": "hi"}]"#).is_ok());
     assert_eq!(transcript("3").err().map(|e| e.to_string()).as_deref(), Some(NO_TRANSCRIPT));
 }
@@ -213,9 +210,9 @@ fn a_body_that_fits_is_unchanged_and_a_packed_one_keeps_its_bytes() {
         {"content": "old", "role": "user"}, {"role":"assistant","content":"LONG"},
         {"role":"user",  "content":"now \u00e9"} ], "stream": true}"#
         .replace("LONG", &"y".repeat(400));
-    let fits = pack_body(body.as_bytes(), &options(1000), SEED, Root::Request, true).unwrap();
+    let fits = pack_body(body.as_bytes(), &options(1000), Root::Request, true).unwrap();
     assert_eq!((fits.body, fits.dropped, fits.input_tokens), (None, 0, Some(fits.packed.tokens)));
-    let packed = pack_body(body.as_bytes(), &options(60), SEED, Root::Request, false).unwrap();
+    let packed = pack_body(body.as_bytes(), &options(60), Root::Request, false).unwrap();
     let out = String::from_utf8(packed.body.unwrap()).unwrap();
     assert_eq!(packed.packed.kept, [0, 3]);
     let note = packed.packed.note.as_ref().unwrap();
@@ -320,7 +317,7 @@ proptest! {
         }
         let request = json!({"model": "x", "messages": messages, "n": 1});
         let text = if pretty { serde_json::to_string_pretty(&request).unwrap() } else { serde_json::to_string(&request).unwrap() };
-        let out = pack_body(text.as_bytes(), &options(budget), SEED, Root::Request, false).unwrap();
+        let out = pack_body(text.as_bytes(), &options(budget), Root::Request, false).unwrap();
         let refs: Vec<&Value> = messages.iter().collect();
         let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
         let expected = pack::pack(&mut t, &options(budget)).unwrap();
@@ -351,10 +348,10 @@ fn batches_equal_one_by_one_on_any_number_of_threads() {
         })
         .collect();
     let inputs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
-    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), SEED, Root::Request, false)).collect();
+    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), Root::Request, false)).collect();
     for threads in [1, 2, 8, 1000] {
         let mut all = Vec::new();
-        pack_bodies_with(&inputs, &options(50), SEED, Root::Request, false, threads, |run| {
+        pack_bodies_with(&inputs, &options(50), Root::Request, false, threads, |run| {
             all.extend(run);
             true
         });
@@ -367,10 +364,10 @@ fn runs_are_handed_over_in_order_and_a_refusal_stops_the_batch() {
     let bodies: Vec<String> =
         (0..200).map(|k| json!({"messages": [message("user", &"w ".repeat(k))]}).to_string()).collect();
     let inputs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
-    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), SEED, Root::Request, false)).collect();
+    let one: Vec<_> = inputs.iter().map(|b| pack_body(b, &options(50), Root::Request, false)).collect();
     for threads in [1, 2, 8] {
         let mut runs = Vec::new();
-        pack_bodies_with(&inputs, &options(50), SEED, Root::Request, false, threads, |run| {
+        pack_bodies_with(&inputs, &options(50), Root::Request, false, threads, |run| {
             runs.push(run);
             true
         });
@@ -380,7 +377,7 @@ fn runs_are_handed_over_in_order_and_a_refusal_stops_the_batch() {
         // A refusal is the last call. (On several threads, the first run may already
         // hold every body: it is all that was done, in order, when it was handed over.)
         let (mut calls, mut handed) = (0, 0);
-        pack_bodies_with(&inputs, &options(50), SEED, Root::Request, false, threads, |run| {
+        pack_bodies_with(&inputs, &options(50), Root::Request, false, threads, |run| {
             calls += 1;
             handed += run.len();
             false
@@ -397,7 +394,7 @@ fn runs_are_handed_over_in_order_and_a_refusal_stops_the_batch() {
 fn lines_are_packed_in_order_with_bad_ones_reported() {
     let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
     let block = format!("{long}\n\n  \r\n[1]\n{{\"id\": 7, \"messages\": []}}\n{{bad\n");
-    let lines = pack_lines(block.as_bytes(), b"", &options(20), SEED, 2);
+    let lines = pack_lines(block.as_bytes(), b"", &options(20), 2);
     let output = String::from_utf8(lines.output).unwrap();
     let out: Vec<&str> = output.lines().collect();
     assert_eq!(out.len(), 2);
@@ -414,16 +411,16 @@ fn lines_are_packed_in_order_with_bad_ones_reported() {
 fn a_block_cut_anywhere_and_its_rest_pack_as_the_whole_text() {
     let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
     let text = format!("{long}\n \n{{bad\n{{\"messages\": [], \"id\": 2}}\n\n{long}");
-    let whole = pack_lines(text.as_bytes(), b"", &options(20), SEED, 1);
+    let whole = pack_lines(text.as_bytes(), b"", &options(20), 1);
     let errors = |lines: &PackedLines| lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect::<Vec<_>>();
     assert_eq!((whole.newlines, whole.packed, errors(&whole).len()), (5, 3, 1));
     for at in 0..=text.len() {
         // A reader's large read stops at `at`; `rest` runs to the end of that line.
         let (block, after) = text.as_bytes().split_at(at);
         let rest = after.iter().position(|&b| b == b'\n').map_or(after, |end| after.get(..=end).unwrap_or(after));
-        let cut = pack_lines(block, rest, &options(20), SEED, 2);
+        let cut = pack_lines(block, rest, &options(20), 2);
         let tail = after.get(rest.len()..).unwrap_or_default();
-        let next = pack_lines(tail, b"", &options(20), SEED, 2);
+        let next = pack_lines(tail, b"", &options(20), 2);
         let mut output = cut.output.clone();
         output.extend_from_slice(&next.output);
         assert_eq!(output, whole.output, "cut at {at}");
@@ -435,8 +432,7 @@ fn a_block_cut_anywhere_and_its_rest_pack_as_the_whole_text() {
 
 #[test]
 fn tools_and_prompts_are_checked_in_the_object_paths_order() {
-    let pack =
-        |s: &str| pack_body(s.as_bytes(), &options(100), SEED, Root::Request, false).err().map(|e| e.to_string());
+    let pack = |s: &str| pack_body(s.as_bytes(), &options(100), Root::Request, false).err().map(|e| e.to_string());
     assert_eq!(pack(r#"{"messages": {}, "tools": 1}"#).as_deref(), Some("tools: expected a list or None, got int"));
     assert_eq!(pack(r#"{"messages": [], "tools": [{}, []]}"#).as_deref(), Some("tools[1]: expected a dict, got list"));
     assert_eq!(
@@ -449,9 +445,9 @@ fn tools_and_prompts_are_checked_in_the_object_paths_order() {
     );
     assert_eq!(pack(r#"{"input": 3}"#).as_deref(), Some("input: expected a list or str, got int"));
     // Null tools and a chat body's instructions (or a Responses body's system) cost nothing.
-    let plain = pack_body(br#"{"messages": []}"#, &options(100), SEED, Root::Request, false).unwrap();
+    let plain = pack_body(br#"{"messages": []}"#, &options(100), Root::Request, false).unwrap();
     for other in [r#"{"messages": [], "tools": null}"#, r#"{"messages": [], "instructions": "abcdefgh"}"#] {
-        let packed = pack_body(other.as_bytes(), &options(100), SEED, Root::Request, false).unwrap();
+        let packed = pack_body(other.as_bytes(), &options(100), Root::Request, false).unwrap();
         assert_eq!(packed.packed, plain.packed);
     }
 }
@@ -462,10 +458,10 @@ fn tools_count_as_a_system_message_with_their_json() {
     let compact = r#"[{"type":"function","name":"f","parameters":{"a":1}}]"#;
     let cost = crate::tokens::estimate_units(compact.len()) + crate::tokens::MESSAGE_OVERHEAD;
     let body = format!(r#"{{"messages": [{{"role": "user", "content": "abcd"}}], "tools": {tools}}}"#);
-    let packed = pack_body(body.as_bytes(), &options(1000), SEED, Root::Request, false).unwrap();
+    let packed = pack_body(body.as_bytes(), &options(1000), Root::Request, false).unwrap();
     assert_eq!(packed.packed.tokens, u128::from(cost + 1 + 4));
-    let exact = BodySizing::Exact(Encoding::O200kBase);
-    let counted = pack_body(body.as_bytes(), &options(1000), exact, Root::Request, false).unwrap();
+    let exact = PackOptions { counting: Counting::Exact(Encoding::O200kBase), ..options(1000) };
+    let counted = pack_body(body.as_bytes(), &exact, Root::Request, false).unwrap();
     let o200k = |t: &str| u128::try_from(Encoding::O200kBase.count_str(t)).unwrap() + 4;
     assert_eq!(counted.packed.tokens, o200k(compact) + o200k("abcd"));
 }
@@ -485,7 +481,7 @@ fn responses_bodies_pack_their_input_items() {
         {{"type":"message","role":"user","content":"now"}}],"store":false}}"#,
         calls.join(",")
     );
-    let packed = pack_body(body.as_bytes(), &options(300), SEED, Root::Request, false).unwrap();
+    let packed = pack_body(body.as_bytes(), &options(300), Root::Request, false).unwrap();
     let out: Value = serde_json::from_slice(&packed.body.unwrap()).unwrap();
     let items = out["input"].as_array().unwrap();
     assert_eq!(packed.packed.kept.len() + 1, items.len());
@@ -498,11 +494,11 @@ fn responses_bodies_pack_their_input_items() {
     assert!(packed.packed.kept.contains(&13));
     // A string input is one user message: counted, never changed.
     let text = r#"{"input": "hello there", "instructions": "abcd"}"#;
-    let one = pack_body(text.as_bytes(), &options(100), SEED, Root::Request, true).unwrap();
+    let one = pack_body(text.as_bytes(), &options(100), Root::Request, true).unwrap();
     assert_eq!((one.body, one.packed.kept, one.packed.fits, one.packed.tokens), (None, vec![0], true, 3 + 4 + 1 + 4));
-    let over = pack_body(text.as_bytes(), &options(10), SEED, Root::Request, false).unwrap();
+    let over = pack_body(text.as_bytes(), &options(10), Root::Request, false).unwrap();
     assert!(!over.packed.fits);
     let pinned = PackOptions { pinned: vec![1], ..options(100) };
-    let err = pack_body(text.as_bytes(), &pinned, SEED, Root::Request, false).err().map(|e| e.to_string());
+    let err = pack_body(text.as_bytes(), &pinned, Root::Request, false).err().map(|e| e.to_string());
     assert_eq!(err.as_deref(), Some("pinned index 1 is out of range for 1 messages"));
 }

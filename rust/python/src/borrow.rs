@@ -1,0 +1,77 @@
+//! The rule of reading Python objects in place, and the token that holds it.
+//!
+//! A [`crate::snapshot::Snapshot`] copies a list's item pointers without taking a
+//! reference to each, which is sound only while no Python code runs on this thread and
+//! nothing is allocated on the Python heap (a finaliser, a `__eq__`, a profiler hook, or
+//! another thread once the GIL is released could free an item). [`before_python`] ends
+//! that borrow (the snapshot takes its references) and returns a [`MayRunPython`]: every
+//! function of this crate that may run Python code takes one, so none can be called
+//! without `before_python()` first. The compiler holds the rule, not a convention.
+
+use pyo3::ffi;
+use std::cell::Cell;
+use std::ptr::NonNull;
+
+/// The items, and whether a reference to each is held. Boxed so its address, which
+/// the thread's registry keeps, stays put when the snapshot moves.
+pub struct Items {
+    pub items: Vec<NonNull<ffi::PyObject>>,
+    pub owned: Cell<bool>,
+}
+
+impl Items {
+    /// Drops the references `own` took (a finaliser may run).
+    pub fn release(&self, _: MayRunPython) {
+        for item in &self.items {
+            // SAFETY: called only when the snapshot holds this reference (`owned`).
+            unsafe { ffi::Py_DECREF(item.as_ptr()) };
+        }
+    }
+
+    fn own(&self) {
+        if !self.owned.replace(true) {
+            for item in &self.items {
+                // SAFETY: no Python code has run since the items were copied from the
+                // list (see the module notes), so each is still alive.
+                unsafe { ffi::Py_INCREF(item.as_ptr()) };
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The snapshot of this thread that holds no references yet, if any.
+    static BORROWING: Cell<*const Items> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Registers `items` as this thread's borrowing snapshot (at most one borrows).
+pub fn register(items: &Items) {
+    BORROWING.set(std::ptr::from_ref(items));
+}
+
+/// Unregisters `items` if it is this thread's borrowing snapshot (it is being dropped).
+pub fn unregister(items: &Items) {
+    if BORROWING.get() == std::ptr::from_ref(items) {
+        BORROWING.set(std::ptr::null());
+    }
+}
+
+/// Leave to run Python code (or release the GIL) on this thread, given only by
+/// [`before_python`]: no snapshot borrows when one is made. Each function of this crate
+/// that may run Python code takes one, and it is used up there.
+#[must_use = "a call that may run Python code takes it"]
+pub struct MayRunPython {
+    /// Neither `Send` nor `Sync`: it speaks for this thread only.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+/// Makes the snapshot of this thread that still borrows its items hold a reference to
+/// each: what must happen before anything that may run Python code or release the GIL.
+pub fn before_python() -> MayRunPython {
+    let borrowing = BORROWING.replace(std::ptr::null());
+    // SAFETY: a registered `Items` is alive: `Snapshot::drop` unregisters it first.
+    if let Some(items) = unsafe { borrowing.as_ref() } {
+        items.own();
+    }
+    MayRunPython { _thread: std::marker::PhantomData }
+}

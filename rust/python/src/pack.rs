@@ -1,0 +1,90 @@
+//! `pack_handoff` and `pack_many` over Python lists, the results built as
+//! `contextfold._contract.HandoffPack`.
+
+use crate::args::Options;
+use crate::node::PyNode;
+use crate::result::handoff_pack;
+use crate::sizer::PySizer;
+use crate::snapshot::Snapshot;
+use crate::{with_nodes, Reading};
+use contextfold_core::pack::{self, PackOptions};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList};
+
+/// Packs `messages` under `options`, with a separate system prompt and tool definitions
+/// counted and never dropped: a `HandoffPack`.
+#[pyfunction]
+#[pyo3(signature = (messages, options, system=None, tools=None))]
+pub fn pack_handoff<'py>(
+    messages: &Bound<'py, PyAny>,
+    options: Options<'py>,
+    system: Option<Bound<'py, PyAny>>,
+    tools: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut sizer = options.sizer()?;
+    let mut pack = options.pack;
+    pack.system_tokens = prompt_tokens(&mut sizer, system, tools)?;
+    in_place(messages, &pack, sizer, &options.budget)
+}
+
+/// Packs each transcript under `options` (a separate system prompt each when `systems`
+/// is given, the same tools for all) on up to `threads` threads with the GIL released
+/// (`0`: as many as pay, up to one a CPU): a list of what `pack_handoff` returns.
+#[pyfunction]
+#[pyo3(signature = (transcripts, options, systems, tools, threads))]
+pub fn pack_many<'py>(
+    transcripts: &Bound<'py, PyList>,
+    options: Options<'py>,
+    systems: Option<Vec<Option<Bound<'py, PyAny>>>>,
+    tools: Option<Bound<'py, PyAny>>,
+    threads: &Bound<'py, PyInt>,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    // More threads than a usize holds means as many as there are CPUs.
+    let threads = threads.extract::<usize>().unwrap_or(usize::MAX);
+    let mut sizer = options.sizer()?;
+    // The tools cost the same in every transcript: sized once.
+    let tools_tokens = prompt_tokens(&mut sizer, None, tools)?;
+    let systems = systems.unwrap_or_default();
+    let each = (0..transcripts.len())
+        .map(|i| {
+            let system = systems.get(i).cloned().flatten();
+            let system_tokens = prompt_tokens(&mut sizer, system, None)?;
+            Ok(PackOptions { system_tokens: tools_tokens.saturating_add(system_tokens), ..options.pack.clone() })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    // A custom estimator is Python code: those transcripts are packed in place, one by one.
+    let threads = if options.runs_python() { 1 } else { threads };
+    crate::batch::pack_many(transcripts, &each, &options, threads)
+}
+
+/// One note line for `message`.
+#[pyfunction]
+pub fn handoff_line(message: Bound<'_, PyAny>) -> PyResult<String> {
+    pack::handoff_line(&PyNode(message)).map_err(crate::errors::to_py)
+}
+
+/// What a separate system prompt and the tool definitions cost (checked first).
+fn prompt_tokens<'py>(
+    sizer: &mut PySizer<'py>,
+    system: Option<Bound<'py, PyAny>>,
+    tools: Option<Bound<'py, PyAny>>,
+) -> PyResult<u64> {
+    pack::prompt_tokens(sizer, system.map(PyNode), "system", tools.map(PyNode)).map_err(|e| sizer.take_error(e))
+}
+
+/// Packs one transcript attached, read once when packing begins: its `HandoffPack`.
+fn in_place<'py>(
+    messages: &Bound<'py, PyAny>,
+    options: &PackOptions,
+    sizer: PySizer<'py>,
+    budget: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // Read once: the result comes from this reading, whatever an estimator does to the list.
+    let snapshot = Snapshot::of(messages)?;
+    let reading = Reading::OnDemand(pack::format_for(options.dialect));
+    let packed = with_nodes(snapshot.nodes(), sizer, reading, |t| pack::pack(t, options))?;
+    let n = snapshot.len();
+    // The snapshot's borrow ends before the result is allocated.
+    let kept = snapshot.into_kept(&packed.kept)?;
+    handoff_pack(n, kept, packed, budget)
+}

@@ -1,0 +1,119 @@
+"""PackOptions: one value checked once, taken by every packing function on both backends,
+equal in effect to the same options given as keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold._contract import pack_options
+
+from .conftest import native_required, openai_corpus
+
+BODY = b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "there"}]}'
+
+
+def test_a_value_is_frozen_hashable_and_equal_by_its_options() -> None:
+    a = cf.PackOptions(target_context_tokens=8_000, pinned=[2, 1], cut="chunked")
+    b = cf.PackOptions(target_context_tokens=8_000, pinned=(2, 1), cut="chunked")
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert a.pinned == (2, 1)  # stored as a tuple of ints, whatever iterable it was given as
+    assert (a.budget, a.chunk, a.images, a.sizers) == (8_000, 2_000, None, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.target_context_tokens = 1  # type: ignore[misc]
+    assert not hasattr(a, "__dict__")
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert a != cf.PackOptions(target_context_tokens=8_000, pinned=(1, 2), cut="chunked")
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error", "words"),
+    [
+        ({"target_context_tokens": -1}, cf.ArgumentError, "target_context_tokens must be at least 0"),
+        ({"target_context_tokens": 10, "reserve_output_tokens": 11}, cf.ArgumentError, "exceeds"),
+        ({"target_context_tokens": True}, cf.ArgumentError, "must be an int, got bool"),
+        ({"target_context_tokens": 10, "pinned": [1, "2"]}, cf.ArgumentError, "pinned index must be an int"),
+        ({"target_context_tokens": 10, "summary": 3}, cf.ArgumentError, "summary must be a str or None"),
+        ({"target_context_tokens": 10, "shape": "gemini"}, cf.ArgumentError, "shape must be"),
+        ({"target_context_tokens": 10, "cut": "chunky"}, cf.ArgumentError, "cut must be"),
+        ({"target_context_tokens": 10, "cut": "chunked", "chunk_tokens": 0}, cf.ArgumentError, "chunk_tokens"),
+        ({"target_context_tokens": 10, "sizing": "exact"}, cf.ArgumentError, "sizing must be"),
+        ({"target_context_tokens": 10, "estimate_tokens": "p50k_base"}, cf.ArgumentError, "unknown encoding"),
+        ({"target_context_tokens": 10, "estimate_tokens": 3}, cf.EstimatorError, "must be callable"),
+        ({"target_context_tokens": 10, "bogus": 1}, TypeError, "bogus"),
+    ],
+)
+def test_bad_options_fail_when_the_value_is_built(keywords: dict[str, Any], error: type, words: str) -> None:
+    with pytest.raises(error, match=words):
+        cf.PackOptions(**keywords)
+    # Every function that takes the options raises the same, before reading its input.
+    for call in (
+        lambda: cf.pack_handoff(None, **keywords),  # type: ignore[arg-type]
+        lambda: cf.pack_many(None, **keywords),  # type: ignore[arg-type]
+        lambda: cf.pack_request(None, **keywords),  # type: ignore[arg-type]
+        lambda: cf.pack_requests(None, **keywords),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(error, match=words):
+            call()
+
+
+def test_options_equal_the_same_keywords_on_every_function(backend: str) -> None:
+    corpus = openai_corpus()[:6]
+    keywords: dict[str, Any] = {"target_context_tokens": 3_000, "reserve_output_tokens": 200, "cut": "chunked"}
+    options = cf.PackOptions(**keywords)
+    for messages in corpus:
+        assert cf.pack_handoff(messages, options=options) == cf.pack_handoff(messages, **keywords)
+    assert cf.pack_many(corpus, options=options) == cf.pack_many(corpus, **keywords)
+    assert cf.pack_request(BODY, options=options) == cf.pack_request(BODY, **keywords)
+    assert cf.pack_requests([BODY], options=options) == cf.pack_requests([BODY], **keywords)
+
+
+def test_keywords_beside_options_override_them() -> None:
+    options = cf.PackOptions(target_context_tokens=100_000, cut="chunked")
+    messages = openai_corpus()[0]
+    assert cf.pack_handoff(messages, options=options, target_context_tokens=500) == cf.pack_handoff(
+        messages, target_context_tokens=500, cut="chunked"
+    )
+    with pytest.raises(cf.ArgumentError, match="cut must be"):
+        cf.pack_handoff(messages, options=options, cut="chunky")  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentTypeError, match="options must be a PackOptions, got dict"):
+        cf.pack_handoff(messages, options={"target_context_tokens": 10})  # type: ignore[arg-type]
+
+
+def test_a_missing_budget_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="target_context_tokens"):
+        cf.pack_handoff([])  # type: ignore[call-arg]
+
+
+def test_the_extension_refuses_anything_but_a_value() -> None:
+    # The public functions always hand the backends a PackOptions; the extension, which
+    # reads its fields in place, refuses anything else rather than misread it.
+    native = native_required()
+    for call in (
+        lambda: native.pack_handoff([], {"target_context_tokens": 10}, None, None),
+        lambda: native.pack_request(BODY, object()),
+    ):
+        with pytest.raises(cf.ArgumentTypeError, match="options must be a PackOptions, got"):
+            call()
+
+
+class _LyingInt(int):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = int.__hash__
+
+
+def test_keyword_values_are_reused_only_when_they_cannot_lie() -> None:
+    # Plain keywords come back as the same value (a dict lookup, not a check a call).
+    assert pack_options(None, {"target_context_tokens": 77}) is pack_options(None, {"target_context_tokens": 77})
+    # A bool is an int that equals 1, a subclass may say it equals anything: neither is
+    # reused, so each is checked (and read) as what it is.
+    cached = pack_options(None, {"target_context_tokens": 1})
+    with pytest.raises(cf.ArgumentError, match="got bool"):
+        pack_options(None, {"target_context_tokens": True})
+    lying = pack_options(None, {"target_context_tokens": _LyingInt(5)})
+    assert lying is not cached and lying.budget == 5
