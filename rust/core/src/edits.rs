@@ -1266,8 +1266,14 @@ fn call_input<N: JsonNode>(item: &N) -> Option<(Field, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encoding::{Encoding, ExactTokens};
+    use crate::items::Format;
     use crate::json::write_json;
-    use crate::tokens::CharsPerToken;
+    use crate::pack::{handoff_line, pack, Cut, PackOptions};
+    use crate::provider::Sizing;
+    use crate::tokens::{CharsPerToken, Checked};
+    use crate::transcript::Transcript;
+    use proptest::prelude::*;
     use serde_json::{json, Value};
 
     /// The edited transcript, built by applying `plan` to a copy of the JSON (the overlay's
@@ -1350,23 +1356,40 @@ mod tests {
         }
     }
 
+    /// One case of `tests/edits_cases.json`.
+    struct Case {
+        messages: Vec<Value>,
+        edits: Vec<Edit>,
+        context: EditContext,
+        json: Value,
+    }
+
     /// The cases `tests/test_edits.py` generates, with the Python reference's answers.
-    #[test]
-    fn plans_equal_the_python_reference() {
+    fn cases() -> Vec<Case> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/edits_cases.json");
         let cases: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let cases = cases["cases"].as_array().unwrap();
         assert!(cases.len() >= 30);
-        for (n, case) in cases.iter().enumerate() {
-            let messages = case["messages"].as_array().unwrap();
-            let edits: Vec<Edit> = case["edits"].as_array().unwrap().iter().map(edit_of).collect();
-            let context = EditContext {
-                budget: case["budget"].as_u64().unwrap(),
-                step: case["step"].as_u64().unwrap(),
-                base: case["base"].as_u64().unwrap(),
-                responses: case["responses"].as_bool().unwrap(),
-            };
-            let plan = run(messages, &edits, &context);
+        cases
+            .iter()
+            .map(|case| Case {
+                messages: case["messages"].as_array().unwrap().clone(),
+                edits: case["edits"].as_array().unwrap().iter().map(edit_of).collect(),
+                context: EditContext {
+                    budget: case["budget"].as_u64().unwrap(),
+                    step: case["step"].as_u64().unwrap(),
+                    base: case["base"].as_u64().unwrap(),
+                    responses: case["responses"].as_bool().unwrap(),
+                },
+                json: case.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plans_equal_the_python_reference() {
+        for (n, Case { messages, edits, context, json: case }) in cases().iter().enumerate() {
+            let plan = run(messages, edits, context);
             let applied: Vec<Value> = plan
                 .applied
                 .iter()
@@ -1388,6 +1411,282 @@ mod tests {
                 .collect();
             assert_eq!(written(&plan, messages), expected, "case {n}");
             assert_eq!(materialize(&plan, messages), expected, "case {n}");
+        }
+    }
+
+    /// Checks an entry as packing would in this format.
+    fn checked<N: JsonNode>(node: &N, responses: bool) -> Checked<N> {
+        if responses { check_item(node) } else { check_message(node) }.unwrap()
+    }
+
+    /// Sizes every entry of the overlay and of the materialised JSON with `sizer`; they agree.
+    fn sizes_agree<S>(plan: &Plan, messages: &[Value], responses: bool, sizer: &mut S)
+    where
+        S: for<'p> MessageSizer<Edited<'p, &'p Value>> + for<'v> MessageSizer<&'v Value>,
+    {
+        let refs: Vec<&Value> = messages.iter().collect();
+        let overlay = plan.overlay(&refs);
+        let built = materialize(plan, messages);
+        assert_eq!(overlay.nodes.len(), built.len());
+        for (node, value) in overlay.nodes.iter().zip(&built) {
+            let edited = sizer.message_tokens(None, node, &checked(node, responses)).unwrap();
+            let plain = sizer.message_tokens(None, &value, &checked(&value, responses)).unwrap();
+            assert_eq!(edited, plain, "{value}");
+            assert_eq!(handoff_line(node).unwrap(), handoff_line(&value).unwrap());
+        }
+    }
+
+    #[test]
+    fn an_overlaid_message_sizes_and_reads_as_the_edited_json() {
+        let mut exact = ExactTokens::new(Encoding::O200kBase);
+        for Case { messages, edits, context, .. } in cases() {
+            let plan = run(&messages, &edits, &context);
+            sizes_agree(&plan, &messages, context.responses, &mut CharsPerToken);
+            sizes_agree(&plan, &messages, context.responses, &mut Sizing::Provider { image_tokens: 1_000 });
+            sizes_agree(&plan, &messages, context.responses, &mut exact);
+        }
+    }
+
+    #[test]
+    fn the_packer_packs_the_overlay_as_it_packs_the_edited_json() {
+        let mut packed = 0;
+        for Case { messages, edits, context, .. } in cases() {
+            let plan = run(&messages, &edits, &context);
+            let refs: Vec<&Value> = messages.iter().collect();
+            let overlay = plan.overlay(&refs);
+            let built = materialize(&plan, &messages);
+            let built: Vec<&Value> = built.iter().collect();
+            for cut in [Cut::Greedy, Cut::Chunked { chunk: None }] {
+                let options = PackOptions {
+                    budget: context.budget,
+                    system_tokens: 0,
+                    pinned: vec![],
+                    summary: None,
+                    dialect: None,
+                    cut,
+                };
+                let mut t = Transcript::read(&overlay.nodes, CharsPerToken, Format::Auto).unwrap();
+                let through = pack(&mut t, &options).unwrap();
+                let mut t = Transcript::read(&built, CharsPerToken, Format::Auto).unwrap();
+                assert_eq!(through, pack(&mut t, &options).unwrap());
+                packed += usize::from(through.note.is_some());
+            }
+        }
+        assert!(packed > 10);
+    }
+
+    #[test]
+    fn removed_items_are_mapped_out_of_the_overlay() {
+        let items = [
+            json!({"type": "message", "role": "user", "content": "a"}),
+            json!({"type": "reasoning", "summary": []}),
+            json!({"type": "message", "role": "assistant", "content": "b"}),
+            json!({"type": "message", "role": "user", "content": "c"}),
+            json!({"type": "reasoning", "summary": []}),
+            json!({"type": "message", "role": "assistant", "content": "d"}),
+        ];
+        let context = EditContext { budget: 0, step: 1, base: 0, responses: true };
+        let plan = run(&items, &[Edit::ClearThinking(ClearThinking::default())], &context);
+        assert_eq!(plan.removed().collect::<Vec<_>>(), vec![1]);
+        let refs: Vec<&Value> = items.iter().collect();
+        let overlay = plan.overlay(&refs);
+        assert_eq!(overlay.source, vec![0, 2, 3, 4, 5]);
+        assert_eq!((overlay.position(1), overlay.position(4)), (None, Some(3)));
+        // The item removed is its whole cost: {"type":"reasoning","summary":[]} is 33 units.
+        let applied = plan.applied[0];
+        assert_eq!((applied.cleared_thinking_turns, applied.cleared_input_tokens), (1, 9 + 4));
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_sized_is_named() {
+        let messages = [json!({"role": "user", "content": "x"}), json!({"role": "tool", "content": 5})];
+        let refs: Vec<&Value> = messages.iter().collect();
+        let context = EditContext { budget: 0, step: 1, base: 0, responses: false };
+        let edits = [Edit::ClearToolUses(ClearToolUses::default())];
+        let err = plan(&refs, &edits, &mut CharsPerToken, &context).unwrap_err();
+        assert!(matches!(err, CoreError::Message { index: Some(1), field: "content", .. }), "{err:?}");
+        // Under its trigger a ClearThinking edit sizes nothing, so reads no further.
+        assert!(plan(&refs, &[Edit::ClearThinking(ClearThinking::default())], &mut CharsPerToken, &context).is_ok());
+    }
+
+    // Generated transcripts, in the core's own terms -----------------------------------
+
+    /// One step of a transcript: (what, size, flags). What: 0 a user turn, 1 an assistant
+    /// reply (with thinking or reasoning when flag 1), 2 a tool exchange of one or two calls
+    /// (flag 2: two; flag 4: the last unanswered; flag 8: the second call is `bash`),
+    /// 3 an assistant message made only of thinking (Responses: a lone reasoning item).
+    type Step = (u8, usize, u8);
+
+    fn build(shape: u8, steps: &[Step]) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut n = 0;
+        for &(what, size, flags) in steps {
+            let text = "é".repeat(size % 7) + &"x".repeat(size);
+            let thinking = json!({"type": "thinking", "thinking": text.clone(), "signature": "s".repeat(size % 50)});
+            let reasoning = json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": text.clone()}]});
+            match (what, shape) {
+                (0, 2) => out.push(json!({"type": "message", "role": "user", "content": text})),
+                (0, _) => out.push(json!({"role": "user", "content": text})),
+                (1, 0) => out.push(json!({"role": "assistant", "content": text})),
+                (1, 1) => {
+                    let reply = json!({"type": "text", "text": text});
+                    let blocks = if flags & 1 == 1 { vec![thinking, reply] } else { vec![reply] };
+                    out.push(json!({"role": "assistant", "content": blocks}));
+                }
+                (1, _) => {
+                    if flags & 1 == 1 {
+                        out.push(reasoning);
+                    }
+                    out.push(json!({"type": "message", "role": "assistant", "content": text}));
+                }
+                (2, _) => {
+                    let calls = if flags & 2 == 2 { 2 } else { 1 };
+                    let names: Vec<&str> =
+                        (0..calls).map(|k| if k == 1 && flags & 8 == 8 { "bash" } else { "read" }).collect();
+                    let ids: Vec<String> = (0..calls).map(|k| format!("call_{}", n + k)).collect();
+                    n += calls;
+                    let answered = if flags & 4 == 4 { calls - 1 } else { calls };
+                    let args = json!({"path": text.chars().take(size % 40).collect::<String>()});
+                    match shape {
+                        0 => {
+                            let calls: Vec<Value> = ids.iter().zip(&names).map(|(id, name)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})).collect();
+                            out.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+                            for id in ids.iter().take(answered) {
+                                out.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+                            }
+                        }
+                        1 => {
+                            let mut blocks = if flags & 1 == 1 { vec![thinking] } else { vec![] };
+                            blocks.extend(
+                                ids.iter().zip(&names).map(
+                                    |(id, name)| json!({"type": "tool_use", "id": id, "name": name, "input": args}),
+                                ),
+                            );
+                            out.push(json!({"role": "assistant", "content": blocks}));
+                            let results: Vec<Value> = ids.iter().take(answered).map(|id| json!({"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": text}]})).collect();
+                            if !results.is_empty() {
+                                out.push(json!({"role": "user", "content": results}));
+                            }
+                        }
+                        _ => {
+                            if flags & 1 == 1 {
+                                out.push(reasoning);
+                            }
+                            for (k, (id, name)) in ids.iter().zip(&names).enumerate() {
+                                out.push(if k == 0 {
+                                    json!({"type": "function_call", "call_id": id, "name": name, "arguments": args.to_string()})
+                                } else {
+                                    json!({"type": "custom_tool_call", "call_id": id, "name": name, "input": text})
+                                });
+                            }
+                            for (k, id) in ids.iter().enumerate().take(answered) {
+                                let kind = if k == 0 { "function_call_output" } else { "custom_tool_call_output" };
+                                out.push(json!({"type": kind, "call_id": id, "output": text}));
+                            }
+                        }
+                    }
+                }
+                (_, 0) => out.push(json!({"role": "assistant", "content": text})),
+                (_, 1) => out.push(json!({"role": "assistant", "content": [thinking]})),
+                _ => out.push(reasoning),
+            }
+        }
+        out
+    }
+
+    /// (trigger, keep, clear_at_least, exclude bash, clear inputs, placeholder) and a thinking keep.
+    type EditChoice = (Option<u64>, usize, u64, bool, bool, usize, usize, u8);
+
+    fn edits_of(choice: EditChoice) -> Vec<Edit> {
+        let (trigger, keep, clear_at_least, exclude, inputs, placeholder, thinking_keep, order) = choice;
+        let tools = Edit::ClearToolUses(ClearToolUses {
+            trigger,
+            keep,
+            clear_at_least,
+            exclude_tools: if exclude { vec!["bash".into()] } else { vec![] },
+            clear_tool_inputs: inputs,
+            placeholder: ["[cleared]", "", "[gelöscht 🧹]"][placeholder % 3].into(),
+        });
+        let thinking = Edit::ClearThinking(ClearThinking { keep: thinking_keep });
+        match order % 3 {
+            0 => vec![tools],
+            1 => vec![thinking, tools],
+            _ => vec![tools, thinking],
+        }
+    }
+
+    fn total(messages: &[Value], responses: bool) -> i128 {
+        messages
+            .iter()
+            .map(|m| i128::from(CharsPerToken.message_tokens(None, &m, &checked(&m, responses)).unwrap()))
+            .sum()
+    }
+
+    fn steps() -> impl Strategy<Value = Vec<Step>> {
+        proptest::collection::vec((0u8..4, 0usize..300, 0u8..16), 0..24)
+    }
+
+    fn edit_choice() -> impl Strategy<Value = EditChoice> {
+        (
+            proptest::option::of(0u64..600),
+            0usize..4,
+            prop_oneof![Just(0u64), 0u64..200],
+            any::<bool>(),
+            any::<bool>(),
+            0usize..3,
+            0usize..3,
+            0u8..3,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn plans_hold_their_invariants(
+            shape in 0u8..3,
+            steps in steps(),
+            choice in edit_choice(),
+            budget in 0u64..800,
+            step in 1u64..200,
+        ) {
+            let responses = shape == 2;
+            let messages = build(shape, &steps);
+            let edits = edits_of(choice);
+            let context = EditContext { budget, step, base: 0, responses };
+            let plan = run(&messages, &edits, &context);
+            let built = materialize(&plan, &messages);
+            // The overlay writes what applying the plan builds, and sizes as it does.
+            prop_assert_eq!(&written(&plan, &messages), &built);
+            sizes_agree(&plan, &messages, responses, &mut CharsPerToken);
+            // What the edits report is the cost difference they made.
+            let freed: i128 = plan.applied.iter().map(|a| a.cleared_input_tokens).sum();
+            prop_assert_eq!(freed, total(&messages, responses) - total(&built, responses));
+            prop_assert!(plan.applied.iter().all(|a| a.cleared_tool_uses + a.cleared_thinking_turns > 0));
+            // Run again on their own output, the edits change nothing.
+            prop_assert!(run(&built, &edits, &context).is_empty());
+        }
+
+        #[test]
+        fn a_growing_transcript_keeps_its_cleared_values(
+            shape in 0u8..3,
+            steps in steps(),
+            choice in edit_choice(),
+            step in 1u64..200,
+        ) {
+            let messages = build(shape, &steps);
+            let edits = edits_of((choice.0, choice.1, choice.2, choice.3, choice.4, choice.5, 0, 0));
+            let context = EditContext { budget: 100, step, base: 0, responses: shape == 2 };
+            let mut previous = Plan::default();
+            for n in 0..=messages.len() {
+                let plan = run(&messages[..n], &edits, &context);
+                // Every value cleared before is cleared still: each message's edit only grows.
+                for before in &previous.messages {
+                    let now = plan.edit(before.index).cloned().unwrap_or_default();
+                    prop_assert!(before.fields.iter().all(|f| now.fields.contains(f)), "{n}");
+                    prop_assert!(before.calls.iter().all(|c| now.calls.contains(c)), "{n}");
+                    prop_assert!(before.blocks.iter().all(|b| now.blocks.contains(b)), "{n}");
+                }
+                previous = plan;
+            }
         }
     }
 }
