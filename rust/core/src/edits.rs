@@ -34,7 +34,7 @@
 //!
 //! Messages are read leniently where only looked at (a role, a block's type, an id), as
 //! packing reads them; every message is sized (and so checked) when a [`ClearToolUses`]
-//! edit runs, since its trigger compares the whole transcript's cost.
+//! edit is given, since its trigger compares the whole transcript's cost.
 //!
 //! Performance notes: object members that [`Key`] does not name (`id`, `tool_call_id`,
 //! `tool_use_id`, `arguments`, `input`) are found by a walk over the object's entries,
@@ -47,7 +47,7 @@ use crate::items::{check_item, peek_kind, Item};
 use crate::json::{json_len, JsonNode, JsonType, Key, MessageFields, View};
 use crate::text::{Snippet, Text};
 use crate::tokens::{check_message, role_or_other, MessageSizer, Role};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 
 /// What [`ClearToolUses`] writes in place of a result by default.
@@ -729,6 +729,20 @@ impl ToolUse {
     }
 }
 
+/// What clearing a tool use would change: its result (the placeholder is shorter), its
+/// call's input (emptying it is shorter). A tool use it would change nothing in is settled.
+#[derive(Debug, Clone, Copy)]
+struct Gate {
+    result: bool,
+    input: bool,
+}
+
+impl Gate {
+    fn changes(self) -> bool {
+        self.result || self.input
+    }
+}
+
 /// Thinking found in one message.
 enum Thinking {
     /// A Responses `reasoning` item.
@@ -1014,6 +1028,60 @@ where
         self.cost_with(u.at, Some(&alone))
     }
 
+    /// Where the cleared tool uses end: the last cut point at or before the newest `keep`,
+    /// walking from the first tool use clearing would change.
+    fn boundary(&mut self, uses: &[(ToolUse, Gate)], keep: usize, step: u64) -> Result<usize, CoreError> {
+        let start = uses.iter().position(|(_, gate)| gate.changes()).unwrap_or(uses.len());
+        let protected = uses.len().saturating_sub(keep);
+        let step = u128::from(step.max(1));
+        let mut boundary = start.min(protected);
+        let mut running = 0u128;
+        for (k, (u, _)) in uses.iter().enumerate().take(protected).skip(start) {
+            let before = running;
+            running += u128::from(self.weight(u)?);
+            if running / step > before / step {
+                boundary = k + 1;
+            }
+        }
+        Ok(boundary)
+    }
+
+    /// The edits of the messages that clearing `cleared` changes, each on top of what
+    /// earlier edits did to it.
+    fn clearing(
+        &self,
+        cleared: &[(ToolUse, Gate)],
+        placeholder: usize,
+    ) -> Result<BTreeMap<usize, MessageEdit>, CoreError> {
+        let mut changed = BTreeMap::new();
+        for (u, gate) in cleared {
+            if gate.result {
+                let target = self.edit_of(&mut changed, u.at);
+                match u.block {
+                    Some(j) => target.set_block(j, BlockEdit::Content(placeholder)),
+                    None if self.responses => target.set_field(Field::Output, Replacement::Placeholder(placeholder)),
+                    None => target.set_field(Field::Content, Replacement::Placeholder(placeholder)),
+                }
+            }
+            let Some(c) = u.call.filter(|_| gate.input) else { continue };
+            let input = match c.slot {
+                Slot::Item => call_input(&self.node(c.at)?),
+                Slot::ToolCall(_) | Slot::Block(_) => None,
+            };
+            let target = self.edit_of(&mut changed, c.at);
+            match (c.slot, input) {
+                (Slot::Item, Some((Field::Arguments, _))) => {
+                    target.set_field(Field::Arguments, Replacement::EmptyArguments)
+                }
+                (Slot::Item, Some((field, _))) => target.set_field(field, Replacement::EmptyText),
+                (Slot::Item, None) => {}
+                (Slot::ToolCall(j), _) => target.empty_call(j),
+                (Slot::Block(j), _) => target.set_block(j, BlockEdit::EmptyInput),
+            }
+        }
+        Ok(changed)
+    }
+
     fn clear_tool_uses(&mut self, edit: &ClearToolUses, context: &EditContext) -> Result<Option<Applied>, CoreError> {
         let mut total = u128::from(context.base);
         for i in self.live().collect::<Vec<_>>() {
@@ -1022,28 +1090,15 @@ where
         if total <= u128::from(edit.trigger.unwrap_or(context.budget)) {
             return Ok(None);
         }
-        let uses = self.tool_uses(&edit.exclude_tools);
-        let mut shorter = Vec::with_capacity(uses.len());
-        let mut emptier = Vec::with_capacity(uses.len());
-        for u in &uses {
+        let mut uses = Vec::new();
+        for u in self.tool_uses(&edit.exclude_tools) {
             let eligible = !u.excluded();
-            shorter.push(eligible && self.result_shorter(u, &edit.placeholder)?);
-            emptier.push(eligible && edit.clear_tool_inputs && self.input_longer(u.call)?);
+            let result = eligible && self.result_shorter(&u, &edit.placeholder)?;
+            let input = eligible && edit.clear_tool_inputs && self.input_longer(u.call)?;
+            uses.push((u, Gate { result, input }));
         }
-        let changes = |k: usize| shorter.get(k).copied().unwrap_or(false) || emptier.get(k).copied().unwrap_or(false);
-        let start = (0..uses.len()).find(|&k| changes(k)).unwrap_or(uses.len());
-        let protected = uses.len().saturating_sub(edit.keep);
-        let step = u128::from(context.step.max(1));
-        let mut boundary = start.min(protected);
-        let mut running = 0u128;
-        for (k, u) in uses.iter().enumerate().take(protected).skip(start) {
-            let before = running;
-            running += u128::from(self.weight(u)?);
-            if running / step > before / step {
-                boundary = k + 1;
-            }
-        }
-        let cleared: Vec<usize> = (0..boundary).filter(|&k| changes(k)).collect();
+        let boundary = self.boundary(&uses, edit.keep, context.step)?;
+        let cleared: Vec<(ToolUse, Gate)> = uses.into_iter().take(boundary).filter(|(_, g)| g.changes()).collect();
         if cleared.is_empty() {
             return Ok(None);
         }
@@ -1054,38 +1109,7 @@ where
                 (self.placeholders.len() - 1, true)
             }
         };
-        let mut changed = BTreeMap::new();
-        for &k in &cleared {
-            let Some(u) = uses.get(k) else { continue };
-            if shorter.get(k).copied().unwrap_or(false) {
-                let target = self.edit_of(&mut changed, u.at);
-                match u.block {
-                    Some(j) => target.set_block(j, BlockEdit::Content(placeholder)),
-                    None if self.responses => target.set_field(Field::Output, Replacement::Placeholder(placeholder)),
-                    None => target.set_field(Field::Content, Replacement::Placeholder(placeholder)),
-                }
-            }
-            let Some(c) = u.call.filter(|_| emptier.get(k).copied().unwrap_or(false)) else { continue };
-            let input = match c.slot {
-                Slot::Item => call_input(&self.node(c.at)?),
-                _ => None,
-            };
-            let target = self.edit_of(&mut changed, c.at);
-            match c.slot {
-                Slot::Item => {
-                    if let Some((field, _)) = input {
-                        let empty = if field == Field::Arguments {
-                            Replacement::EmptyArguments
-                        } else {
-                            Replacement::EmptyText
-                        };
-                        target.set_field(field, empty);
-                    }
-                }
-                Slot::ToolCall(j) => target.empty_call(j),
-                Slot::Block(j) => target.set_block(j, BlockEdit::EmptyInput),
-            }
-        }
+        let changed = self.clearing(&cleared, placeholder)?;
         let (after, freed) = self.freed(&changed, &[])?;
         if freed < i128::from(edit.clear_at_least) {
             if pushed {
@@ -1210,7 +1234,7 @@ where
         }
         let mut with_thinking: Vec<usize> = found.iter().map(|f| f.1).collect();
         with_thinking.dedup();
-        let mut held: Vec<usize> = with_thinking.iter().rev().take(edit.keep).copied().collect();
+        let mut held: FxHashSet<usize> = with_thinking.iter().rev().take(edit.keep).copied().collect();
         held.extend(self.unanswered().iter().filter_map(|i| turns_of.get(i)));
         let mut changed = BTreeMap::new();
         let mut gone = Vec::new();
