@@ -69,7 +69,7 @@ An edit is reported only when it changed something.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
@@ -207,46 +207,66 @@ class _Use(NamedTuple):
     excluded: bool
 
 
-def _tool_uses(state: _State, exclude: tuple[str, ...]) -> list[_Use]:
-    """Every tool use, in its result's order, each paired with the nearest earlier call."""
-    calls: dict[str, _Call] = {}
-    uses: list[_Use] = []
+class _CallSeen(NamedTuple):
+    at: int
+    slot: int | None
+    block: bool
+    call_id: str | None
+    name: str | None
 
-    def call(at: int, slot: int | None, block: bool, call_id: str | None, name: str | None) -> None:
-        if call_id is not None:
-            calls[call_id] = _Call(at, slot, block, name is not None and name in exclude)
 
-    def use(at: int, block: int | None, call_id: str | None) -> None:
-        found = None if call_id is None else calls.get(call_id)
-        uses.append(_Use(at, block, found, found is not None and found.excluded))
+class _ResultSeen(NamedTuple):
+    at: int
+    block: int | None
+    call_id: str | None
+    tool_use: bool
+    """Any Responses output answers a call; only a function's or custom tool's is a tool use."""
 
+
+def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
+    """Every call and every result, in order (a message's ``tool_calls`` before its
+    blocks), read leniently: what pairing tool uses and finding unanswered calls read."""
     for i in state.live():
         m = state.messages[i]
         if state.responses:
             kind = peek_item(m)[1]
             if kind == CALL:
-                call(i, None, False, str_value(entry(m, "call_id")), str_value(entry(m, "name")))
-            elif kind == OUTPUT and _kind(m) in _RESULT_ITEMS:
-                use(i, None, str_value(entry(m, "call_id")))
+                yield _CallSeen(i, None, False, str_value(entry(m, "call_id")), str_value(entry(m, "name")))
+            elif kind == OUTPUT:
+                yield _ResultSeen(i, None, str_value(entry(m, "call_id")), _kind(m) in _RESULT_ITEMS)
             continue
         if not isinstance(m, dict):
             continue
         role = _role(m)
         if role == "tool":
-            use(i, None, str_value(entry(m, "tool_call_id")))
+            yield _ResultSeen(i, None, str_value(entry(m, "tool_call_id")), True)
             continue
         tool_calls = _list(entry(m, "tool_calls")) if role == "assistant" else None
         for j, c in enumerate(tool_calls or ()):
             if isinstance(c, dict):
                 function = entry(c, "function")
                 name = str_value(entry(function, "name")) if isinstance(function, dict) else None
-                call(i, j, False, str_value(entry(c, "id")), name)
+                yield _CallSeen(i, j, False, str_value(entry(c, "id")), name)
         for j, block in enumerate(_list(entry(m, "content")) or ()):
             block_kind = _kind(block)
             if block_kind == "tool_use":
-                call(i, j, True, str_value(entry(block, "id")), str_value(entry(block, "name")))
+                yield _CallSeen(i, j, True, str_value(entry(block, "id")), str_value(entry(block, "name")))
             elif block_kind == "tool_result":
-                use(i, j, str_value(entry(block, "tool_use_id")))
+                yield _ResultSeen(i, j, str_value(entry(block, "tool_use_id")), True)
+
+
+def _tool_uses(state: _State, exclude: tuple[str, ...]) -> list[_Use]:
+    """Every tool use, in its result's order, each paired with the nearest earlier call."""
+    calls: dict[str, _Call] = {}
+    uses: list[_Use] = []
+    for seen in _exchanges(state):
+        if isinstance(seen, _CallSeen):
+            if seen.call_id is not None:
+                excluded = seen.name is not None and seen.name in exclude
+                calls[seen.call_id] = _Call(seen.at, seen.slot, seen.block, excluded)
+        elif seen.tool_use:
+            call = None if seen.call_id is None else calls.get(seen.call_id)
+            uses.append(_Use(seen.at, seen.block, call, call is not None and call.excluded))
     return uses
 
 
@@ -364,34 +384,13 @@ def _unanswered(state: _State) -> set[int]:
     """Messages holding a call no later message answers."""
     calls: list[tuple[int, str]] = []
     answered: dict[str, int] = {}  # id -> the last message answering it
-    for i in state.live():
-        m = state.messages[i]
-        if state.responses:
-            kind = peek_item(m)[1]
-            call_id = str_value(entry(m, "call_id")) if kind in (CALL, OUTPUT) else None
-            if call_id is not None:
-                if kind == CALL:
-                    calls.append((i, call_id))
-                else:
-                    answered[call_id] = i
+    for seen in _exchanges(state):
+        if seen.call_id is None:
             continue
-        if not isinstance(m, dict):
-            continue
-        role = _role(m)
-        if role == "tool":
-            if (call_id := str_value(entry(m, "tool_call_id"))) is not None:
-                answered[call_id] = i
-            continue
-        ids: list[str | None] = []
-        if role == "assistant":
-            ids += [str_value(entry(c, "id")) for c in _list(entry(m, "tool_calls")) or () if isinstance(c, dict)]
-        for block in _list(entry(m, "content")) or ():
-            block_kind = _kind(block)
-            if block_kind == "tool_use":
-                ids.append(str_value(entry(block, "id")))
-            elif block_kind == "tool_result" and (call_id := str_value(entry(block, "tool_use_id"))) is not None:
-                answered[call_id] = i
-        calls += [(i, call_id) for call_id in ids if call_id is not None]
+        if isinstance(seen, _CallSeen):
+            calls.append((seen.at, seen.call_id))
+        else:
+            answered[seen.call_id] = seen.at
     return {i for i, call_id in calls if answered.get(call_id, -1) <= i}
 
 

@@ -743,6 +743,24 @@ impl Gate {
     }
 }
 
+/// A call or a result, as [`Editor::exchanges`] reads it.
+enum Exchange<N> {
+    Call {
+        at: usize,
+        slot: Slot,
+        id: Option<N>,
+        name: Option<N>,
+    },
+    /// A result: a whole message, or block `block` of it; `tool_use` when it is one (any
+    /// Responses output answers a call, but only a function's or custom tool's is a tool use).
+    Result {
+        at: usize,
+        block: Option<usize>,
+        id: Option<N>,
+        tool_use: bool,
+    },
+}
+
 /// Thinking found in one message.
 enum Thinking {
     /// A Responses `reasoning` item.
@@ -892,36 +910,19 @@ where
 
     // ClearToolUses ------------------------------------------------------------------
 
-    /// Every tool use, in its result's order, each paired with the nearest earlier call.
-    fn tool_uses(&self, exclude: &[String]) -> Vec<ToolUse> {
-        let excluded = |name: Option<N>| {
-            name.is_some_and(|n| {
-                n.as_text().is_some_and(|t| exclude.iter().any(|x| t.cmp_code_points(&Text::Utf8(x)).is_eq()))
-            })
-        };
-        let mut calls: FxHashMap<Vec<u32>, CallSite> = FxHashMap::default();
-        let mut uses = Vec::new();
-        let call = |calls: &mut FxHashMap<Vec<u32>, CallSite>, id: Option<N>, site: CallSite| {
-            if let Some(id) = id_key(id) {
-                calls.insert(id, site);
-            }
-        };
-        let answer = |calls: &FxHashMap<Vec<u32>, CallSite>, at, block, id: Option<N>| {
-            let call = id_key(id).and_then(|id| calls.get(&id).copied());
-            ToolUse { at, block, call }
-        };
+    /// Every call and every result, in order (a message's `tool_calls` before its blocks),
+    /// read leniently: what pairing tool uses and finding unanswered calls both read.
+    fn exchanges(&self, mut found: impl FnMut(Exchange<N>)) {
         for i in self.live() {
             let Some(m) = self.messages.get(i) else { continue };
             if self.responses {
                 match peek_kind(m) {
                     (Item::Call, _, id) => {
-                        call(
-                            &mut calls,
-                            id,
-                            CallSite { at: i, slot: Slot::Item, excluded: excluded(m.get(Key::Name)) },
-                        );
+                        found(Exchange::Call { at: i, slot: Slot::Item, id, name: m.get(Key::Name) })
                     }
-                    (Item::Output, _, id) if is_tool_output(m) => uses.push(answer(&calls, i, None, id)),
+                    (Item::Output, _, id) => {
+                        found(Exchange::Result { at: i, block: None, id, tool_use: is_tool_output(m) })
+                    }
                     _ => {}
                 }
                 continue;
@@ -932,27 +933,50 @@ where
             let fields = m.message_fields();
             let role = role_or_other(fields.role);
             if role == Role::Tool {
-                uses.push(answer(&calls, i, None, member(m, "tool_call_id")));
+                found(Exchange::Result { at: i, block: None, id: member(m, "tool_call_id"), tool_use: true });
                 continue;
             }
             if role == Role::Assistant {
                 for (j, c) in items(fields.tool_calls).into_iter().flatten().enumerate() {
                     if c.json_type() == JsonType::Object {
                         let name = c.get(Key::Function).and_then(|f| f.get(Key::Name));
-                        let site = CallSite { at: i, slot: Slot::ToolCall(j), excluded: excluded(name) };
-                        call(&mut calls, member(&c, "id"), site);
+                        found(Exchange::Call { at: i, slot: Slot::ToolCall(j), id: member(&c, "id"), name });
                     }
                 }
             }
             for (j, block) in items(fields.content).into_iter().flatten().enumerate() {
                 if kind_is(&block, "tool_use") {
-                    let site = CallSite { at: i, slot: Slot::Block(j), excluded: excluded(block.get(Key::Name)) };
-                    call(&mut calls, member(&block, "id"), site);
+                    let (id, name) = (member(&block, "id"), block.get(Key::Name));
+                    found(Exchange::Call { at: i, slot: Slot::Block(j), id, name });
                 } else if kind_is(&block, "tool_result") {
-                    uses.push(answer(&calls, i, Some(j), member(&block, "tool_use_id")));
+                    let id = member(&block, "tool_use_id");
+                    found(Exchange::Result { at: i, block: Some(j), id, tool_use: true });
                 }
             }
         }
+    }
+
+    /// Every tool use, in its result's order, each paired with the nearest earlier call.
+    fn tool_uses(&self, exclude: &[String]) -> Vec<ToolUse> {
+        let excluded = |name: Option<N>| {
+            name.is_some_and(|n| {
+                n.as_text().is_some_and(|t| exclude.iter().any(|x| t.cmp_code_points(&Text::Utf8(x)).is_eq()))
+            })
+        };
+        let mut calls: FxHashMap<Vec<u32>, CallSite> = FxHashMap::default();
+        let mut uses = Vec::new();
+        self.exchanges(|found| match found {
+            Exchange::Call { at, slot, id, name } => {
+                if let Some(id) = id_key(id) {
+                    calls.insert(id, CallSite { at, slot, excluded: excluded(name) });
+                }
+            }
+            Exchange::Result { at, block, id, tool_use: true } => {
+                let call = id_key(id).and_then(|id| calls.get(&id).copied());
+                uses.push(ToolUse { at, block, call });
+            }
+            Exchange::Result { .. } => {}
+        });
         uses
     }
 
@@ -1174,47 +1198,14 @@ where
     fn unanswered(&self) -> Vec<usize> {
         let mut calls: Vec<(usize, Vec<u32>)> = Vec::new();
         let mut answered: FxHashMap<Vec<u32>, usize> = FxHashMap::default();
-        for i in self.live() {
-            let Some(m) = self.messages.get(i) else { continue };
-            if self.responses {
-                match peek_kind(m) {
-                    (Item::Call, _, id) => calls.extend(id_key(id).map(|id| (i, id))),
-                    (Item::Output, _, id) => {
-                        if let Some(id) = id_key(id) {
-                            answered.insert(id, i);
-                        }
-                    }
-                    _ => {}
-                }
-                continue;
-            }
-            if m.json_type() != JsonType::Object {
-                continue;
-            }
-            let fields = m.message_fields();
-            let role = role_or_other(fields.role);
-            if role == Role::Tool {
-                if let Some(id) = id_key(member(m, "tool_call_id")) {
-                    answered.insert(id, i);
-                }
-                continue;
-            }
-            if role == Role::Assistant {
-                let tool_calls = items(fields.tool_calls).into_iter().flatten();
-                let ids =
-                    tool_calls.filter(|c| c.json_type() == JsonType::Object).filter_map(|c| id_key(member(&c, "id")));
-                calls.extend(ids.map(|id| (i, id)));
-            }
-            for block in items(fields.content).into_iter().flatten() {
-                if kind_is(&block, "tool_use") {
-                    calls.extend(id_key(member(&block, "id")).map(|id| (i, id)));
-                } else if kind_is(&block, "tool_result") {
-                    if let Some(id) = id_key(member(&block, "tool_use_id")) {
-                        answered.insert(id, i);
-                    }
+        self.exchanges(|found| match found {
+            Exchange::Call { at, id, .. } => calls.extend(id_key(id).map(|id| (at, id))),
+            Exchange::Result { at, id, .. } => {
+                if let Some(id) = id_key(id) {
+                    answered.insert(id, at);
                 }
             }
-        }
+        });
         calls.into_iter().filter(|(i, id)| answered.get(id).is_none_or(|&at| at <= *i)).map(|c| c.0).collect()
     }
 
@@ -1646,32 +1637,18 @@ mod tests {
             .sum()
     }
 
-    fn steps() -> impl Strategy<Value = Vec<Step>> {
-        proptest::collection::vec((0u8..4, 0usize..300, 0u8..16), 0..24)
-    }
-
-    fn edit_choice() -> impl Strategy<Value = EditChoice> {
-        (
-            proptest::option::of(0u64..600),
-            0usize..4,
-            prop_oneof![Just(0u64), 0u64..200],
-            any::<bool>(),
-            any::<bool>(),
-            0usize..3,
-            0usize..3,
-            0u8..3,
-        )
+    /// A shape, the steps of a transcript in it, edits, and a step.
+    fn generated() -> impl Strategy<Value = (u8, Vec<Step>, EditChoice, u64)> {
+        let steps = proptest::collection::vec((0u8..4, 0usize..300, 0u8..16), 0..24);
+        let tools = (proptest::option::of(0u64..600), 0usize..4, prop_oneof![Just(0u64), 0u64..200]);
+        let flags = (any::<bool>(), any::<bool>(), 0usize..3, 0usize..3, 0u8..3);
+        let choice = (tools, flags).prop_map(|((t, k, c), (x, i, p, tk, o))| (t, k, c, x, i, p, tk, o));
+        (0u8..3, steps, choice, 1u64..200)
     }
 
     proptest! {
         #[test]
-        fn plans_hold_their_invariants(
-            shape in 0u8..3,
-            steps in steps(),
-            choice in edit_choice(),
-            budget in 0u64..800,
-            step in 1u64..200,
-        ) {
+        fn plans_hold_their_invariants((shape, steps, choice, step) in generated(), budget in 0u64..800) {
             let responses = shape == 2;
             let messages = build(shape, &steps);
             let edits = edits_of(choice);
@@ -1690,12 +1667,7 @@ mod tests {
         }
 
         #[test]
-        fn a_growing_transcript_keeps_its_cleared_values(
-            shape in 0u8..3,
-            steps in steps(),
-            choice in edit_choice(),
-            step in 1u64..200,
-        ) {
+        fn a_growing_transcript_keeps_its_cleared_values((shape, steps, choice, step) in generated()) {
             let messages = build(shape, &steps);
             let edits = edits_of((choice.0, choice.1, choice.2, choice.3, choice.4, choice.5, 0, 0));
             let context = EditContext { budget: 100, step, base: 0, responses: shape == 2 };
