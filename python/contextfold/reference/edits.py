@@ -49,9 +49,14 @@ ClearToolUses
     Responses ``function_call.arguments`` to ``"{}"``, Anthropic ``tool_use.input`` to
     ``{}``, ``custom_tool_call.input`` to ``""`` (a call answered by several results, as
     reused ids allow, is emptied with the oldest of them cleared: what a tool use is
-    never depends on where the boundary lies). Ids, names, types and pairing stay. ``cleared_tool_uses`` counts the
-    tool uses whose result or call input changed. When that frees fewer than
-    ``clear_at_least`` tokens (or less than nothing), the edit does nothing.
+    never depends on where the boundary lies). Ids, names, types and pairing stay.
+    ``cleared_tool_uses`` counts the tool uses whose result or call input changed. When
+    that frees fewer than ``clear_at_least`` tokens (or less than nothing), the edit does
+    nothing.
+
+    Several ClearToolUses edits in one list are idempotent together when they share a
+    placeholder; a later one with a longer placeholder than an earlier one's leaves
+    results for the earlier one to shorten on a second run.
 
 ClearThinking
     A turn runs from one user-authored message (a ``user`` message that is not made only
