@@ -1,0 +1,140 @@
+"""Context edits: the values a caller lists in ``edits=[...]`` (SPEC §14), and what an edit
+that ran reports.
+
+An edit changes values inside messages before folding; it never adds, drops or reorders
+messages (a Responses ``reasoning`` item removed by :class:`ClearThinking` aside). The
+algorithm lives in ``reference/edits.py`` and ``contextfold-core``'s edits.rs; this module
+holds only the values, checked when they are built, so both backends read them as they are.
+
+Every check raises one of contextfold's own exceptions naming the field:
+:class:`~contextfold.ArgumentTypeError` for a wrong type, :class:`~contextfold.ArgumentError`
+for a wrong value. Counts are ints from 0 to 2**64 - 1 (what the native core holds); a
+bool is not a count. Texts (``placeholder``, tool names) must be encodable as UTF-8: a
+lone surrogate cannot be written into a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from .errors import ArgumentError, ArgumentTypeError
+
+__all__ = ["AppliedEdit", "ClearThinking", "ClearToolUses", "Edit", "check_edits"]
+
+_COUNT_MAX = 2**64 - 1
+
+
+def _count(owner: str, name: str, value: Any) -> int:
+    """``value`` as a plain int from 0 to 2**64 - 1, else an error naming ``owner.name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= _COUNT_MAX:
+        raise ArgumentError(f"{owner}.{name} must be from 0 to {_COUNT_MAX}, got {value}")
+    return int(value)
+
+
+def _text(owner: str, name: str, value: Any) -> str:
+    """``value`` as a plain str without lone surrogates, else an error naming ``owner.name``."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{owner}.{name} must be a str, got {type(value).__name__}")
+    text = str.__str__(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ArgumentError(f"{owner}.{name} holds a lone surrogate at index {exc.start}") from None
+    return text
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class ClearToolUses:
+    """Replace the results of old tool uses by ``placeholder`` once the transcript costs
+    more than ``trigger`` tokens (None: the packing budget), system and tools included.
+
+    A tool use is one result and the call it answers (OpenAI ``tool`` message, Anthropic
+    ``tool_result`` block, Responses ``function_call_output`` / ``custom_tool_call_output``).
+    The newest ``keep`` tool uses, and those calling a tool named in ``exclude_tools``, are
+    never edited. With ``clear_tool_inputs`` the call's arguments are emptied too. The
+    cleared set is always the oldest eligible results and grows in steps, so the edited
+    prefix stays byte-identical while a transcript grows; an edit that would free fewer
+    than ``clear_at_least`` tokens does nothing.
+    """
+
+    trigger: int | None
+    keep: int
+    clear_at_least: int
+    exclude_tools: tuple[str, ...]
+    clear_tool_inputs: bool
+    placeholder: str
+
+    def __init__(
+        self,
+        *,
+        trigger: int | None = None,
+        keep: int = 3,
+        clear_at_least: int = 0,
+        exclude_tools: Iterable[str] = (),
+        clear_tool_inputs: bool = False,
+        placeholder: str = "[cleared]",
+    ) -> None:
+        owner = "ClearToolUses"
+        if trigger is not None:
+            trigger = _count(owner, "trigger", trigger)
+        if isinstance(exclude_tools, (str, bytes)) or not isinstance(exclude_tools, Iterable):
+            raise ArgumentTypeError(
+                f"{owner}.exclude_tools must be an iterable of str, got {type(exclude_tools).__name__}"
+            )
+        names = tuple(_text(owner, f"exclude_tools[{i}]", name) for i, name in enumerate(exclude_tools))
+        if not isinstance(clear_tool_inputs, bool):
+            raise ArgumentTypeError(f"{owner}.clear_tool_inputs must be a bool, got {type(clear_tool_inputs).__name__}")
+        set_field = object.__setattr__
+        set_field(self, "trigger", trigger)
+        set_field(self, "keep", _count(owner, "keep", keep))
+        set_field(self, "clear_at_least", _count(owner, "clear_at_least", clear_at_least))
+        set_field(self, "exclude_tools", names)
+        set_field(self, "clear_tool_inputs", clear_tool_inputs)
+        set_field(self, "placeholder", _text(owner, "placeholder", placeholder))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearThinking:
+    """Remove thinking (Anthropic ``thinking`` / ``redacted_thinking`` blocks, Responses
+    ``reasoning`` items) from all but the newest ``keep`` assistant turns that hold some,
+    never from a turn whose tool calls are still unanswered."""
+
+    keep: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keep", _count("ClearThinking", "keep", self.keep))
+
+
+Edit = ClearToolUses | ClearThinking
+"""One context edit."""
+
+
+class AppliedEdit(NamedTuple):
+    """An edit that changed the transcript (as Anthropic's ``applied_edits`` reports it)."""
+
+    type: Literal["clear_tool_uses", "clear_thinking"]
+    cleared_tool_uses: int
+    """Tool uses whose result (or, with ``clear_tool_inputs``, call input) was replaced."""
+    cleared_thinking_turns: int
+    """Assistant turns whose thinking was removed."""
+    cleared_input_tokens: int
+    """The transcript's cost before the edit less its cost after (as packing counts it)."""
+
+
+def check_edits(edits: Any) -> tuple[Edit, ...]:
+    """``edits`` checked: None or a list or tuple of :class:`ClearToolUses` and
+    :class:`ClearThinking` values, returned as a tuple (applied in its order)."""
+    if edits is None:
+        return ()
+    if isinstance(edits, (str, bytes)) or not isinstance(edits, Sequence):
+        raise ArgumentTypeError(f"edits must be a list or tuple of edits, got {type(edits).__name__}")
+    out: list[Edit] = []
+    for i, edit in enumerate(edits):
+        if not isinstance(edit, (ClearToolUses, ClearThinking)):
+            raise ArgumentTypeError(f"edits[{i}] must be a ClearToolUses or ClearThinking, got {type(edit).__name__}")
+        out.append(edit)
+    return tuple(out)

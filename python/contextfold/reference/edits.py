@@ -1,0 +1,445 @@
+"""Context editing, in pure Python: the reference for ``contextfold-core``'s edits.rs.
+
+:func:`apply_edits` applies edits in order to a transcript as read, each to the previous
+one's output, before folding. It never mutates its input: an edited message is a shallow
+copy of the one it replaces (and of the nested dicts and lists on the way to the changed
+value); every other message is the caller's own object. Edits replace values inside
+messages; they never add, drop or reorder messages, except that :class:`ClearThinking`
+removes Responses ``reasoning`` items whole (their input indices are returned, so the
+caller does not note them as dropped). A Responses ``compaction`` item and an Anthropic
+``compaction`` block are never touched.
+
+Cost is the caller's: ``cost(message)`` for one message as packing sizes it and ``base``
+for what never changes (system prompt, tools). What an edit frees is the cost of the
+messages it changed before, less after (a removed item's whole cost).
+
+ClearToolUses
+    Runs only when the transcript costs more than ``trigger`` (None: ``budget``). A tool
+    use is one result paired with its call: an OpenAI ``tool`` message (by
+    ``tool_call_id``), an Anthropic ``tool_result`` block (by ``tool_use_id``), a
+    Responses ``function_call_output`` or ``custom_tool_call_output`` item (by
+    ``call_id``), each answering the nearest earlier call with that id (a result with
+    none is still a tool use, of no known tool). Tool uses are ordered by their result's
+    position. The newest ``keep`` are never edited, nor one calling a tool named in
+    ``exclude_tools``.
+
+    A value is replaced only when its replacement is shorter, as sizing measures it (a
+    message's own ``content`` string by its UTF-16 length, ``None`` as 2, anything else
+    and any nested value by its compact JSON length): so a result already cleared, or
+    shorter than the placeholder, is left as it is, and under the built-in sizings an
+    edit never makes a message cost more. An absent value is never added. A tool use
+    for which clearing would change nothing (so replaced, too short, or excluded) is
+    *settled*.
+
+    Steps, for prompt caching: the cleared set is the eligible tool uses before a
+    *boundary*, which only moves forward, by whole steps, as a transcript grows. Walk the
+    tool uses oldest first from the first one not settled, summing the cost of each one's
+    result (an OpenAI or Responses result: its message's cost; an Anthropic result: what
+    its message would cost holding that block alone). A cut point sits after each tool
+    use at which the sum crosses a multiple of ``step``; the walk's start is a cut point
+    too. The boundary is the last cut point at or before the first of the newest ``keep``
+    tool uses. All of it reads the transcript alone: a grown transcript has the same
+    settled prefix and the same sums, so the same cut points and a boundary no earlier;
+    and re-run on its own output (the cleared tool uses now settled, the walk starting at
+    the boundary, what follows it less than a step) the edit changes nothing.
+
+    Clearing a result replaces the OpenAI message's ``content``, the Anthropic block's
+    ``content`` or the Responses item's ``output`` by ``placeholder``; with
+    ``clear_tool_inputs`` the call's input is emptied: OpenAI ``function.arguments`` and
+    Responses ``function_call.arguments`` to ``"{}"``, Anthropic ``tool_use.input`` to
+    ``{}``, ``custom_tool_call.input`` to ``""`` (a call answered by several results, as
+    reused ids allow, is emptied with the oldest of them cleared: what a tool use is
+    never depends on where the boundary lies). Ids, names, types and pairing stay.
+    ``cleared_tool_uses`` counts the tool uses whose result or call input changed. When
+    that frees fewer than ``clear_at_least`` tokens (or less than nothing), the edit does
+    nothing.
+
+    Several ClearToolUses edits in one list are idempotent together when they share a
+    placeholder; a later one with a longer placeholder than an earlier one's leaves
+    results for the earlier one to shorten on a second run.
+
+ClearThinking
+    A turn runs from one user-authored message (a ``user`` message that is not made only
+    of ``tool_result`` blocks; for Responses a ``message`` item with role ``user``) to the
+    next; what precedes the first is a turn too. Thinking is an assistant message's
+    ``thinking`` and ``redacted_thinking`` blocks, and Responses ``reasoning`` items. The
+    newest ``keep`` turns holding thinking keep it, and so does every turn with a call no
+    later message answers (an id-less call is not one). Other turns lose it: blocks are
+    filtered out, reasoning items removed; an assistant message made only of thinking
+    keeps it (content must stay non-empty). ``cleared_thinking_turns`` counts the turns
+    that lost some.
+
+An edit is reported only when it changed something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, cast
+
+from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
+from .._js import entry, has_entry, json_length, str_value, utf16_len
+from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
+
+__all__ = ["apply_edits"]
+
+Cost = Callable[[Any], int]
+"""What one message costs, as packing sizes it."""
+
+_RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
+"""Responses outputs that are tool uses."""
+_CALL_INPUTS = {"function_call": ("arguments", "{}"), "custom_tool_call": ("input", "")}
+"""What emptying a Responses call's input writes, by the call's type."""
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def apply_edits(
+    messages: list[Any],
+    edits: Sequence[Edit],
+    *,
+    cost: Cost,
+    base: int,
+    budget: int,
+    step: int,
+    responses: bool,
+) -> tuple[list[Any], list[int], list[AppliedEdit]]:
+    """``(edited, removed, applied)``: the messages after ``edits`` (removed items left
+    out), the input indices of the removed Responses reasoning items, and the edits that
+    changed something. ``responses`` says whether the entries are Responses items (else
+    OpenAI or Anthropic chat messages, both read); ``step`` is ClearToolUses' step (at
+    least 1), ``budget`` its default trigger."""
+    state = _State(list(messages), cost, responses)
+    applied: list[AppliedEdit] = []
+    for edit in edits:
+        if isinstance(edit, ClearToolUses):
+            done = _clear_tool_uses(state, edit, base, budget, max(step, 1))
+        else:
+            done = _clear_thinking(state, edit)
+        if done is not None:
+            applied.append(done)
+    kept = [m for m, gone in zip(state.messages, state.removed, strict=True) if not gone]
+    return kept, [i for i, gone in enumerate(state.removed) if gone], applied
+
+
+class _State:
+    """The transcript as edited so far, and each message's cost, computed once."""
+
+    def __init__(self, messages: list[Any], cost: Cost, responses: bool) -> None:
+        self.messages = messages
+        self.removed = [False] * len(messages)
+        self.costs: list[int | None] = [None] * len(messages)
+        self.cost = cost
+        self.responses = responses
+
+    def cost_of(self, i: int) -> int:
+        size = self.costs[i]
+        if size is None:
+            size = self.costs[i] = self.cost(self.messages[i])
+        return size
+
+    def live(self) -> list[int]:
+        """The indices of the messages not removed."""
+        return [i for i, gone in enumerate(self.removed) if not gone]
+
+    def sized(self, changed: dict[int, Any], gone: Sequence[int] = ()) -> tuple[dict[int, int], int]:
+        """The cost of each ``changed`` message, and what putting them in place of the
+        messages at their indices and removing ``gone`` frees (sized by index, each
+        message before its replacement)."""
+        after: dict[int, int] = {}
+        freed = 0
+        for i in sorted({*changed, *gone}):
+            freed += self.cost_of(i)
+            if i in changed:
+                after[i] = self.cost(changed[i])
+                freed -= after[i]
+        return after, freed
+
+    def commit(self, changed: dict[int, Any], after: dict[int, int], gone: Sequence[int]) -> None:
+        for i, m in changed.items():
+            self.messages[i], self.costs[i] = m, after[i]
+        for i in gone:
+            self.removed[i] = True
+
+
+# Reading ------------------------------------------------------------------------------
+
+
+def _with(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """A copy of ``obj`` (read from its storage) with ``key``'s value replaced, in place."""
+    out = dict(dict.items(obj))
+    out[key] = value
+    return out
+
+
+def _list(value: Any) -> list[Any] | None:
+    if type(value) is list:
+        return value
+    return list.copy(value) if isinstance(value, list) else None
+
+
+def _kind(obj: Any) -> str | None:
+    return str_value(entry(obj, "type")) if isinstance(obj, dict) else None
+
+
+def _role(message: Any) -> str | None:
+    return str_value(entry(message, "role")) if isinstance(message, dict) else None
+
+
+def _top_units(value: Any) -> int:
+    """A message's own content as sizing measures it: a str by its length, None as 2."""
+    if isinstance(value, str):
+        return utf16_len(value)
+    return 2 if value is None else json_length(value)
+
+
+def _json_units(value: Any) -> int:
+    return json_length(value)
+
+
+class _Call(NamedTuple):
+    at: int
+    slot: int | None
+    """The ``tool_calls`` entry or ``tool_use`` block; None for a Responses item."""
+    block: bool
+    excluded: bool
+
+
+class _Use(NamedTuple):
+    at: int
+    block: int | None
+    """The ``tool_result`` block; None when the result is the whole message."""
+    call: _Call | None
+    excluded: bool
+
+
+class _CallSeen(NamedTuple):
+    at: int
+    slot: int | None
+    block: bool
+    call_id: str | None
+    name: str | None
+
+
+class _ResultSeen(NamedTuple):
+    at: int
+    block: int | None
+    call_id: str | None
+    tool_use: bool
+    """Any Responses output answers a call; only a function's or custom tool's is a tool use."""
+
+
+def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
+    """Every call and every result, in order (a message's ``tool_calls`` before its
+    blocks), read leniently: what pairing tool uses and finding unanswered calls read."""
+    for i in state.live():
+        m = state.messages[i]
+        if state.responses:
+            kind = peek_item(m)[1]
+            if kind == CALL:
+                yield _CallSeen(i, None, False, str_value(entry(m, "call_id")), str_value(entry(m, "name")))
+            elif kind == OUTPUT:
+                yield _ResultSeen(i, None, str_value(entry(m, "call_id")), _kind(m) in _RESULT_ITEMS)
+            continue
+        if not isinstance(m, dict):
+            continue
+        role = _role(m)
+        if role == "tool":
+            yield _ResultSeen(i, None, str_value(entry(m, "tool_call_id")), True)
+            continue
+        tool_calls = _list(entry(m, "tool_calls")) if role == "assistant" else None
+        for j, c in enumerate(tool_calls or ()):
+            if isinstance(c, dict):
+                function = entry(c, "function")
+                name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+                yield _CallSeen(i, j, False, str_value(entry(c, "id")), name)
+        for j, block in enumerate(_list(entry(m, "content")) or ()):
+            block_kind = _kind(block)
+            if block_kind == "tool_use":
+                yield _CallSeen(i, j, True, str_value(entry(block, "id")), str_value(entry(block, "name")))
+            elif block_kind == "tool_result":
+                yield _ResultSeen(i, j, str_value(entry(block, "tool_use_id")), True)
+
+
+def _tool_uses(state: _State, exclude: tuple[str, ...]) -> list[_Use]:
+    """Every tool use, in its result's order, each paired with the nearest earlier call."""
+    calls: dict[str, _Call] = {}
+    uses: list[_Use] = []
+    for seen in _exchanges(state):
+        if isinstance(seen, _CallSeen):
+            if seen.call_id is not None:
+                excluded = seen.name is not None and seen.name in exclude
+                calls[seen.call_id] = _Call(seen.at, seen.slot, seen.block, excluded)
+        elif seen.tool_use:
+            call = None if seen.call_id is None else calls.get(seen.call_id)
+            uses.append(_Use(seen.at, seen.block, call, call is not None and call.excluded))
+    return uses
+
+
+# ClearToolUses ------------------------------------------------------------------------
+
+
+def _result_shorter(state: _State, u: _Use, placeholder: str) -> bool:
+    """Whether replacing the result by ``placeholder`` makes it shorter (absent: no)."""
+    m = state.messages[u.at]
+    if u.block is not None:
+        block = _list(entry(m, "content"))[u.block]  # type: ignore[index]
+        return has_entry(block, "content") and _json_units(entry(block, "content")) > _json_units(placeholder)
+    if state.responses:
+        return has_entry(m, "output") and _json_units(entry(m, "output")) > _json_units(placeholder)
+    return has_entry(m, "content") and _top_units(entry(m, "content")) > utf16_len(placeholder)
+
+
+def _call_input(state: _State, c: _Call) -> tuple[Any, Any] | None:
+    """A call's input and what emptying it writes; None when there is none to empty."""
+    m = state.messages[c.at]
+    if c.slot is None:
+        key, empty = _CALL_INPUTS.get(_kind(m) or "", ("", None))
+        return (entry(m, key), empty) if key and has_entry(m, key) else None
+    if c.block:
+        block = _list(entry(m, "content"))[c.slot]  # type: ignore[index]
+        return (entry(block, "input"), {}) if has_entry(block, "input") else None
+    function = entry(_list(entry(m, "tool_calls"))[c.slot], "function")  # type: ignore[index]
+    if isinstance(function, dict) and has_entry(function, "arguments"):
+        return entry(function, "arguments"), "{}"
+    return None
+
+
+def _input_longer(state: _State, c: _Call | None) -> bool:
+    found = None if c is None else _call_input(state, c)
+    return found is not None and _json_units(found[0]) > _json_units(found[1])
+
+
+def _weight(state: _State, u: _Use) -> int:
+    """What a tool use's result costs: its message, or (a block) its message holding it alone."""
+    if u.block is None:
+        return state.cost_of(u.at)
+    m = state.messages[u.at]
+    return state.cost(_with(m, "content", [_list(entry(m, "content"))[u.block]]))  # type: ignore[index]
+
+
+def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int, step: int) -> AppliedEdit | None:
+    total = base + sum(state.cost_of(i) for i in state.live())
+    if total <= (budget if edit.trigger is None else edit.trigger):
+        return None
+    uses = _tool_uses(state, edit.exclude_tools)
+    protected = max(len(uses) - edit.keep, 0)
+    inputs = edit.clear_tool_inputs
+    shorter = [not u.excluded and _result_shorter(state, u, edit.placeholder) for u in uses]
+    emptier = [not u.excluded and inputs and _input_longer(state, u.call) for u in uses]
+    start = next((k for k in range(len(uses)) if shorter[k] or emptier[k]), len(uses))
+    boundary = min(start, protected)
+    running = 0
+    for k in range(start, protected):
+        before = running
+        running += _weight(state, uses[k])
+        if running // step > before // step:
+            boundary = k + 1
+    cleared = [k for k in range(boundary) if shorter[k] or emptier[k]]
+    if not cleared:
+        return None
+    changed: dict[int, Any] = {}
+
+    def current(i: int) -> Any:
+        return changed.get(i, state.messages[i])
+
+    for u in (uses[k] for k in cleared if shorter[k]):
+        m = current(u.at)
+        if u.block is None:
+            changed[u.at] = _with(m, "output" if state.responses else "content", edit.placeholder)
+        else:
+            blocks = list(_list(entry(m, "content")) or ())
+            blocks[u.block] = _with(blocks[u.block], "content", edit.placeholder)
+            changed[u.at] = _with(m, "content", blocks)
+    for c in {uses[k].call: None for k in cleared if emptier[k]}:  # each call once, in order
+        assert c is not None  # emptier holds only for a tool use with a call
+        m = current(c.at)
+        if c.slot is None:
+            key, empty = _CALL_INPUTS[_kind(m) or ""]
+            changed[c.at] = _with(m, key, empty)
+        elif c.block:
+            blocks = list(_list(entry(m, "content")) or ())
+            blocks[c.slot] = _with(blocks[c.slot], "input", {})
+            changed[c.at] = _with(m, "content", blocks)
+        else:
+            tool_calls = list(_list(entry(m, "tool_calls")) or ())
+            call = tool_calls[c.slot]
+            function = cast("dict[str, Any]", entry(call, "function"))  # its arguments were measured
+            tool_calls[c.slot] = _with(call, "function", _with(function, "arguments", "{}"))
+            changed[c.at] = _with(m, "tool_calls", tool_calls)
+    after, freed = state.sized(changed)
+    if freed < edit.clear_at_least:
+        return None
+    state.commit(changed, after, [])
+    return AppliedEdit("clear_tool_uses", len(cleared), 0, freed)
+
+
+# ClearThinking ------------------------------------------------------------------------
+
+
+def _user_authored(state: _State, m: Any) -> bool:
+    if state.responses:
+        return peek_item(m) == ("user", MESSAGE)
+    if _role(m) != "user":
+        return False
+    blocks = _list(entry(m, "content"))
+    return not blocks or not all(_kind(b) == "tool_result" for b in blocks)
+
+
+def _unanswered(state: _State) -> set[int]:
+    """Messages holding a call no later message answers."""
+    calls: list[tuple[int, str]] = []
+    answered: dict[str, int] = {}  # id -> the last message answering it
+    for seen in _exchanges(state):
+        if seen.call_id is None:
+            continue
+        if isinstance(seen, _CallSeen):
+            calls.append((seen.at, seen.call_id))
+        else:
+            answered[seen.call_id] = seen.at
+    return {i for i, call_id in calls if answered.get(call_id, -1) <= i}
+
+
+def _thinking(state: _State, m: Any) -> list[int] | None:
+    """Indices of an assistant message's thinking blocks; None for a reasoning item."""
+    if state.responses:
+        return None if peek_item(m)[1] == REASONING else []
+    if _role(m) != "assistant":
+        return []
+    return [j for j, block in enumerate(_list(entry(m, "content")) or ()) if _kind(block) in _THINKING]
+
+
+def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
+    turn = 0
+    turns_of: dict[int, int] = {}
+    found: list[tuple[int, int, list[int] | None]] = []  # (message, turn, thinking blocks)
+    for i in state.live():
+        m = state.messages[i]
+        if _user_authored(state, m):
+            turn += 1
+        turns_of[i] = turn
+        blocks = _thinking(state, m)
+        if blocks is None or blocks:
+            found.append((i, turn, blocks))
+    with_thinking = sorted({t for _, t, _ in found})
+    held = set(with_thinking[len(with_thinking) - edit.keep :] if edit.keep else ())
+    held.update(turns_of[i] for i in _unanswered(state))
+    changed: dict[int, Any] = {}
+    gone: list[int] = []
+    turns: set[int] = set()
+    for i, t, blocks in found:
+        if t in held:
+            continue
+        if blocks is None:
+            gone.append(i)
+        else:
+            content = _list(entry(state.messages[i], "content")) or []
+            if len(blocks) == len(content):
+                continue
+            skip = set(blocks)
+            changed[i] = _with(state.messages[i], "content", [b for j, b in enumerate(content) if j not in skip])
+        turns.add(t)
+    if not turns:
+        return None
+    after, freed = state.sized(changed, gone)
+    state.commit(changed, after, gone)
+    return AppliedEdit("clear_thinking", 0, len(turns), freed)
