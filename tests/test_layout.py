@@ -13,7 +13,7 @@ from pathlib import Path
 import contextfold
 
 PACKAGE = Path(contextfold.__file__).parent
-FLOOR = {"contextfold._contract", "contextfold._js", "contextfold.errors"}
+FLOOR = {"contextfold._contract", "contextfold._edits", "contextfold._js", "contextfold.errors"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -61,7 +61,7 @@ def test_the_reference_stands_only_on_the_floor() -> None:
 
 
 def test_the_floor_imports_nothing_above_it() -> None:
-    for name in ("_contract.py", "_js.py", "errors.py"):
+    for name in ("_contract.py", "_edits.py", "_js.py", "errors.py"):
         assert _imports(PACKAGE / name) <= FLOOR, name
 
 

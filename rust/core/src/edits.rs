@@ -43,10 +43,11 @@
 //! their code points in a hash map.
 
 use crate::error::{CoreError, Problem};
-use crate::items::{check_item, peek_kind, Item};
+use crate::items::{check_item, peek_kind};
 use crate::json::{json_len, JsonNode, JsonType, Key, MessageFields, View};
+use crate::message::{check_message, role_or_other, Item, Role};
 use crate::text::{Snippet, Text};
-use crate::tokens::{check_message, role_or_other, MessageSizer, Role};
+use crate::tokens::MessageSizer;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 
@@ -1284,9 +1285,10 @@ mod tests {
     use crate::encoding::{Encoding, ExactTokens};
     use crate::items::Format;
     use crate::json::write_json;
+    use crate::message::Checked;
     use crate::pack::{handoff_line, pack, Cut, PackOptions};
     use crate::provider::Sizing;
-    use crate::tokens::{CharsPerToken, Checked};
+    use crate::tokens::CharsPerToken;
     use crate::transcript::Transcript;
     use proptest::prelude::*;
     use serde_json::{json, Value};
@@ -1472,14 +1474,7 @@ mod tests {
             let built = materialize(&plan, &messages);
             let built: Vec<&Value> = built.iter().collect();
             for cut in [Cut::Greedy, Cut::Chunked { chunk: None }] {
-                let options = PackOptions {
-                    budget: context.budget,
-                    system_tokens: 0,
-                    pinned: vec![],
-                    summary: None,
-                    dialect: None,
-                    cut,
-                };
+                let options = PackOptions { budget: context.budget, cut, ..PackOptions::default() };
                 let mut t = Transcript::read(&overlay.nodes, CharsPerToken, Format::Auto).unwrap();
                 let through = pack(&mut t, &options).unwrap();
                 let mut t = Transcript::read(&built, CharsPerToken, Format::Auto).unwrap();
@@ -1684,5 +1679,36 @@ mod tests {
                 previous = plan;
             }
         }
+    }
+
+    #[test]
+    fn a_request_body_is_edited_as_its_values_are() {
+        use crate::request::{pack_body, Root};
+        // Each case's transcript as a request body (indented, so copied bytes show), packed
+        // with its edits, reads as the same body of the edited values packed without them.
+        let mut edited = 0;
+        for Case { messages, edits, context, .. } in cases() {
+            let key = if context.responses { "input" } else { "messages" };
+            let body = serde_json::to_string_pretty(&json!({ "model": "m", key: messages })).unwrap();
+            for cut in [Cut::Greedy, Cut::Chunked { chunk: Some(context.step) }] {
+                let options =
+                    PackOptions { budget: context.budget, cut, edits: edits.clone(), ..PackOptions::default() };
+                let packed = pack_body(body.as_bytes(), &options, Root::Request, false).unwrap();
+                let plan = &packed.packed.edits;
+                edited += usize::from(!plan.is_empty());
+                let twin = json!({ "model": "m", key: materialize(plan, &messages) }).to_string();
+                let plain = PackOptions { edits: vec![], ..options };
+                let expected = pack_body(twin.as_bytes(), &plain, Root::Request, false).unwrap();
+                let read = |p: &crate::request::PackedBody, input: &str| -> Value {
+                    serde_json::from_slice(p.body.as_deref().unwrap_or(input.as_bytes())).unwrap()
+                };
+                assert_eq!(read(&packed, &body), read(&expected, &twin));
+                assert_eq!(
+                    (packed.packed.fits, packed.packed.tokens, &packed.packed.note),
+                    (expected.packed.fits, expected.packed.tokens, &expected.packed.note)
+                );
+            }
+        }
+        assert!(edited > 10, "{edited} bodies edited");
     }
 }

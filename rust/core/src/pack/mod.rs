@@ -28,6 +28,7 @@ mod tail;
 pub use note::{elision_marker, handoff_line, note_text, summary_note};
 pub use segments::is_volatile_content;
 
+use crate::edits::{Edit, EditContext, Edited, Plan};
 use crate::encoding::{Encoding, ExactTokens};
 use crate::error::CoreError;
 use crate::items::Format;
@@ -129,6 +130,8 @@ pub struct PackOptions {
     /// How to count. A caller's own estimator (Python code) is the binding's to run: it
     /// hands the packer a sizer of its own, and this says `Chars(Seed)`.
     pub counting: Counting,
+    /// Edits applied, in order, before folding ([`pack_edited`]).
+    pub edits: Vec<Edit>,
 }
 
 impl PackOptions {
@@ -181,19 +184,68 @@ pub fn prompt_tokens<N: JsonNode, S: MessageSizer<N>>(
     Ok(total)
 }
 
-/// [`pack`] of `messages`, read on demand and counted as `options.counting` says.
+/// [`pack_edited`] of `messages`, counted as `options.counting` says.
 ///
 /// # Errors
-/// What [`Transcript::read`] and [`pack`] raise.
-pub fn pack_messages<N: JsonNode>(messages: &[N], options: &PackOptions) -> Result<Packed, CoreError> {
-    let format = format_for(options.dialect);
+/// What [`pack_edited`] raises.
+pub fn pack_messages<N: JsonNode + Clone>(messages: &[N], options: &PackOptions) -> Result<Packed, CoreError> {
     match options.counting {
-        Counting::Chars(Sizing::Seed) => pack(&mut Transcript::read(messages, CharsPerToken, format)?, options),
-        Counting::Chars(sizing) => pack(&mut Transcript::read(messages, sizing, format)?, options),
-        Counting::Exact(encoding) => {
-            pack(&mut Transcript::read(messages, ExactTokens::new(encoding), format)?, options)
-        }
+        Counting::Chars(Sizing::Seed) => pack_edited(messages, CharsPerToken, options),
+        Counting::Chars(sizing) => pack_edited(messages, sizing, options),
+        Counting::Exact(encoding) => pack_edited(messages, ExactTokens::new(encoding), options),
     }
+}
+
+/// Packs `messages` (read on demand) under `options`, its edits applied first (SPEC §14):
+/// the transcript is read as [`crate::edits::plan`] edits it, through the
+/// [`Plan::overlay`], and folded as any other. `kept` names input messages (an entry an
+/// edit removes is neither kept nor noted), pinned indices name them too, and `edits`
+/// says what each kept message the edits changed becomes.
+///
+/// # Errors
+/// What [`Transcript::read`], [`crate::edits::plan`] and [`pack`] raise, a message named
+/// by its input index.
+pub fn pack_edited<N, S>(messages: &[N], mut sizer: S, options: &PackOptions) -> Result<Packed, CoreError>
+where
+    N: JsonNode + Clone,
+    S: MessageSizer<N> + for<'p> MessageSizer<Edited<'p, N>>,
+{
+    let format = format_for(options.dialect);
+    if options.edits.is_empty() {
+        return pack(&mut Transcript::read(messages, sizer, format)?, options);
+    }
+    options.check_pinned(messages.len())?;
+    let responses = match options.dialect {
+        Some(dialect) => dialect == Dialect::Responses,
+        None => newest_shape(messages) == Some(Dialect::Responses),
+    };
+    // Cleared results move in the chunked cut's steps (a quarter of the budget by
+    // default), whatever the cut.
+    let step = options.cut.chunk_size(options.budget).unwrap_or((options.budget / 4).max(1));
+    let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses };
+    let plan = crate::edits::plan(messages, &options.edits, &mut sizer, &context)?;
+    if plan.is_empty() {
+        let mut packed = pack(&mut Transcript::read(messages, sizer, format)?, options)?;
+        packed.edits = plan;
+        return Ok(packed);
+    }
+    let overlay = plan.overlay(messages);
+    let source = |k: usize| overlay.source.get(k).copied().unwrap_or(k);
+    let in_input = |err: CoreError| match err {
+        CoreError::Message { index: Some(k), field, problem } => {
+            CoreError::Message { index: Some(source(k)), field, problem }
+        }
+        other => other,
+    };
+    let pinned = options.pinned.iter().filter_map(|&p| overlay.position(p)).collect();
+    let edited = PackOptions { pinned, edits: Vec::new(), ..options.clone() };
+    let mut t = Transcript::read(&overlay.nodes, sizer, format).map_err(in_input)?;
+    let mut packed = pack(&mut t, &edited).map_err(in_input)?;
+    packed.kept = packed.kept.iter().map(|&k| source(k)).collect();
+    drop(t);
+    drop(overlay);
+    packed.edits = plan;
+    Ok(packed)
 }
 
 /// The note that replaces dropped history.
@@ -219,6 +271,9 @@ pub struct Packed {
     /// Tokens of the output: kept messages, the note and the separate system prompt
     /// (exact: see [`crate::tokens`]).
     pub tokens: u128,
+    /// What the edits changed: each kept message they changed is written as
+    /// [`Plan::view`] presents it (empty without edits, or when none ran).
+    pub edits: Plan,
 }
 
 /// Packs `t` under `options`.
@@ -248,13 +303,13 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     let n = t.len();
     let budget = i128::from(options.budget) - i128::from(options.system_tokens);
     if let Some(tokens) = fits_as_chat(t, budget) {
-        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
+        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens, edits: Plan::default() });
     }
     // `shape="auto"` reads back to the newest entry that shows a shape only.
     let shown = if t.is_undecided() || options.dialect.is_none() { newest_shape(t.messages()) } else { None };
     t.decide_responses(shown == Some(Dialect::Responses));
     if let Some(tokens) = cost_within(0, n, budget, |i| t.tokens(i))? {
-        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens });
+        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens, edits: Plan::default() });
     }
     let dialect = if t.is_responses() {
         Dialect::Responses
@@ -322,7 +377,7 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     if let Some(tokens) = cost_within(0, end, budget, |i| t.tokens(i))? {
-        return Ok(Packed { kept: (0..end).collect(), note: None, fits: true, tokens });
+        return Ok(Packed { kept: (0..end).collect(), note: None, fits: true, tokens, edits: Plan::default() });
     }
     let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);
     let chunk = options.cut.chunk_size(options.budget);
@@ -348,7 +403,7 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     let core_messages = core.iter().flat_map(|s| s.start..s.end);
     if core_tokens > budget {
         let kept = (0..prefix).chain(core_messages).collect();
-        return Ok(Packed { kept, note: None, fits: false, tokens: unsigned(core_tokens)? });
+        return Ok(Packed { kept, note: None, fits: false, tokens: unsigned(core_tokens)?, edits: Plan::default() });
     }
     let room = budget - core_tokens;
     let history = History { prefix, end, core: &core };
@@ -366,7 +421,7 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
             Some(Note { text, role: Role::User, at: prefix, message_item: dialect == Dialect::Responses })
         }
     };
-    Ok(Packed { kept, note, fits: true, tokens: unsigned(tokens)? })
+    Ok(Packed { kept, note, fits: true, tokens: unsigned(tokens)?, edits: Plan::default() })
 }
 
 /// A total as a signed figure, for budgets less what is set aside (which may go

@@ -16,11 +16,13 @@
 //! `[0]`, `fits` whether the count is within the budget.
 
 mod node;
+mod rewrite;
 pub mod scan;
 
 pub use node::Node;
 pub use scan::{Root, ScanError};
 
+use crate::edits::Edited;
 use crate::encoding::ExactTokens;
 use crate::error::CoreError;
 use crate::json::{JsonNode, JsonType};
@@ -116,11 +118,10 @@ struct Body<'t, 'a> {
 }
 
 impl<'t, 'a> Body<'t, 'a> {
-    fn pack<S: MessageSizer<Node<'t, 'a>>>(
-        &self,
-        options: &PackOptions,
-        mut sizer: S,
-    ) -> Result<PackedBody, RequestError> {
+    fn pack<S>(&self, options: &PackOptions, mut sizer: S) -> Result<PackedBody, RequestError>
+    where
+        S: Clone + MessageSizer<Node<'t, 'a>> + for<'p> MessageSizer<Edited<'p, Node<'t, 'a>>>,
+    {
         let (tape, root) = (self.tape, self.root);
         let (at, layout, responses) = match (tape.messages, tape.input_items) {
             (Some(at), _) => (at, &tape.layout, false),
@@ -148,14 +149,20 @@ impl<'t, 'a> Body<'t, 'a> {
             _ => return Err(RequestError::MessagesNotAList { got: list.type_name(), root, responses }),
         };
         let nodes: Vec<Node<'t, 'a>> = items.collect();
-        let mut transcript =
-            Transcript::read(&nodes, sizer, pack::format_for(options.dialect)).map_err(RequestError::Pack)?;
-        let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
         let n = nodes.len();
-        let input_tokens =
-            if self.count_input { Some(transcript.sum(0..n).map_err(RequestError::Pack)?) } else { None };
-        let unchanged = packed.note.is_none() && packed.kept.iter().copied().eq(0..n);
-        let body = (!unchanged).then(|| splice(self.input, layout, &packed.kept, packed.note.as_ref()));
+        let format = pack::format_for(options.dialect);
+        let (packed, input_tokens) = if options.edits.is_empty() {
+            // The sizes packing took are the input's: summed again from the transcript.
+            let mut transcript = Transcript::read(&nodes, sizer, format).map_err(RequestError::Pack)?;
+            let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
+            (packed, self.count_input.then(|| transcript.sum(0..n)).transpose().map_err(RequestError::Pack)?)
+        } else {
+            let input = self.count_input.then(|| Transcript::read(&nodes, sizer.clone(), format)?.sum(0..n));
+            let input = input.transpose().map_err(RequestError::Pack)?;
+            (pack::pack_edited(&nodes, sizer, &options).map_err(RequestError::Pack)?, input)
+        };
+        let unchanged = packed.note.is_none() && packed.edits.is_empty() && packed.kept.iter().copied().eq(0..n);
+        let body = (!unchanged).then(|| splice(self.input, layout, &packed));
         Ok(PackedBody { dropped: n - packed.kept.len().min(n), packed, body, input_tokens })
     }
 
@@ -172,7 +179,7 @@ impl<'t, 'a> Body<'t, 'a> {
         let own = crate::tokens::system_tokens(&mut sizer, text).map_err(RequestError::Pack)?;
         let tokens = u128::from(own) + u128::from(options.system_tokens);
         let fits = tokens <= u128::from(options.budget);
-        let packed = Packed { kept: vec![0], note: None, fits, tokens };
+        let packed = Packed { kept: vec![0], note: None, fits, tokens, edits: crate::edits::Plan::default() };
         Ok(PackedBody { packed, dropped: 0, body: None, input_tokens: self.count_input.then_some(u128::from(own)) })
     }
 }
@@ -359,7 +366,8 @@ enum Item<'n> {
 }
 
 /// The body with the messages array holding `kept` (input indices) and the note.
-fn splice(input: &[u8], layout: &Layout, kept: &[usize], note: Option<&Note>) -> Vec<u8> {
+fn splice(input: &[u8], layout: &Layout, packed: &Packed) -> Vec<u8> {
+    let (kept, note) = (&packed.kept, packed.note.as_ref());
     let bytes = |from: usize, to: usize| input.get(from..to).unwrap_or_default();
     let spans = &layout.items;
     // What preceded item i in the input (its comma and spacing); the note, and message
@@ -388,7 +396,12 @@ fn splice(input: &[u8], layout: &Layout, kept: &[usize], note: Option<&Note>) ->
         match item {
             Item::Message(i) => {
                 if let Some(&(start, end)) = spans.get(*i) {
-                    out.extend_from_slice(bytes(start, end));
+                    match packed.edits.edit(*i) {
+                        Some(edit) => {
+                            rewrite::write_edited(&mut out, bytes(start, end), edit, &packed.edits.placeholders)
+                        }
+                        None => out.extend_from_slice(bytes(start, end)),
+                    }
                 }
             }
             Item::Note(note) => write_note(&mut out, note),
