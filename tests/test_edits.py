@@ -36,7 +36,7 @@ Shape = str  # "openai" | "anthropic" | "responses"
 SHAPES = ("openai", "anthropic", "responses")
 
 
-def cost(message: Any) -> int:
+def cost(index: int, message: Any) -> int:
     """A message's cost as packing counts it by default (chars / 4)."""
     return message_tokens(message)
 
@@ -402,7 +402,7 @@ def _skeleton(m: Any, thinking: bool) -> Any:
 
 
 def _total(messages: list[Any]) -> int:
-    return sum(cost(m) for m in messages)
+    return sum(cost(i, m) for i, m in enumerate(messages))
 
 
 def _dumps(m: Any) -> str:
@@ -640,7 +640,7 @@ def test_reasoning_items_are_removed_and_compaction_is_never_touched() -> None:
     assert [m.get("output", m.get("arguments")) for m in edited[1:3]] == ["{}", "[cleared]"]
     assert edited[3] is items[4] and edited[5] is items[6]
     assert [a.type for a in applied] == ["clear_thinking", "clear_tool_uses"]
-    assert applied[0].cleared_input_tokens == cost(items[1])
+    assert applied[0].cleared_input_tokens == cost(1, items[1])
 
 
 # The corpus ---------------------------------------------------------------------------
@@ -652,7 +652,7 @@ def _corpus() -> list[tuple[str, list[Any], int]]:
     out += [("responses", responses_items(m), 0) for m in openai_corpus()]
     for row in anthropic_corpus():
         system = row.get("system")
-        base = 0 if system is None else cost({"role": "system", "content": system})
+        base = 0 if system is None else cost(0, {"role": "system", "content": system})
         out.append(("anthropic", row["messages"], base))
     return out
 

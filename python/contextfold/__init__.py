@@ -8,6 +8,7 @@ reference).
 from __future__ import annotations
 
 from . import _backend
+from ._edits import AppliedEdit, ClearThinking, ClearToolUses
 from .codemap import (
     CONSOLIDATED_KEY_PREFIX,
     CONSOLIDATED_ROOT_AREA,
@@ -125,8 +126,11 @@ __all__ = [
     "TRANSCRIPT_SUMMARY_MAX_TOKENS",
     "TRANSCRIPT_SUMMARY_PROMPT",
     "VOLATILE_TAIL_TAG",
+    "AppliedEdit",
     "ArgumentError",
     "ArgumentTypeError",
+    "ClearThinking",
+    "ClearToolUses",
     "CodeMapStore",
     "CompactMemo",
     "ConsolidatedMemory",

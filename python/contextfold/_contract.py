@@ -13,10 +13,11 @@ reference backend imports this module, :mod:`contextfold._js` and
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
 
+from ._edits import AppliedEdit, Edit, check_edits
 from ._js import compact_json, entry, plain, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
 
@@ -303,6 +304,8 @@ class HandoffPack(NamedTuple):
     """The note's text, or None when nothing was folded (or no note fitted)."""
     kept: list[int]
     """Indices of the input messages kept, in output order."""
+    applied_edits: list[AppliedEdit]
+    """The edits that changed the transcript (``edits=``), in the order applied."""
 
 
 def elision_marker(n: int) -> str:
@@ -327,6 +330,8 @@ class PackedRequest(NamedTuple):
     """The note's text, or None when nothing was folded (or no note fitted)."""
     kept: list[int]
     """Indices of the input messages kept, in output order."""
+    applied_edits: list[AppliedEdit]
+    """The edits that changed the transcript (``edits=``), in the order applied."""
 
 
 def as_bytes(body: Any) -> bytes:
@@ -388,6 +393,8 @@ class PackOptions:
     chunk_tokens: int | None = None
     sizing: SizingName = "seed"
     image_tokens: int = DEFAULT_IMAGE_TOKENS
+    edits: Sequence[Edit] = ()
+    """Context edits applied in order before folding; stored as a tuple."""
     budget: int = field(init=False, repr=False, compare=False)
     """``target_context_tokens - reserve_output_tokens``."""
     chunk: int | None = field(init=False, repr=False, compare=False)
@@ -416,6 +423,7 @@ class PackOptions:
             chunk = max(1, budget // 4) if self.chunk_tokens is None else whole("chunk_tokens", self.chunk_tokens, 1)
         for name, value in (
             ("pinned", pins),
+            ("edits", check_edits(self.edits)),
             ("budget", budget),
             ("chunk", chunk),
             ("images", images),
@@ -450,6 +458,7 @@ class PackKeywords(TypedDict, total=False):
     chunk_tokens: int | None
     sizing: SizingName
     image_tokens: int
+    edits: Sequence[Edit]
 
 
 _PLAIN = (int, str, type(None))

@@ -9,7 +9,7 @@ removes Responses ``reasoning`` items whole (their input indices are returned, s
 caller does not note them as dropped). A Responses ``compaction`` item and an Anthropic
 ``compaction`` block are never touched.
 
-Cost is the caller's: ``cost(message)`` for one message as packing sizes it and ``base``
+Cost is the caller's: ``cost(i, message)`` for message ``i`` as packing sizes it and ``base``
 for what never changes (system prompt, tools). What an edit frees is the cost of the
 messages it changed before, less after (a removed item's whole cost).
 
@@ -83,7 +83,7 @@ from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
 
 __all__ = ["apply_edits"]
 
-Cost = Callable[[Any], int]
+Cost = Callable[[int, Any], int]
 """What one message costs, as packing sizes it."""
 
 _RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
@@ -134,7 +134,7 @@ class _State:
     def cost_of(self, i: int) -> int:
         size = self.costs[i]
         if size is None:
-            size = self.costs[i] = self.cost(self.messages[i])
+            size = self.costs[i] = self.cost(i, self.messages[i])
         return size
 
     def live(self) -> list[int]:
@@ -150,7 +150,7 @@ class _State:
         for i in sorted({*changed, *gone}):
             freed += self.cost_of(i)
             if i in changed:
-                after[i] = self.cost(changed[i])
+                after[i] = self.cost(i, changed[i])
                 freed -= after[i]
         return after, freed
 
@@ -314,7 +314,7 @@ def _weight(state: _State, u: _Use) -> int:
     if u.block is None:
         return state.cost_of(u.at)
     m = state.messages[u.at]
-    return state.cost(_with(m, "content", [_list(entry(m, "content"))[u.block]]))  # type: ignore[index]
+    return state.cost(u.at, _with(m, "content", [_list(entry(m, "content"))[u.block]]))  # type: ignore[index]
 
 
 def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int, step: int) -> AppliedEdit | None:

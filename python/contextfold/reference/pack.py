@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from .._contract import (
@@ -29,6 +30,8 @@ from .._contract import (
     resolved,
 )
 from .._js import JS_SPACES, entry, plain, str_value, utf16_len
+from ..errors import MessageError
+from .edits import apply_edits
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
 from .tokens import TranscriptOnDemand, checked_role, message_tokens
 
@@ -525,7 +528,52 @@ def pack_handoff(
 
 def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:
     """Packs ``messages`` under ``options``, a separate system prompt and tools costing
-    ``system_tokens``."""
+    ``system_tokens``: edited first (``pack_edited`` in pack.rs), then folded."""
+    if not options.edits:
+        return _fold(messages, options, system_tokens)
+    t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
+    n = len(t)
+    check_pinned(options.pinned, n)
+    t.responses = options.shape == "responses" or (options.shape == "auto" and _newest_shape(t.messages) == "responses")
+    # Cleared results move in the chunked cut's steps (a quarter of the budget by
+    # default), whatever the cut.
+    step = options.chunk if options.chunk is not None else max(1, options.budget // 4)
+    edited, removed, applied = apply_edits(
+        t.messages,
+        options.edits,
+        cost=t.size_of,
+        base=system_tokens,
+        budget=options.budget,
+        step=step,
+        responses=t.responses,
+    )
+    if not applied:
+        return _fold(t.messages, replace(options, edits=()), system_tokens)
+    gone = set(removed)
+    source = [i for i in range(n) if i not in gone]
+    position = {i: k for k, i in enumerate(source)}
+    pinned = [position[p] for p in options.pinned if p in position]
+    try:
+        pack = _fold(edited, replace(options, pinned=pinned, edits=()), system_tokens)
+    except MessageError as exc:
+        raise _in_input(exc, source) from None
+    kept = [source[k] for k in pack.kept]
+    return pack._replace(kept=kept, dropped=n - len(kept), applied_edits=applied)
+
+
+def _in_input(exc: MessageError, source: list[int]) -> MessageError:
+    """``exc`` naming the input message its edited one stands for."""
+    index = exc.index
+    if index is None or index >= len(source) or source[index] == index:
+        return exc
+    named = f"message {index}"
+    text = str(exc)
+    text = f"message {source[index]}{text[len(named) :]}" if text.startswith(named) else text
+    return type(exc)(text, source[index], exc.field)
+
+
+def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:
+    """Folds ``messages`` under ``options`` (its edits aside)."""
     sizing, image_tokens, budget, dialect = options.sizers, options.images, options.budget, options.shape
     pinned, chunk_tokens = list(options.pinned), options.chunk
     summary = None if options.summary is None else _lossy(options.summary)
@@ -541,7 +589,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     available = budget - system_tokens
     tokens = packer.cost_within(0, n, available)
     if tokens is not None:
-        return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, budget, None, list(range(n)))
+        return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, budget, None, list(range(n)), [])
     if t.responses:
         dialect = "responses"
     elif dialect == "auto":
@@ -569,7 +617,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
             at,
             {"type": "message", "role": role, "content": text} if t.responses else {"role": role, "content": text},
         )
-    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, budget, text, kept)
+    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, budget, text, kept, [])
 
 
 def _prompt_tokens(parts: Iterable[Any], sizing: Counting, image_tokens: int | None = None) -> int:

@@ -17,7 +17,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .._contract import EncodingName, PackedRequest, PackOptions, as_bytes, bytes_options, check_pinned, check_tools
+from .._contract import (
+    EncodingName,
+    PackedRequest,
+    PackOptions,
+    as_bytes,
+    bytes_options,
+    check_pinned,
+    check_tools,
+)
+from .._edits import AppliedEdit
+from .._js import entry
 from ..errors import ContextfoldError, MessageTypeError, RequestError
 from .pack import _prompt_tokens, pack_handoff
 from .tokens import message_tokens, tokens_in
@@ -29,7 +39,7 @@ _NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' or 
 _ARRAYS = ("messages", "input")
 """Members whose array items are packed (and so whose layout is recorded)."""
 
-Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None"]
+Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None", "list[AppliedEdit]"]
 
 
 _JSON_WORDS = {
@@ -157,8 +167,11 @@ class _Body:
         self.layouts[key] = layout
         return items, i + 1
 
-    def splice(self, key: str, kept: list[int], note: dict[str, Any] | None, note_at: int) -> bytes:
-        """The body with the ``key`` array holding ``kept`` and the note at ``note_at``."""
+    def splice(
+        self, key: str, kept: list[int], note: dict[str, Any] | None, note_at: int, edited: dict[int, Any]
+    ) -> bytes:
+        """The body with the ``key`` array holding ``kept`` and the note at ``note_at``;
+        ``edited`` maps an input index to the message an edit made of it."""
         text, layout = self.text, self.layouts[key]
         spans = layout.items
 
@@ -177,17 +190,134 @@ class _Body:
             parts.append(text[layout.open + 1 : first_start] if k == 0 else separator(0 if item is None else item))
             if item is None:
                 parts.append(json.dumps(note, ensure_ascii=False, separators=(",", ":")))
+            elif item in edited:
+                parts.append(_rewritten(text, spans[item], self.loaded(key)[item], edited[item]))
             else:
                 parts.append(text[spans[item][0] : spans[item][1]])
         parts.append(text[last_end:])
         return "".join(parts).encode("utf-8")
 
+    def loaded(self, key: str) -> list[Any]:
+        return self.messages if key == "messages" else self.members[key]  # type: ignore[no-any-return]
+
+
+# An edited message, spliced (``rewrite.rs``): only the values an edit replaced are written
+# anew, a removed block leaves with its separator, every other character is copied.
+
+
+def _rewritten(text: str, span: tuple[int, int], original: dict[str, Any], edited: dict[str, Any]) -> str:
+    start, end = span
+    changes: list[tuple[int, int, str]] = []
+    members = _members(text, start)
+    for key in ("content", "output", "arguments", "input"):
+        before, after = entry(original, key), entry(edited, key)
+        if after is before or key not in members:
+            continue
+        if key == "content" and type(before) is list and type(after) is list:
+            changes += _block_changes(text, members[key][0], before, after)
+        else:
+            changes.append((*members[key], _json(after)))
+    calls, new_calls = entry(original, "tool_calls"), entry(edited, "tool_calls")
+    if new_calls is not calls and "tool_calls" in members:
+        spans = _items(text, members["tool_calls"][0])
+        for (at, _), call, new_call in zip(spans, calls or (), new_calls or (), strict=False):
+            if new_call is not call:
+                function = _members(text, at).get("function")
+                arguments = None if function is None else _members(text, function[0]).get("arguments")
+                if arguments is not None:
+                    changes.append((*arguments, _json("{}")))
+    parts: list[str] = []
+    copied = start
+    for change_start, change_end, value in sorted(changes):
+        parts += (text[copied:change_start], value)
+        copied = change_end
+    parts.append(text[copied:end])
+    return "".join(parts)
+
+
+def _block_changes(text: str, at: int, before: list[Any], after: list[Any]) -> list[tuple[int, int, str]]:
+    """A content list's changes: a block replaced in place has its changed members written
+    anew; a run of removed (thinking) blocks goes with the separator before it, or, at
+    the front, with the one after it."""
+    spans = _items(text, at)
+    changes: list[tuple[int, int, str]] = []
+    j = k = 0
+    while j < len(before):
+        block = before[j]
+        if k < len(after) and after[k] is block:
+            j, k = j + 1, k + 1
+        elif _kind_of(block) in _THINKING:
+            last = j
+            while last + 1 < len(before) and _kind_of(before[last + 1]) in _THINKING:
+                if k < len(after) and after[k] is before[last + 1]:
+                    break
+                last += 1
+            if j > 0:
+                changes.append((spans[j - 1][1], spans[last][1], ""))
+            elif last + 1 < len(spans):
+                changes.append((spans[j][0], spans[last + 1][0], ""))
+            else:
+                changes.append((spans[j][0], spans[last][1], ""))
+            j = last + 1
+        else:
+            inner = _members(text, spans[j][0])
+            for key in ("content", "input"):
+                value = entry(after[k], key)
+                if key in inner and value is not entry(block, key):
+                    changes.append((*inner[key], _json(value)))
+            j, k = j + 1, k + 1
+    return changes
+
+
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def _kind_of(block: Any) -> Any:
+    return entry(block, "type") if isinstance(block, dict) else None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _members(text: str, at: int) -> dict[str, tuple[int, int]]:
+    """Each member of the object at ``at``: its value's span (the last, for a repeated key)."""
+    out: dict[str, tuple[int, int]] = {}
+    i = _skip(text, at + 1)
+    while text.startswith('"', i):
+        key, i = _scanstring(text, i + 1)
+        i = _skip(text, _skip(text, i) + 1)
+        _, end = _DECODER.raw_decode(text, i)
+        out[key] = (i, end)
+        i = _skip(text, end)
+        if text.startswith(",", i):
+            i = _skip(text, i + 1)
+    return out
+
+
+def _items(text: str, at: int) -> list[tuple[int, int]]:
+    """The spans of the items of the array at ``at``."""
+    out = []
+    i = _skip(text, at + 1)
+    while not text.startswith("]", i) and i < len(text):
+        _, end = _DECODER.raw_decode(text, i)
+        out.append((i, end))
+        i = _skip(text, end)
+        if text.startswith(",", i):
+            i = _skip(text, i + 1)
+    return out
+
+
+def _skip(text: str, i: int) -> int:
+    match = _SPACE.match(text, i)
+    return i if match is None else match.end()
+
 
 def pack_request(body: Any, options: PackOptions) -> PackedRequest:
     """One body packed into a :class:`PackedRequest`."""
     estimate = bytes_options(options)
-    data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), options, estimate, transcripts=False)
-    return PackedRequest(data, fits, tokens, options.budget, dropped, note, kept)
+    data, dropped, fits, tokens, note, kept, _, applied = _pack(as_bytes(body), options, estimate, transcripts=False)
+    return PackedRequest(data, fits, tokens, options.budget, dropped, note, kept, applied)
 
 
 def pack_requests(bodies: list[Any], options: PackOptions, threads: int = 1) -> list[PackedRequest | Exception]:
@@ -197,8 +327,8 @@ def pack_requests(bodies: list[Any], options: PackOptions, threads: int = 1) -> 
     out: list[PackedRequest | Exception] = []
     for body in bodies:
         try:
-            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), options, estimate, False)
-            out.append(PackedRequest(data, fits, tokens, options.budget, dropped, note, kept))
+            data, dropped, fits, tokens, note, kept, _, applied = _pack(as_bytes(body), options, estimate, False)
+            out.append(PackedRequest(data, fits, tokens, options.budget, dropped, note, kept, applied))
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)
     return out
@@ -220,7 +350,7 @@ def pack_lines(
         if not line.strip():
             continue
         try:
-            body, gone, fits, tokens, _, _, tokens_before = _pack(line, options, estimate, transcripts=True)
+            body, gone, fits, tokens, _, _, tokens_before, _ = _pack(line, options, estimate, transcripts=True)
         except ContextfoldError as exc:
             errors.append((index, str(exc)))
             continue
@@ -262,15 +392,17 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
     pack = pack_handoff(items, options, system, tools)
     n = len(items)
     input_tokens = tokens_in(items, estimate, options.images, shape) if transcripts else None
-    if pack.note is None and pack.kept == list(range(n)):
-        return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens
+    if pack.note is None and not pack.applied_edits and pack.kept == list(range(n)):
+        return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens, []
     note_at = next(
         (k for k, m in enumerate(pack.messages) if k >= len(pack.kept) or m is not items[pack.kept[k]]),
         len(pack.messages),
     )
     note = None if pack.note is None else pack.messages[note_at]
-    out = parsed.splice(key, pack.kept, note, note_at)
-    return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens
+    kept_messages = [m for k, m in enumerate(pack.messages) if pack.note is None or k != note_at]
+    edited = {i: m for i, m in zip(pack.kept, kept_messages, strict=True) if m is not items[i]}
+    out = parsed.splice(key, pack.kept, note, note_at, edited)
+    return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens, pack.applied_edits
 
 
 def _one_message(
@@ -286,4 +418,4 @@ def _one_message(
     check_pinned(options.pinned, 1)
     own = message_tokens({"role": "user", "content": text}, estimate, options.images)
     tokens = own + _prompt_tokens((system, tools), estimate, options.images)
-    return body, 0, tokens <= options.budget, tokens, None, [0], own
+    return body, 0, tokens <= options.budget, tokens, None, [0], own, []

@@ -92,14 +92,17 @@ class TranscriptOnDemand:
     def tokens(self, i: int) -> int:
         size = self.sizes[i]
         if size is None:
-            m = self.messages[i]
-            if self.responses:
-                whole = check_item(m, i)[1] != MESSAGE
-            else:  # content and tool_calls are checked as they are sized: the role first
-                role_of(m, i)
-                whole = False
-            size = self.sizes[i] = self._size(i, m, whole)
+            size = self.sizes[i] = self.size_of(i, self.messages[i])
         return size
+
+    def size_of(self, i: int, m: Any) -> int:
+        """What ``m`` costs as entry ``i`` (checked as it is sized)."""
+        if self.responses:
+            whole = check_item(m, i)[1] != MESSAGE
+        else:  # content and tool_calls are checked as they are sized: the role first
+            role_of(m, i)
+            whole = False
+        return self._size(i, m, whole)
 
     def sum(self, start: int, stop: int) -> int:
         tokens = self.tokens

@@ -93,6 +93,29 @@ pub trait MessageSizer<N> {
     }
 }
 
+/// A sizer lent: the caller keeps it (and what it holds, such as a callback's error).
+impl<N, S: MessageSizer<N>> MessageSizer<N> for &mut S {
+    fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        (**self).message_tokens(index, message, checked)
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
+        (**self).system_tokens(checked)
+    }
+
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+        (**self).text_tokens(text)
+    }
+
+    fn units_tokens(&self, units: usize) -> Option<u64> {
+        (**self).units_tokens(units)
+    }
+
+    fn calls_out(&self) -> bool {
+        (**self).calls_out()
+    }
+}
+
 /// Tokens of one message (or Responses item) sized on its own: errors name its field,
 /// not an index.
 ///

@@ -5,6 +5,7 @@
 //! one place those rules are written, for both backends); this module reads the checked
 //! fields and converts them, and checks nothing of its own.
 
+use contextfold_core::edits::{ClearThinking, ClearToolUses, Edit};
 use contextfold_core::pack::{Counting, Cut, Dialect, PackOptions};
 use contextfold_core::provider::Sizing;
 use pyo3::intern;
@@ -40,7 +41,7 @@ impl<'py> Options<'py> {
         if self.runs_python() {
             crate::sizer::check_stack()?;
         }
-        crate::sizer::PySizer::new(self.sizers.clone(), self.sizing)
+        crate::sizer::PySizer::new(self.budget.py(), self.sizers.clone(), self.sizing)
     }
 }
 
@@ -81,9 +82,33 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             dialect,
             cut: chunk.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk) }),
             counting,
+            edits: field(intern!(py, "edits"))?.try_iter()?.map(|edit| edit_of(&edit?)).collect::<PyResult<_>>()?,
         };
         Ok(Options { pack, sizers, sizing, budget })
     }
+}
+
+/// A checked `ClearToolUses` or `ClearThinking` (contextfold._edits) as the core's edit.
+fn edit_of<'py>(edit: &Bound<'py, PyAny>) -> PyResult<Edit> {
+    static CLEAR_TOOL_USES: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    static CLEAR_THINKING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = edit.py();
+    let field = |name: &Bound<'py, PyString>| edit.getattr(name);
+    if edit.is_exact_instance(CLEAR_THINKING.import(py, "contextfold._edits", "ClearThinking")?) {
+        return Ok(Edit::ClearThinking(ClearThinking { keep: field(intern!(py, "keep"))?.extract()? }));
+    }
+    if !edit.is_exact_instance(CLEAR_TOOL_USES.import(py, "contextfold._edits", "ClearToolUses")?) {
+        let got = edit.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        return Err(crate::errors::argument_type(format!("an edit must be ClearToolUses or ClearThinking, got {got}")));
+    }
+    Ok(Edit::ClearToolUses(ClearToolUses {
+        trigger: field(intern!(py, "trigger"))?.extract()?,
+        keep: field(intern!(py, "keep"))?.extract()?,
+        clear_at_least: field(intern!(py, "clear_at_least"))?.extract()?,
+        exclude_tools: field(intern!(py, "exclude_tools"))?.extract()?,
+        clear_tool_inputs: field(intern!(py, "clear_tool_inputs"))?.extract()?,
+        placeholder: field(intern!(py, "placeholder"))?.extract()?,
+    }))
 }
 
 /// An int argument the core holds as a u64; past that, an `ArgumentError` naming it

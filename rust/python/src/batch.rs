@@ -263,9 +263,9 @@ pub fn pack_many<'py>(
     let n = options.len();
     let pack_in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
         let snapshot = Snapshot::of(transcript).map_err(|e| in_transcript(py, e, i))?;
-        let reading = crate::Reading::OnDemand(pack::format_for(opts.dialect));
-        let packed =
-            call.sizer().and_then(|sizer| crate::with_nodes(snapshot.nodes(), sizer, reading, |t| pack::pack(t, opts)));
+        let packed = call.sizer().and_then(|mut sizer| {
+            pack::pack_edited(snapshot.nodes(), &mut sizer, opts).map_err(|e| sizer.take_error(e))
+        });
         match packed {
             Ok(packed) => {
                 let n = snapshot.len();

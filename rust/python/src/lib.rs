@@ -17,6 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod args;
 mod batch;
 mod borrow;
+mod edited;
 mod errors;
 mod node;
 mod pack;
@@ -47,39 +48,26 @@ fn with_transcript<'py, T>(
     estimate: Option<Bound<'py, PyAny>>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    let sizer = sizer_for(estimate, Sizing::Seed)?;
-    with_nodes(Snapshot::of(messages)?.nodes(), sizer, Reading::UpFront(Format::Auto), f)
+    let sizer = sizer_for(messages.py(), estimate, Sizing::Seed)?;
+    with_nodes(Snapshot::of(messages)?.nodes(), sizer, f)
 }
 
 /// The sizer for `estimate` (chars/4 by `sizing` when `None`).
-fn sizer_for<'py>(estimate: Option<Bound<'py, PyAny>>, sizing: Sizing) -> PyResult<PySizer<'py>> {
+fn sizer_for<'py>(py: Python<'py>, estimate: Option<Bound<'py, PyAny>>, sizing: Sizing) -> PyResult<PySizer<'py>> {
     if estimate.is_some() {
         sizer::check_stack()?;
     }
-    PySizer::new(estimate, sizing)
+    PySizer::new(py, estimate, sizing)
 }
 
-/// How a transcript's entries are read: every one up front (windowing and sums need
-/// every role), or on demand as packing reaches them (its cost follows what it keeps).
-#[derive(Clone, Copy)]
-pub(crate) enum Reading {
-    UpFront(Format),
-    OnDemand(Format),
-}
-
-/// Runs `f` on a transcript of `nodes` sized by `sizer`, the entries read as `reading`
-/// says.
-pub(crate) fn with_nodes<'py, T>(
+/// Runs `f` on a transcript of `nodes` sized by `sizer`, every entry read up front
+/// (windowing and sums need every role), chat messages or Responses items (detected).
+fn with_nodes<'py, T>(
     nodes: &[PyNode<'py>],
     sizer: PySizer<'py>,
-    reading: Reading,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    let mut transcript = match reading {
-        Reading::UpFront(format) => Transcript::read_all(nodes, sizer, format),
-        Reading::OnDemand(format) => Transcript::read(nodes, sizer, format),
-    }
-    .map_err(errors::to_py)?;
+    let mut transcript = Transcript::read_all(nodes, sizer, Format::Auto).map_err(errors::to_py)?;
     match f(&mut transcript) {
         Ok(value) => Ok(value),
         Err(err) => Err(transcript.sizer().take_error(err)),
@@ -117,7 +105,7 @@ fn message_tokens<'py>(
 ) -> PyResult<u64> {
     let message = PyNode(message);
     let checked = items::check_entry(&message).map_err(errors::to_py)?;
-    sizer_for(estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
+    sizer_for(message.0.py(), estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
 }
 
 /// Sum of the messages' tokens.
@@ -128,8 +116,8 @@ fn tokens_of<'py>(
     estimate: Option<Bound<'py, PyAny>>,
     image_tokens: Option<u64>,
 ) -> PyResult<u128> {
-    let sizer = sizer_for(estimate, sizing(image_tokens))?;
-    with_nodes(Snapshot::of(messages)?.nodes(), sizer, Reading::UpFront(Format::Auto), |t| t.sum(0..t.len()))
+    let sizer = sizer_for(messages.py(), estimate, sizing(image_tokens))?;
+    with_nodes(Snapshot::of(messages)?.nodes(), sizer, |t| t.sum(0..t.len()))
 }
 
 /// Each message's tokens, as an int64 array.
@@ -141,8 +129,8 @@ fn message_tokens_array<'py>(
     image_tokens: Option<u64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let py = messages.py();
-    let sizer = sizer_for(estimate, sizing(image_tokens))?;
-    let sizes = with_nodes(Snapshot::of(messages)?.nodes(), sizer, Reading::UpFront(Format::Auto), |t| {
+    let sizer = sizer_for(messages.py(), estimate, sizing(image_tokens))?;
+    let sizes = with_nodes(Snapshot::of(messages)?.nodes(), sizer, |t| {
         (0..t.len())
             .map(|i| {
                 let size = t.tokens(i)?;
@@ -257,6 +245,7 @@ mod _native {
         // does not reach the extension, as it does not reach the reference.
         let _ = super::result::Class::HandoffPack.get(m.py());
         let _ = super::result::Class::PackedRequest.get(m.py());
+        let _ = super::result::Class::AppliedEdit.get(m.py());
         super::errors::load(m.py());
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         m.add("build_profile", profile)?;

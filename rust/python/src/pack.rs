@@ -6,7 +6,6 @@ use crate::node::PyNode;
 use crate::result::handoff_pack;
 use crate::sizer::PySizer;
 use crate::snapshot::Snapshot;
-use crate::{with_nodes, Reading};
 use contextfold_core::pack::{self, PackOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList};
@@ -76,13 +75,12 @@ fn prompt_tokens<'py>(
 fn in_place<'py>(
     messages: &Bound<'py, PyAny>,
     options: &PackOptions,
-    sizer: PySizer<'py>,
+    mut sizer: PySizer<'py>,
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // Read once: the result comes from this reading, whatever an estimator does to the list.
     let snapshot = Snapshot::of(messages)?;
-    let reading = Reading::OnDemand(pack::format_for(options.dialect));
-    let packed = with_nodes(snapshot.nodes(), sizer, reading, |t| pack::pack(t, options))?;
+    let packed = pack::pack_edited(snapshot.nodes(), &mut sizer, options).map_err(|e| sizer.take_error(e))?;
     let n = snapshot.len();
     // The snapshot's borrow ends before the result is allocated.
     let kept = snapshot.into_kept(&packed.kept)?;

@@ -75,6 +75,7 @@ fn packed_request<'py>(
         packed.dropped.into_pyobject(py)?.into_any(),
         note,
         PyList::new(py, &packed.packed.kept)?.into_any(),
+        crate::result::applied_edits(py, &packed.packed.edits)?,
     ];
     crate::result::named_tuple(crate::result::Class::PackedRequest.get(py)?, fields)
 }

@@ -1,5 +1,8 @@
-//! Result objects: instances of the `NamedTuple` classes of `contextfold._contract`.
+//! Result objects: instances of the `NamedTuple` classes of `contextfold._contract` (and
+//! `contextfold._edits.AppliedEdit`).
 
+use crate::node::PyNode;
+use contextfold_core::edits::Plan;
 use contextfold_core::message::Role;
 use contextfold_core::pack::Packed;
 use pyo3::intern;
@@ -12,6 +15,7 @@ use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 pub enum Class {
     HandoffPack,
     PackedRequest,
+    AppliedEdit,
 }
 
 impl Class {
@@ -20,11 +24,13 @@ impl Class {
     pub fn get(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         static HANDOFF_PACK: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static PACKED_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-        let (cell, name) = match self {
-            Class::HandoffPack => (&HANDOFF_PACK, "HandoffPack"),
-            Class::PackedRequest => (&PACKED_REQUEST, "PackedRequest"),
+        static APPLIED_EDIT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        let (cell, module, name) = match self {
+            Class::HandoffPack => (&HANDOFF_PACK, "contextfold._contract", "HandoffPack"),
+            Class::PackedRequest => (&PACKED_REQUEST, "contextfold._contract", "PackedRequest"),
+            Class::AppliedEdit => (&APPLIED_EDIT, "contextfold._edits", "AppliedEdit"),
         };
-        cell.import(py, "contextfold._contract", name)
+        cell.import(py, module, name)
     }
 }
 
@@ -61,9 +67,24 @@ pub fn named_tuple<'py, const N: usize>(
     }
 }
 
+/// The edits that ran, as a list of `AppliedEdit`.
+pub fn applied_edits<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
+    let class = Class::AppliedEdit.get(py)?;
+    let applied = plan.applied.iter().map(|a| {
+        let fields = [
+            PyString::new(py, a.kind.as_str()).into_any(),
+            a.cleared_tool_uses.into_pyobject(py)?.into_any(),
+            a.cleared_thinking_turns.into_pyobject(py)?.into_any(),
+            a.cleared_input_tokens.into_pyobject(py)?.into_any(),
+        ];
+        named_tuple(class, fields)
+    });
+    Ok(PyList::new(py, applied.collect::<PyResult<Vec<_>>>()?)?.into_any())
+}
+
 /// The `HandoffPack` for a transcript of `n` messages packed: the output list (`out`, the
-/// kept messages, with the note a new dict at its place), dropped, fits, tokens, budget,
-/// note, kept.
+/// kept messages, those the edits changed as they present them, with the note a new dict
+/// at its place), dropped, fits, tokens, budget, note, kept, applied edits.
 pub fn handoff_pack<'py>(
     n: usize,
     mut out: Vec<Bound<'py, PyAny>>,
@@ -71,6 +92,13 @@ pub fn handoff_pack<'py>(
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = budget.py();
+    if !packed.edits.is_empty() {
+        for (message, &i) in out.iter_mut().zip(&packed.kept) {
+            if packed.edits.edit(i).is_some() {
+                *message = crate::edited::to_object(py, &packed.edits.view(i, PyNode(message.clone())))?;
+            }
+        }
+    }
     let note = match &packed.note {
         Some(note) => {
             let dict = PyDict::new(py);
@@ -95,6 +123,7 @@ pub fn handoff_pack<'py>(
         budget.clone(),
         note,
         PyList::new(py, &packed.kept)?.into_any(),
+        applied_edits(py, &packed.edits)?,
     ];
     named_tuple(Class::HandoffPack.get(py)?, fields)
 }

@@ -10,10 +10,12 @@
 
 use crate::borrow::{before_python, MayRunPython};
 use crate::node::PyNode;
+use contextfold_core::edits::Edited;
 use contextfold_core::encoding::{message_text, Encoding, ExactTokens};
 use contextfold_core::message::Checked;
 use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{CharsPerToken, MessageSizer, MESSAGE_OVERHEAD};
+use contextfold_core::JsonNode;
 use contextfold_core::{CoreError, Text};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -31,6 +33,7 @@ enum Estimate<'py> {
 }
 
 pub struct PySizer<'py> {
+    py: Python<'py>,
     estimate: Estimate<'py>,
     /// How messages are sized without an estimator.
     sizing: Sizing,
@@ -78,7 +81,7 @@ impl<'py> PySizer<'py> {
     ///
     /// # Errors
     /// An unknown encoding name.
-    pub fn new(estimate: Option<Bound<'py, PyAny>>, sizing: Sizing) -> PyResult<Self> {
+    pub fn new(py: Python<'py>, estimate: Option<Bound<'py, PyAny>>, sizing: Sizing) -> PyResult<Self> {
         let estimate = match estimate {
             None => Estimate::CharsPerToken,
             Some(name) if name.is_instance_of::<PyString>() => {
@@ -89,7 +92,7 @@ impl<'py> PySizer<'py> {
                 Err(_) => Estimate::CharsPerToken,
             },
         };
-        Ok(Self { estimate, sizing, error: None })
+        Ok(Self { py, estimate, sizing, error: None })
     }
 
     /// The Python exception for `err`: the one a callback raised, else the mapped core error.
@@ -120,40 +123,60 @@ impl<'py> PySizer<'py> {
     }
 }
 
-impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
-    fn message_tokens(
-        &mut self,
-        index: Option<usize>,
-        message: &PyNode<'py>,
-        checked: &Checked<PyNode<'py>>,
-    ) -> Result<u64, CoreError> {
+/// A node that stands for a Python value: what a custom estimator is handed.
+pub trait PyValue<'py>: JsonNode {
+    /// The value (built anew for an edited one).
+    ///
+    /// # Errors
+    /// A failed allocation.
+    fn value(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl<'py> PyValue<'py> for PyNode<'py> {
+    fn value(&self, _: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.0.clone())
+    }
+}
+
+impl<'py> PyValue<'py> for Edited<'_, PyNode<'py>> {
+    fn value(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::edited::to_object(py, self)
+    }
+}
+
+impl<'py, N: PyValue<'py>> MessageSizer<N> for PySizer<'py> {
+    fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         match &mut self.estimate {
             Estimate::CharsPerToken => self.sizing.message_tokens(index, message, checked),
             Estimate::Exact(ExactTokens { encoding, text, transcoded }) => {
                 let text = message_text(message, checked, text)?;
-                Ok(count(message.0.py(), *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
+                Ok(count(self.py, *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
             }
             Estimate::Custom(per_message, _) => {
-                let result =
-                    called(before_python(), per_message, (index, message.0.clone(), checked.item.sized_whole()));
+                let run = before_python();
+                let whole = checked.item.sized_whole();
+                let result = message.value(self.py).and_then(|value| called(run, per_message, (index, value, whole)));
                 self.call(result)
             }
         }
     }
 
-    fn system_tokens(&mut self, checked: &Checked<PyNode<'py>>) -> Result<u64, CoreError> {
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
         match &mut self.estimate {
-            Estimate::CharsPerToken => <Sizing as MessageSizer<PyNode<'py>>>::system_tokens(&mut self.sizing, checked),
-            Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::system_tokens(exact, checked),
+            Estimate::CharsPerToken => <Sizing as MessageSizer<N>>::system_tokens(&mut self.sizing, checked),
+            Estimate::Exact(exact) => <ExactTokens as MessageSizer<N>>::system_tokens(exact, checked),
             Estimate::Custom(per_message, _) => {
                 // The estimator sees the system message the prompt stands for.
                 let run = before_python();
-                let py = per_message.py();
+                let py = self.py;
                 let message = PyDict::new(py);
-                let content = checked.content.as_ref().map_or_else(|| py.None().into_bound(py), |c| c.0.clone());
+                let content = match checked.content.as_ref() {
+                    Some(content) => content.value(py),
+                    None => Ok(py.None().into_bound(py)),
+                };
                 let result = message
                     .set_item(intern!(py, "role"), intern!(py, "system"))
-                    .and_then(|()| message.set_item(intern!(py, "content"), content))
+                    .and_then(|()| message.set_item(intern!(py, "content"), content?))
                     .and_then(|()| called(run, per_message, (py.None(), message, false)));
                 self.call(result)
             }
@@ -170,10 +193,8 @@ impl<'py> MessageSizer<PyNode<'py>> for PySizer<'py> {
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
         match &mut self.estimate {
-            Estimate::CharsPerToken => {
-                <CharsPerToken as MessageSizer<PyNode<'py>>>::text_tokens(&mut CharsPerToken, text)
-            }
-            Estimate::Exact(exact) => <ExactTokens as MessageSizer<PyNode<'py>>>::text_tokens(exact, text),
+            Estimate::CharsPerToken => <CharsPerToken as MessageSizer<N>>::text_tokens(&mut CharsPerToken, text),
+            Estimate::Exact(exact) => <ExactTokens as MessageSizer<N>>::text_tokens(exact, text),
             Estimate::Custom(_, per_text) => {
                 let result = called(before_python(), per_text, (text,));
                 self.call(result)

@@ -1,0 +1,99 @@
+//! A message as the context edits present it ([`Edited`]), built as Python values: what
+//! a pack's output holds for a kept message an edit changed, and what a custom estimator
+//! is handed. Only the containers on the way to a changed value are new (a dict copied
+//! with its member replaced, a list with its items filtered or replaced), as
+//! `contextfold.reference.edits` builds them; everything else is the caller's object.
+
+use crate::node::PyNode;
+use contextfold_core::edits::{BlockEdit, Edited, Substitute};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+/// The Python value `node` presents.
+///
+/// # Errors
+/// A failed allocation, or a replaced member in a value that is not a dict or list (the
+/// plan is made from these same values, so never for one that was not).
+pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match node {
+        Edited::Plain(node) => node.0.clone(),
+        Edited::Str(text) => PyString::new(py, text).into_any(),
+        Edited::EmptyObject => PyDict::new(py).into_any(),
+        Edited::Message { node, edit, placeholders } => {
+            let message = copied(&node.0)?;
+            for &(field, replacement) in &edit.fields {
+                message.set_item(field.key(), substitute(py, replacement.resolve(placeholders)))?;
+            }
+            if !edit.blocks.is_empty() {
+                if let Some(content) = message.get_item("content")? {
+                    let view = Edited::Blocks { node: PyNode(content), blocks: &edit.blocks, placeholders };
+                    message.set_item("content", to_object(py, &view)?)?;
+                }
+            }
+            if !edit.calls.is_empty() {
+                if let Some(calls) = message.get_item("tool_calls")? {
+                    message.set_item(
+                        "tool_calls",
+                        to_object(py, &Edited::Calls { node: PyNode(calls), calls: &edit.calls })?,
+                    )?;
+                }
+            }
+            message.into_any()
+        }
+        Edited::Blocks { node, blocks, placeholders } => {
+            let out = PyList::empty(py);
+            for (j, block) in node.0.cast::<PyList>()?.iter().enumerate() {
+                let edit = blocks.binary_search_by_key(&j, |b| b.0).ok().and_then(|k| blocks.get(k)).map(|b| b.1);
+                match edit {
+                    None => out.append(block)?,
+                    Some(BlockEdit::Removed) => {}
+                    Some(BlockEdit::Content(k)) => {
+                        let text = placeholders.get(k).map_or("", String::as_str);
+                        out.append(with(&block, "content", PyString::new(py, text).into_any())?)?;
+                    }
+                    Some(BlockEdit::EmptyInput) => out.append(with(&block, "input", PyDict::new(py).into_any())?)?,
+                }
+            }
+            out.into_any()
+        }
+        Edited::Calls { node, calls } => {
+            let out = PyList::empty(py);
+            for (j, call) in node.0.cast::<PyList>()?.iter().enumerate() {
+                if calls.binary_search(&j).is_ok() {
+                    out.append(to_object(py, &Edited::Call(PyNode(call)))?)?;
+                } else {
+                    out.append(call)?;
+                }
+            }
+            out.into_any()
+        }
+        Edited::Call(node) => {
+            let call = copied(&node.0)?;
+            if let Some(function) = call.get_item("function")? {
+                call.set_item("function", with(&function, "arguments", PyString::new(py, "{}").into_any())?)?;
+            }
+            call.into_any()
+        }
+        Edited::Patched { node, key, value } => with(&node.0, key, substitute(py, *value))?.into_any(),
+    })
+}
+
+/// A new dict with `value`'s entries, as its storage holds them (a subclass's own methods
+/// are not called).
+fn copied<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    value.cast::<PyDict>()?.copy()
+}
+
+/// A copy of the dict `value` with member `key` replaced by `new`.
+fn with<'py>(value: &Bound<'py, PyAny>, key: &str, new: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let out = copied(value)?;
+    out.set_item(key, new)?;
+    Ok(out)
+}
+
+fn substitute<'py>(py: Python<'py>, value: Substitute<'_>) -> Bound<'py, PyAny> {
+    match value {
+        Substitute::Str(text) => PyString::new(py, text).into_any(),
+        Substitute::EmptyObject => PyDict::new(py).into_any(),
+    }
+}

@@ -1,0 +1,138 @@
+"""Context edits through the packers: ``edits=`` on pack_handoff, pack_many, pack_request
+and pack_requests gives the same result on both backends (bytes for bytes), equals
+folding the edited transcript (tests/test_edits.py holds the edits themselves), and a
+request body packs as its loaded messages do."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold import _backend, reference
+from contextfold.reference.edits import apply_edits
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import anthropic_corpus, native_required, openai_corpus
+from .test_edits import anthropic_transcript, openai_transcript, random_edits, responses_transcript
+
+MAKERS = {"openai": openai_transcript, "anthropic": anthropic_transcript, "responses": responses_transcript}
+
+
+def _case(seed: int, shape: str) -> tuple[list[Any], list[Any], int]:
+    rng = random.Random(seed)
+    messages = MAKERS[shape](rng, rng.randint(1, 14))
+    return messages, random_edits(rng), rng.choice([0, 200, 800, 3_000, 100_000])
+
+
+def _both(call: Any) -> tuple[Any, Any]:
+    native = native_required()
+    with _backend.using(native):
+        a = call()
+    with _backend.using(reference):
+        b = call()
+    return a, b
+
+
+@given(st.integers(0, 10**9), st.sampled_from(list(MAKERS)), st.sampled_from(["greedy", "chunked"]))
+@settings(max_examples=150, deadline=None)
+def test_both_backends_edit_and_fold_alike(seed: int, shape: str, cut: str) -> None:
+    messages, edits, budget = _case(seed, shape)
+    options = cf.PackOptions(target_context_tokens=budget, edits=edits, cut=cut)  # type: ignore[arg-type]
+    native, python = _both(lambda: cf.pack_handoff(messages, options=options))
+    assert native == python
+    key = "input" if shape == "responses" else "messages"
+    body = json.dumps({"model": "m", key: messages}, indent=1, ensure_ascii=False).encode()
+    native_body, python_body = _both(lambda: cf.pack_request(body, options=options))
+    assert native_body == python_body
+    # The bytes path equals the object path on every field, and its body loads as the
+    # edited, folded messages.
+    assert native_body.applied_edits == native.applied_edits
+    assert (native_body.fits, native_body.tokens, native_body.kept, native_body.note) == (
+        native.fits,
+        native.tokens,
+        native.kept,
+        native.note,
+    )
+    assert json.loads(native_body.body)[key] == native.messages
+
+
+@given(st.integers(0, 10**9), st.sampled_from(list(MAKERS)))
+@settings(max_examples=100, deadline=None)
+def test_editing_then_folding_is_folding_the_edited_transcript(seed: int, shape: str) -> None:
+    messages, edits, budget = _case(seed, shape)
+    before = json.dumps(messages)
+    pack = cf.pack_handoff(messages, target_context_tokens=budget, edits=edits)  # type: ignore[arg-type]
+    assert json.dumps(messages) == before  # the caller's messages are never changed
+    responses = shape == "responses"
+    edited, removed, applied = apply_edits(
+        messages,
+        edits,
+        cost=lambda i, m: cf.message_tokens(m),
+        base=0,
+        budget=budget,
+        step=max(1, budget // 4),
+        responses=responses,
+    )
+    folded = cf.pack_handoff(edited, target_context_tokens=budget, shape="responses" if responses else "auto")
+    assert pack.applied_edits == applied
+    assert (pack.messages, pack.fits, pack.tokens, pack.note) == (
+        folded.messages,
+        folded.fits,
+        folded.tokens,
+        folded.note,
+    )
+    source = [i for i in range(len(messages)) if i not in set(removed)]
+    assert pack.kept == [source[k] for k in folded.kept]
+    # A kept message no edit changed is the caller's own object.
+    unchanged = {id(m) for m in edited} & {id(m) for m in messages}
+    assert all((m is messages[i]) == (id(m) in unchanged) for m, i in zip(_kept(pack), pack.kept, strict=True))
+
+
+def _kept(pack: cf.HandoffPack) -> list[Any]:
+    """The output messages but the note."""
+    if pack.note is None:
+        return pack.messages
+    at = next(k for k, m in enumerate(pack.messages) if m.get("content") is pack.note or m.get("content") == pack.note)
+    return pack.messages[:at] + pack.messages[at + 1 :]
+
+
+def test_batches_with_edits_equal_one_by_one(backend: str) -> None:
+    batch = openai_corpus()[:12] + [r["messages"] for r in anthropic_corpus()[:12]]
+    edits = [cf.ClearToolUses(keep=2), cf.ClearThinking()]
+    for threads in (1, 2):
+        many = cf.pack_many(batch, target_context_tokens=4_000, edits=edits, threads=threads)
+        assert many == [cf.pack_handoff(m, target_context_tokens=4_000, edits=edits) for m in batch]
+    assert any(p.applied_edits for p in many)
+    bodies = [json.dumps({"messages": m}).encode() for m in batch]
+    packed = cf.pack_requests(bodies, target_context_tokens=4_000, edits=edits, threads=2)
+    assert [p.applied_edits for p in packed] == [p.applied_edits for p in many]  # type: ignore[union-attr]
+
+
+def test_a_custom_estimator_sees_the_edited_messages(backend: str) -> None:
+    seen: list[Any] = []
+
+    def estimate(text: str) -> int:
+        seen.append(text)
+        return len(text) // 3
+
+    messages = max(openai_corpus(), key=len)
+    pack = cf.pack_handoff(messages, target_context_tokens=8_000, estimate_tokens=estimate, edits=[cf.ClearToolUses()])
+    assert pack.applied_edits and any(text == "[cleared]" for text in seen)
+
+
+def test_results_report_no_edit_when_none_ran(backend: str) -> None:
+    messages = openai_corpus()[0]
+    pack = cf.pack_handoff(messages, target_context_tokens=10**7, edits=[cf.ClearToolUses()])
+    assert pack.applied_edits == [] and pack.dropped == 0 and all(a is b for a, b in zip(pack.messages, messages, strict=True))
+    assert cf.pack_handoff(messages, target_context_tokens=10**7).applied_edits == []
+
+
+def test_bad_edits_fail_when_the_options_are_built() -> None:
+    with pytest.raises(cf.ArgumentTypeError, match="edits"):
+        cf.PackOptions(target_context_tokens=10, edits=["clear"])  # type: ignore[list-item]
+    with pytest.raises(cf.ArgumentTypeError, match="edits"):
+        cf.pack_handoff([], target_context_tokens=10, edits=cf.ClearToolUses())  # type: ignore[arg-type]
