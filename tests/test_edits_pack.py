@@ -127,7 +127,8 @@ def test_a_custom_estimator_sees_the_edited_messages(backend: str) -> None:
 def test_results_report_no_edit_when_none_ran(backend: str) -> None:
     messages = openai_corpus()[0]
     pack = cf.pack_handoff(messages, target_context_tokens=10**7, edits=[cf.ClearToolUses()])
-    assert pack.applied_edits == [] and pack.dropped == 0 and all(a is b for a, b in zip(pack.messages, messages, strict=True))
+    assert pack.applied_edits == [] and pack.dropped == 0
+    assert all(a is b for a, b in zip(pack.messages, messages, strict=True))
     assert cf.pack_handoff(messages, target_context_tokens=10**7).applied_edits == []
 
 
