@@ -137,3 +137,52 @@ def test_bad_edits_fail_when_the_options_are_built() -> None:
         cf.PackOptions(target_context_tokens=10, edits=["clear"])  # type: ignore[list-item]
     with pytest.raises(cf.ArgumentTypeError, match="edits"):
         cf.pack_handoff([], target_context_tokens=10, edits=cf.ClearToolUses())  # type: ignore[arg-type]
+
+
+# Provider compaction --------------------------------------------------------------------
+
+
+def _responses_with_compaction() -> list[dict[str, Any]]:
+    older = [{"type": "message", "role": "user", "content": f"old request {i} " + "x " * 200} for i in range(6)]
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "E" * 400}
+    newer = []
+    for i in range(8):
+        newer += [
+            {"type": "function_call", "call_id": f"c{i}", "name": "read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{i}", "output": "y " * 300},
+        ]
+    return [{"type": "message", "role": "developer", "content": "be brief"}, *older, compaction, *newer]
+
+
+def _anthropic_with_compaction() -> list[dict[str, Any]]:
+    older = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x " * 200} for i in range(6)]
+    compaction = {"role": "assistant", "content": [{"type": "compaction", "content": "all so far: " + "s " * 100}]}
+    newer = [{"role": "user", "content": "go on"}]
+    for i in range(8):
+        newer += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "y " * 300}]},
+        ]
+    return [*older, compaction, *newer]
+
+
+@pytest.mark.parametrize("make", [_responses_with_compaction, _anthropic_with_compaction])
+def test_the_newest_compaction_is_kept_and_what_precedes_it_goes_first_unlisted(backend: str, make: Any) -> None:
+    messages = make()
+    at = next(i for i, m in enumerate(messages) if "compaction" in json.dumps(m))
+    prefix = 1 if messages[0].get("role") == "developer" else 0
+    total = sum(cf.message_tokens(m) for m in messages)
+    for budget in (total // 4, total // 2, total - 100):
+        pack = cf.pack_handoff(messages, target_context_tokens=budget)
+        assert at in pack.kept, budget
+        # Nothing before the compaction (the leading system messages aside) is kept, and
+        # the note lists only what followed it.
+        assert [i for i in pack.kept if i < at] == list(range(prefix))
+        if pack.note is not None:
+            assert "old request" not in pack.note and "turn " not in pack.note
+        assert pack.fits and pack.tokens <= budget
+        body = json.dumps({"input" if prefix else "messages": messages}).encode()
+        packed = cf.pack_request(body, target_context_tokens=budget)
+        assert (packed.kept, packed.tokens, packed.note) == (pack.kept, pack.tokens, pack.note)
+    # A transcript that fits comes back whole.
+    assert cf.pack_handoff(messages, target_context_tokens=total).kept == list(range(len(messages)))

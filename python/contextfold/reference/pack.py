@@ -574,38 +574,12 @@ def _in_input(exc: MessageError, source: list[int]) -> MessageError:
 
 def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:
     """Folds ``messages`` under ``options`` (its edits aside)."""
-    sizing, image_tokens, budget, dialect = options.sizers, options.images, options.budget, options.shape
-    pinned, chunk_tokens = list(options.pinned), options.chunk
-    summary = None if options.summary is None else _lossy(options.summary)
-    estimate = resolved(sizing)
-    t = TranscriptOnDemand(messages, sizing, dialect, image_tokens)
+    t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
     n = len(t)
-    check_pinned(pinned, n)
-    packer = _Packer(t, estimate, pinned, summary)
-    # shape="auto" reads back to the newest entry that shows a shape only.
-    shown = _newest_shape(t.messages) if dialect == "auto" else None
-    if t.responses is None:
-        t.responses = shown == "responses"
-    available = budget - system_tokens
-    tokens = packer.cost_within(0, n, available)
-    if tokens is not None:
-        return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, budget, None, list(range(n)), [])
-    if t.responses:
-        dialect = "responses"
-    elif dialect == "auto":
-        dialect = "anthropic" if shown == "anthropic" else "openai"
-    volatile = n
-    while volatile > 0 and _is_volatile(t.role(volatile - 1), t.messages[volatile - 1]):
-        volatile -= 1
-    packed = None
-    if volatile < n:
-        tail_tokens = t.sum(volatile, n)
-        with_tail = packer.pack_history(volatile, available - tail_tokens, dialect, chunk_tokens)
-        if with_tail.fits:
-            with_tail.kept.extend(range(volatile, n))
-            packed = with_tail._replace(tokens=with_tail.tokens + tail_tokens)
-    if packed is None:
-        packed = packer.pack_history(volatile, available, dialect, chunk_tokens)
+    check_pinned(options.pinned, n)
+    packed = _decide(t, options, system_tokens, list(options.pinned))
+    if packed.note is not None or len(packed.kept) < n:
+        packed = _after_compaction(t, options, system_tokens) or packed
     # The note's role is decided on the final output, the volatile tail put back.
     kept = packed.kept
     text, at = packed.note if packed.note is not None else (None, 0)
@@ -617,7 +591,72 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
             at,
             {"type": "message", "role": role, "content": text} if t.responses else {"role": role, "content": text},
         )
-    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, budget, text, kept, [])
+    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, options.budget, text, kept, [])
+
+
+def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pinned: list[int]) -> History:
+    """What to keep of ``t`` (``pack_transcript`` in pack.rs)."""
+    summary = None if options.summary is None else _lossy(options.summary)
+    packer = _Packer(t, resolved(options.sizers), pinned, summary)
+    n = len(t)
+    dialect = options.shape
+    # shape="auto" reads back to the newest entry that shows a shape only.
+    shown = _newest_shape(t.messages) if dialect == "auto" else None
+    if t.responses is None:
+        t.responses = shown == "responses"
+    available = options.budget - system_tokens
+    tokens = packer.cost_within(0, n, available)
+    if tokens is not None:
+        return History(list(range(n)), None, True, tokens)
+    if t.responses:
+        dialect = "responses"
+    elif dialect == "auto":
+        dialect = "anthropic" if shown == "anthropic" else "openai"
+    volatile = n
+    while volatile > 0 and _is_volatile(t.role(volatile - 1), t.messages[volatile - 1]):
+        volatile -= 1
+    if volatile < n:
+        tail_tokens = t.sum(volatile, n)
+        with_tail = packer.pack_history(volatile, available - tail_tokens, dialect, options.chunk)
+        if with_tail.fits:
+            with_tail.kept.extend(range(volatile, n))
+            return with_tail._replace(tokens=with_tail.tokens + tail_tokens)
+    return packer.pack_history(volatile, available, dialect, options.chunk)
+
+
+def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> History | None:
+    """Provider compaction (``pack_after_compaction`` in pack.rs): over budget, the system
+    messages, the newest compaction kept whatever happens, and what follows it folded
+    into the rest of the budget; what precedes it goes first, unlisted."""
+    n = len(t)
+    at = next((i for i in range(n - 1, -1, -1) if _is_compaction(t.messages[i])), None)
+    if at is None:
+        return None
+    prefix = next((i for i in range(n) if t.role(i) != "system"), n)
+    if at < prefix:
+        return None
+    fixed = t.sum(0, prefix) + t.tokens(at)
+    rest = TranscriptOnDemand(
+        t.messages[at + 1 :], options.sizers, "responses" if t.responses else "openai", options.images
+    )
+    pinned = [p - at - 1 for p in options.pinned if p > at]
+    try:
+        packed = _decide(rest, options, min(U64_MAX, system_tokens + fixed), pinned)
+    except MessageError as exc:
+        raise _in_input(exc, list(range(at + 1, n))) from None
+    kept = [*range(prefix), at, *(k + at + 1 for k in packed.kept)]
+    note = None if packed.note is None else (packed.note[0], packed.note[1] + prefix + 1)
+    return History(kept, note, packed.fits, packed.tokens + fixed)
+
+
+def _is_compaction(entry_: Any) -> bool:
+    """A Responses ``compaction`` item, or a message with an Anthropic ``compaction`` block."""
+    if not isinstance(entry_, dict):
+        return False
+    if str_value(entry(entry_, "type")) == "compaction":
+        return True
+    blocks = _blocks(entry_)
+    return blocks is not None and any(_block_is(b, "compaction") for b in blocks)
 
 
 def _prompt_tokens(parts: Iterable[Any], sizing: Counting, image_tokens: int | None = None) -> int:

@@ -394,10 +394,9 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
     input_tokens = tokens_in(items, estimate, options.images, shape) if transcripts else None
     if pack.note is None and not pack.applied_edits and pack.kept == list(range(n)):
         return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens, []
-    note_at = next(
-        (k for k, m in enumerate(pack.messages) if k >= len(pack.kept) or m is not items[pack.kept[k]]),
-        len(pack.messages),
-    )
+    # The note is the message whose content is the note's text itself (edited messages
+    # are new dicts too).
+    note_at = next((k for k, m in enumerate(pack.messages) if entry(m, "content") is pack.note), len(pack.messages))
     note = None if pack.note is None else pack.messages[note_at]
     kept_messages = [m for k, m in enumerate(pack.messages) if pack.note is None or k != note_at]
     edited = {i: m for i, m in zip(pack.kept, kept_messages, strict=True) if m is not items[i]}

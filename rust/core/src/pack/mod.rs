@@ -281,12 +281,17 @@ pub struct Packed {
 /// # Errors
 /// When a message that must be sized is malformed, a pinned index is out of range, or a
 /// custom estimator fails.
-pub fn pack<N: JsonNode, S: MessageSizer<N>>(
+pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     options.check_pinned(t.len())?;
     let mut packed = pack_transcript(t, options)?;
+    if packed.note.is_some() || packed.kept.len() < t.len() {
+        if let Some(compacted) = pack_after_compaction(t, options)? {
+            packed = compacted;
+        }
+    }
     packed.tokens += u128::from(options.system_tokens);
     // The note's role is decided on the final output, the volatile tail put back.
     if let Some(note) = packed.note.as_mut() {
@@ -294,6 +299,65 @@ pub fn pack<N: JsonNode, S: MessageSizer<N>>(
         note.role = if matches!(next, None | Some(Role::Assistant)) { Role::User } else { Role::Assistant };
     }
     Ok(packed)
+}
+
+/// Provider compaction (SPEC §14): a transcript over budget whose newest entry holding a
+/// compaction (an OpenAI Responses `compaction` item, an Anthropic `compaction` block)
+/// follows the leading system messages is packed as the system messages, the
+/// compaction, and what follows it folded into the rest of the budget: what precedes the
+/// compaction is the first to go, unlisted (the provider ignores it, or the compaction
+/// carries it), and the compaction is never dropped or folded. `None` without one.
+fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    options: &PackOptions,
+) -> Result<Option<Packed>, CoreError> {
+    let n = t.len();
+    let Some(at) = t.messages().iter().rposition(is_compaction) else { return Ok(None) };
+    let prefix = (0..n).find(|&i| t.role(i) != Role::System).unwrap_or(n);
+    if at < prefix {
+        return Ok(None);
+    }
+    // Kept whatever happens: counted like a separate system prompt.
+    let fixed = t.sum(0..prefix)? + u128::from(t.tokens(at)?);
+    let after: Vec<N> = t.messages().get(at + 1..).unwrap_or_default().to_vec();
+    let format = if t.is_responses() { Format::Responses } else { Format::Chat };
+    let rest = PackOptions {
+        system_tokens: options.system_tokens.saturating_add(u64::try_from(fixed).unwrap_or(u64::MAX)),
+        pinned: options.pinned.iter().filter_map(|&p| p.checked_sub(at + 1)).collect(),
+        ..options.clone()
+    };
+    let shift = |err: CoreError| match err {
+        CoreError::Message { index: Some(k), field, problem } => {
+            CoreError::Message { index: Some(k + at + 1), field, problem }
+        }
+        other => other,
+    };
+    let mut sub = Transcript::read(&after, t.sizer(), format).map_err(shift)?;
+    let mut packed = pack_transcript(&mut sub, &rest).map_err(shift)?;
+    let mut kept: Vec<usize> = (0..prefix).chain([at]).collect();
+    kept.extend(packed.kept.iter().map(|&k| k + at + 1));
+    packed.kept = kept;
+    if let Some(note) = packed.note.as_mut() {
+        note.at += prefix + 1;
+    }
+    packed.tokens += fixed;
+    Ok(Some(packed))
+}
+
+/// Whether an entry holds a provider's compaction: a Responses `compaction` item, or a
+/// message with an Anthropic `compaction` content block.
+fn is_compaction<N: JsonNode>(entry: &N) -> bool {
+    if entry.json_type() != JsonType::Object {
+        return false;
+    }
+    let fields = entry.message_fields();
+    if fields.kind.as_ref().and_then(JsonNode::as_text).is_some_and(|k| k.eq_ascii("compaction")) {
+        return true;
+    }
+    match fields.content.as_ref().map(JsonNode::view) {
+        Some(Ok(View::Array { mut items, .. })) => items.any(|b| segments::block_is(&b, "compaction")),
+        _ => false,
+    }
 }
 
 fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
@@ -517,6 +581,31 @@ mod tests {
         // dropped into a message-item note.
         assert_eq!(p.kept, vec![0, 2, 3, 4, 5, 6, 7, 8]);
         assert!(p.note.is_some_and(|n| n.message_item && n.at == 1));
+    }
+
+    #[test]
+    fn the_newest_compaction_is_kept_and_what_precedes_it_goes_first() {
+        let text = |n: usize| "w ".repeat(n);
+        let mut items = vec![json!({"type": "message", "role": "developer", "content": "brief"})];
+        items.extend(
+            (0..4).map(|i| json!({"type": "message", "role": "user", "content": format!("old {i} {}", text(200))})),
+        );
+        items.push(json!({"type": "compaction", "encrypted_content": text(100)}));
+        for i in 0..6 {
+            items.push(json!({"type": "function_call", "call_id": format!("c{i}"), "name": "read", "arguments": "{}"}));
+            items.push(json!({"type": "function_call_output", "call_id": format!("c{i}"), "output": text(300)}));
+        }
+        let refs: Vec<&Value> = items.iter().collect();
+        let total = Transcript::new(&refs, CharsPerToken).unwrap().sum(0..refs.len()).unwrap();
+        for budget in [total / 4, total / 2, total - 50] {
+            let budget = u64::try_from(budget).unwrap();
+            let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
+            let p = pack(&mut t, &PackOptions { budget, ..PackOptions::default() }).unwrap();
+            // The developer message, the compaction, then only what followed it.
+            assert_eq!(p.kept[..2], [0, 5], "{budget}: {:?}", p.kept);
+            assert!(p.fits && p.tokens <= u128::from(budget));
+            assert!(p.note.is_none_or(|n| n.at == 2 && !n.text.contains("old ")));
+        }
     }
 
     #[test]
