@@ -214,6 +214,18 @@ where
     if options.edits.is_empty() {
         return pack(&mut Transcript::read(messages, sizer, format)?, options);
     }
+    // Edits that run only over the budget leave a transcript that fits it as it is: the
+    // fit is found as packing finds it (sizing no more than that takes).
+    let over_budget_only = options.edits.iter().all(|edit| match edit {
+        Edit::ClearToolUses(clear) => clear.trigger.is_none_or(|trigger| trigger >= options.budget),
+        Edit::ClearThinking(_) => false,
+    });
+    if over_budget_only {
+        let packed = pack(&mut Transcript::read(messages, &mut sizer, format)?, options)?;
+        if packed.note.is_none() && packed.kept.len() == messages.len() {
+            return Ok(packed);
+        }
+    }
     options.check_pinned(messages.len())?;
     let responses = match options.dialect {
         Some(dialect) => dialect == Dialect::Responses,
