@@ -370,8 +370,8 @@ pub const PROBE: usize = CHUNK;
 /// How much cheaper a transcript must be with workers than packed in place for them to
 /// pay: the calling thread also turns their results into Python objects, and a worker
 /// packing from the arena is no faster than packing in place. At 0.75, long transcripts
-/// (extraction about 0.65 of packing in place) took the workers and lost 5-15% on a
-/// loaded machine; the gain they could bring on an idle one is about 1.2x.
+/// (extraction about two thirds of packing in place) took the workers and lost time on
+/// a loaded machine, more than they could gain on an idle one.
 const WORTH_IT: f64 = 0.5;
 
 /// Transcripts whose extraction is timed before any worker starts.

@@ -7,9 +7,9 @@
 
 /// The extension's own allocator on glibc. A batch's results are made on its worker
 /// threads and freed on the calling one; glibc's malloc locks the worker's arena for each
-/// such free (and trims it under the lock), so two threads packing request bodies ran at
-/// 1.53x one thread, against 1.95x with mimalloc, which frees across threads without a
-/// lock. Its thread-locals are the dynamic kind, so the extension loads with `dlopen`.
+/// such free (and trims it under the lock), so two threads packing request bodies gained
+/// little over one; mimalloc frees across threads without a lock (the gate holds the
+/// gain: benches/floors.toml). Its thread-locals are the dynamic kind, so the extension loads with `dlopen`.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
