@@ -625,10 +625,16 @@ def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pin
 
 
 def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> History | None:
-    """Provider compaction (``pack_after_compaction`` in pack.rs): over budget, the system
+    """Provider compaction (``pack_after_compaction`` in pack.rs): over budget, in the
+    Responses or Anthropic shape, the system
     messages, the newest compaction kept whatever happens, and what follows it folded
     into the rest of the budget; what precedes it goes first, unlisted."""
     n = len(t)
+    # Only Responses items and Anthropic messages carry one: an OpenAI chat transcript is
+    # not read for it.
+    shape = options.shape if options.shape != "auto" else _newest_shape(t.messages)
+    if not t.responses and shape != "anthropic":
+        return None
     at = next((i for i in range(n - 1, -1, -1) if _is_compaction(t.messages[i])), None)
     if at is None:
         return None

@@ -313,8 +313,9 @@ pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
     Ok(packed)
 }
 
-/// Provider compaction (SPEC §14): a transcript over budget whose newest entry holding a
-/// compaction (an OpenAI Responses `compaction` item, an Anthropic `compaction` block)
+/// Provider compaction (SPEC §14): a transcript over budget, read as Responses items or in
+/// the Anthropic shape, whose newest entry holding a compaction (a Responses `compaction`
+/// item, an Anthropic `compaction` block)
 /// follows the leading system messages is packed as the system messages, the
 /// compaction, and what follows it folded into the rest of the budget: what precedes the
 /// compaction is the first to go, unlisted (the provider ignores it, or the compaction
@@ -324,6 +325,15 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     options: &PackOptions,
 ) -> Result<Option<Packed>, CoreError> {
     let n = t.len();
+    // Only Responses items and Anthropic messages carry one: an OpenAI chat transcript
+    // is not read for it.
+    let anthropic = match options.dialect {
+        Some(dialect) => dialect == Dialect::Anthropic,
+        None => newest_shape(t.messages()) == Some(Dialect::Anthropic),
+    };
+    if !t.is_responses() && !anthropic {
+        return Ok(None);
+    }
     let Some(at) = t.messages().iter().rposition(is_compaction) else { return Ok(None) };
     let prefix = (0..n).find(|&i| t.role(i) != Role::System).unwrap_or(n);
     if at < prefix {
