@@ -230,6 +230,31 @@ def test_hostile_lines_lose_no_good_line(tmp_path: Path, capsys: pytest.CaptureF
     assert out.splitlines() == [good, *([deep] if native else []), good, "\ufeff" + good]
 
 
+@pytest.mark.parametrize("command", ["pack", "window", "bench"])
+def test_every_subcommand_keeps_every_good_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    deep = '[{"role": "user", "content": ' + "[" * 100_000 + "]" * 100_000 + "}]"  # past every backend's limit
+    digits = '[{"role": "user", "content": "x", "n": ' + "9" * 5_000 + "}]"
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join([good, deep, digits, "{bad", json.dumps({"x": 1}), good]) + "\n", encoding="utf-8")
+    options = {
+        "pack": ["--context-tokens", "100"],
+        "window": [],
+        "bench": ["--repeat", "1", "--plot", str(tmp_path / "bench.png")],
+    }
+    code, out, err = run([command, str(path), *options[command]], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert [n for n in range(1, 7) if f"line {n}: " in err] == [2, 3, 4, 5]
+    if command == "pack":
+        assert out.splitlines() == [good, good]
+    elif command == "window":
+        assert [row.split("\t")[:2] for row in out.splitlines()[1:]] == [["1", "2"], ["6", "2"]]
+    else:
+        assert "2 transcript(s), 4 messages" in out
+
+
 @pytest.mark.parametrize(
     "argv",
     [

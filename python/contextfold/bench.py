@@ -10,7 +10,6 @@ transcript length, one line per implementation.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import _backend, pack_handoff, windowed
+from .cli import _say, read_lines
+from .errors import ContextfoldError
 
 Transcripts = list[list[dict[str, Any]]]
 
@@ -94,29 +95,41 @@ def langchain_trimmer(budget: int) -> Callable[[Transcripts], Callable[[], Any]]
     return prepare
 
 
-def _groups(args: argparse.Namespace) -> list[tuple[int, Transcripts]]:
-    """(length, transcripts) groups to time."""
+def _groups(args: argparse.Namespace) -> tuple[list[tuple[int, Transcripts]], int]:
+    """(length, transcripts) groups to time, and how many lines were bad (each reported
+    on standard error with its number; the good ones are timed)."""
     if args.file:
-        with open(args.file, encoding="utf-8") as stream:
-            rows = [json.loads(line) for line in stream if line.strip()]
-        transcripts = [r["messages"] if isinstance(r, dict) else r for r in rows]
         by_length: dict[int, Transcripts] = {}
-        for t in transcripts:
-            by_length.setdefault(len(t), []).append(t)
-        return sorted(by_length.items())
+        bad = 0
+        with open(args.file, "rb") as stream:
+            for line in read_lines(stream):
+                try:
+                    if line.error is not None:
+                        raise ValueError(line.error)
+                    pack_handoff(line.messages, target_context_tokens=args.context_tokens)  # what is timed
+                    windowed(line.messages)
+                except (ContextfoldError, TypeError, ValueError) as exc:
+                    bad += 1
+                    _say(f"line {line.number}: {exc}")
+                    continue
+                by_length.setdefault(len(line.messages), []).append(line.messages)
+        return sorted(by_length.items()), bad
     from .synthetic import agent_run
 
     groups = []
     for size in (int(s) for s in args.sizes.split(",") if s.strip()):
         run = agent_run(max(1, size // 3), seed=size)
         groups.append((size, [run[: size - 1] + run[-1:]]))
-    return groups
+    return groups, 0
 
 
 def run_bench(args: argparse.Namespace) -> int:
     console = Console()
     implementations = _implementations(args.context_tokens)
-    groups = _groups(args)
+    groups, bad = _groups(args)
+    if not groups:
+        _say("contextfold: no transcript to time")
+        return 1
     times: dict[str, list[tuple[int, float]]] = {name: [] for name in implementations}
     for length, transcripts in groups:
         for name, make in implementations.items():
@@ -141,7 +154,7 @@ def run_bench(args: argparse.Namespace) -> int:
         table.add_row(name, f"{total / total_transcripts * 1e6:,.1f} µs", f"{total_messages / total:,.0f}", ratio)
     console.print(table)
     _plot(times, args.plot, console)
-    return 0
+    return 1 if bad else 0
 
 
 def _plot(times: dict[str, list[tuple[int, float]]], path: str, console: Console) -> None:

@@ -56,8 +56,10 @@ class Line:
     error: str | None = None
 
 
-def _read(stream: IO[bytes]) -> Iterator[Line]:
-    """Every non-blank line, parsed, with its 1-based number."""
+def read_lines(stream: IO[bytes]) -> Iterator[Line]:
+    """Every non-blank line, parsed, with its 1-based number; a line that cannot be read
+    (not JSON, nested past the recursion limit, an integer past the digit limit) is
+    reported in its :class:`Line`, and the lines after it are still read."""
     for number, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
@@ -65,6 +67,9 @@ def _read(stream: IO[bytes]) -> Iterator[Line]:
             row = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             yield Line(number, error=f"not JSON: {exc}")
+            continue
+        except (RecursionError, ValueError) as exc:
+            yield Line(number, error=f"not JSON that can be loaded: {exc}")
             continue
         if isinstance(row, list):
             yield Line(number, row, row)
@@ -186,7 +191,7 @@ def _window(args: argparse.Namespace) -> int:
     failed = 0
     with _open_input(args.file) as stream:
         print("line\tmessages\ttokens\twindow_start\twindow_messages\twindow_tokens")
-        for line in _read(stream):
+        for line in read_lines(stream):
             try:
                 if line.error is not None:
                     raise ValueError(line.error)
