@@ -317,6 +317,13 @@ def test_threads_past_the_cpus_are_taken(tmp_path: Path, capsys: pytest.CaptureF
     assert (code, out) == (0, '[{"role": "user", "content": "hi"}]\n') and "Traceback" not in err
 
 
+def test_threads_past_any_count_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
+    code, out, err = run(["pack", str(path), "--context-tokens", "100", "--threads", str(10**20)], capsys)
+    assert (code, out) == (2, "") and err.startswith("contextfold: --threads must be at most ")
+
+
 def test_window_with_a_huge_window_is_one_message(capsys: pytest.CaptureFixture[str]) -> None:
     transcript = [{"role": "user", "content": "x"}] * 3
     code, _, err = run(["window", "-", "--window", "1" + "0" * 23], capsys, stdin=json.dumps(transcript) + "\n")

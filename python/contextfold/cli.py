@@ -145,7 +145,7 @@ def _pack(args: argparse.Namespace) -> int:
     handoff_budget(args.context_tokens, args.reserve_output_tokens)
     chunk_size(args.context_tokens - args.reserve_output_tokens, args.shape, args.cut, None)
     images = image_tokens_for(args.sizing, args.image_tokens, args.tokenizer)
-    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1, None)
+    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1)
     summary = Summary()
     started = time.perf_counter()
     with _open_input(args.file) as stream, _open_output(args.output) as out, _progress() as advance:
