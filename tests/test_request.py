@@ -727,16 +727,19 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("threads", [1, 2, 8])
 def test_batches_equal_one_by_one(backend: str, threads: int) -> None:
     bodies: list[Any] = [render({"messages": m}, STYLES[k % 4]).data for k, m in enumerate(openai_corpus())]
-    bodies[3:3] = [BAD["not JSON"], LOADABLE["role missing"], 17, bytearray(bodies[0])]
+    released = memoryview(bodies[0])
+    released.release()  # bytes() of it raises ValueError: that body's outcome, the batch goes on
+    bodies[3:3] = [BAD["not JSON"], LOADABLE["role missing"], 17, bytearray(bodies[0]), released]
     options: dict[str, Any] = {"target_context_tokens": 2_000, "cut": "chunked"}
     batch = cf.pack_requests(bodies, threads=threads, **options)
     assert len(batch) == len(bodies)
     for body, result in zip(bodies, batch, strict=True):
         try:
             alone: Any = cf.pack_request(body, **options)
-        except (cf.ContextfoldError, TypeError) as exc:
+        except (cf.ContextfoldError, TypeError, ValueError) as exc:
             alone = exc
         assert _same(result, alone)
+    assert isinstance(batch[7], ValueError) and "released" in str(batch[7])
     with pytest.raises(cf.ArgumentError):
         cf.pack_requests(bodies, target_context_tokens=-1)
     with pytest.raises(cf.ArgumentError):

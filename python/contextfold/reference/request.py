@@ -236,7 +236,12 @@ def pack_requests(
     out: list[PackedRequest | Exception] = []
     for body in bodies:
         try:
-            data, dropped, fits, tokens, note, kept, _ = _pack(as_bytes(body), args, estimate, image_tokens, False)
+            data = as_bytes(body)
+        except Exception as exc:  # as natively: what reading a body raises (a released buffer) is its outcome
+            out.append(exc)
+            continue
+        try:
+            data, dropped, fits, tokens, note, kept, _ = _pack(data, args, estimate, image_tokens, False)
             out.append(PackedRequest(data, fits, tokens, args.budget, dropped, note, kept))
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)
