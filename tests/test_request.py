@@ -718,6 +718,20 @@ def test_body_types_and_identity(backend: str) -> None:
         cf.pack_request('{"messages": ["\ud800"]}', target_context_tokens=100)
 
 
+def test_equal_to_json_loads_means_of_the_bodys_utf8_text(backend: str) -> None:
+    # What the README means: pack_handoff on json.loads of the body decoded as strict UTF-8
+    # (a str as given), a leading byte-order mark skipped. json.loads takes more bytes than
+    # that: UTF-16 and UTF-32 bodies, surrogates encoded in UTF-8 (it decodes them with
+    # surrogatepass); both backends refuse those as not UTF-8.
+    text = '{"messages": [{"role": "user", "content": "a"}]}'
+    for body in (text.encode("utf-16"), text.encode("utf-32"), text.encode().replace(b'"a"', b'"\xed\xa0\x80"')):
+        assert json.loads(body)["messages"]
+        with pytest.raises(cf.RequestError, match=r"^not UTF-8"):
+            cf.pack_request(body, target_context_tokens=100)
+    for body in (b"\xef\xbb\xbf" + text.encode(), "\ufeff" + text):  # json.loads refuses the str one
+        assert cf.pack_request(body, target_context_tokens=100).kept == [0]
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Exception) or isinstance(b, Exception):
         return type(a) is type(b) and str(a) == str(b)
