@@ -12,8 +12,9 @@
   tokens exactly instead of by chars/4; ``--sizing provider`` sizes images a flat
   ``--image-tokens`` and thinking signatures as nothing.
 - ``contextfold window FILE.jsonl``: where each transcript's history window starts.
-- ``contextfold bench [FILE.jsonl]``: times native vs reference vs LangChain, prints a
-  table and writes a plot.
+- ``contextfold bench [FILE.jsonl]``: times native vs reference vs LangChain and prints
+  a table; ``--plot FILE.png`` draws it (with matplotlib). What it leaves out (a peer not
+  installed, the plot) is said on standard error.
 
 Standard output carries only data; progress, summaries and errors go to standard error.
 A bad line is reported with its 1-based number and the run goes on; the exit code is 1
@@ -33,7 +34,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import IO, Any
 
-from . import _backend, backend, message_tokens_array, pack_handoff, window_start
+from . import __version__, _backend, backend, message_tokens_array, pack_handoff, window_start
 from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, chunk_size, handoff_budget, image_tokens_for, whole
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
@@ -213,7 +214,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .synthetic import agent_run
 
     console = Console()
-    run = agent_run(args.turns)
+    run = agent_run(whole("--turns", args.turns, 0, 1_000))  # a table row a message: a screenful or a few
     pack = pack_handoff(
         run, target_context_tokens=args.context_tokens, reserve_output_tokens=args.reserve_output_tokens
     )
@@ -229,7 +230,8 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(
         f"before: {len(run)} messages, {int(sizes.sum()):,} tokens  ->  after: {len(pack.messages)} messages "
-        f"({len(pack.kept)} kept + the note), {pack.tokens:,} tokens; fits={pack.fits}; backend={backend}",
+        f"({len(pack.kept)} kept{'' if pack.note is None else ' + the note'}), {pack.tokens:,} tokens; "
+        f"fits={pack.fits}; backend={backend}",
         highlight=False,
     )
     if pack.note is not None:
@@ -244,8 +246,27 @@ def _bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+DESCRIPTION = "Keep LLM transcripts inside a model's context window: exactly, deterministically, fast."
+
+EXAMPLES = """examples:
+  contextfold demo                                   pack a generated agent run and show it
+  contextfold pack runs.jsonl --context-tokens 8000 > packed.jsonl
+  contextfold window runs.jsonl                      where each history window starts
+  contextfold bench --plot bench.png                 native vs reference vs LangChain
+
+Standard output carries only data; progress, summaries and bad lines (with their numbers)
+go to standard error. Exit code 1: a line was bad; 2: a bad option or an unreadable file.
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="contextfold", description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="contextfold",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"contextfold {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     pack = commands.add_parser("pack", help="pack each transcript of a JSONL file into a context window")
@@ -277,12 +298,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     win.add_argument("--token-budget", type=int, default=HISTORY_TOKEN_BUDGET, help="tokens kept at most")
     win.set_defaults(run=_window)
 
-    bench = commands.add_parser("bench", help="time native vs reference vs LangChain; write a table and a plot")
+    bench = commands.add_parser("bench", help="time native vs reference vs LangChain: a table, and a plot on request")
     bench.add_argument("file", nargs="?", help="JSONL transcripts to time (default: generated agent runs)")
     bench.add_argument("--context-tokens", type=int, default=8_000)
     bench.add_argument("--sizes", default="50,100,200,500,1000", help="generated transcript lengths, in messages")
     bench.add_argument("--repeat", type=int, default=5, help="timing repetitions (the best is kept)")
-    bench.add_argument("--plot", default="contextfold-bench.png", help="where to write the PNG plot")
+    bench.add_argument("--plot", metavar="FILE.png", help="draw the times into this PNG (needs matplotlib)")
     bench.set_defaults(run=_bench)
 
     args = parser.parse_args(argv)
