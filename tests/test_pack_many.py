@@ -62,6 +62,7 @@ def test_systems_and_tools_are_sized_as_one_by_one(backend: str, threads: int, e
         cf.pack_many(batch, systems=bad, threads=threads, **options)
 
 
+@pytest.mark.long
 @settings(max_examples=300)
 @given(st.lists(transcripts(max_turns=12), max_size=12), st.integers(0, 1500), st.sampled_from([1, 2, 3]))
 def test_generated_batches_equal_one_by_one(batch: list[Any], budget: int, threads: int) -> None:

@@ -346,6 +346,7 @@ generated_requests = st.one_of(
 and without tools."""
 
 
+@pytest.mark.long
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     generated_requests,
