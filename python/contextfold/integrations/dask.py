@@ -83,9 +83,9 @@ _BOM = b"\xef\xbb\xbf"
 
 def _refusal(line: bytes, options: dict[str, Any]) -> Exception:
     """The exception for a line ``pack_lines`` refused: ``pack_request``'s for it. A bare
-    list that ``pack_request`` refuses only for being a list (no offset: it read as JSON)
-    has bad messages: the error is then that of the body holding the list as its
-    ``messages``."""
+    list refused with no offset was read whole (refused for being a list, or by the
+    reference for its depth or a long number): the error is then that of the body holding
+    it as its ``messages``, which names the bad message (or repeats the refusal)."""
     try:
         cf.pack_request(line, **options)
     except cf.RequestError as exc:
