@@ -3,9 +3,14 @@ runs the public API under each backend in turn."""
 
 from __future__ import annotations
 
+import _thread
+import gc
 import json
+import operator
 import os
-from collections.abc import Iterator
+import signal
+import sys
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
@@ -96,12 +101,60 @@ def native_required() -> Any:
     return _native
 
 
+class Interrupted:
+    """What the Ctrl-C handler saw when it ran during a call (see :func:`ctrl_c_at_start`)."""
+
+    inside = False
+    """It ran inside the call: the call had not returned."""
+    objects = 0
+    """Objects the garbage collector tracks made since the call began (results, mostly)."""
+
+
+def ctrl_c_at_start(call: Callable[[], object]) -> Interrupted:
+    """Calls ``call`` with a Ctrl-C (SIGINT) already pending, as if it came the moment the
+    call began, and returns what the handler saw when it ran; the call must raise the
+    KeyboardInterrupt. ``call`` must run no Python code before its work starts (a native
+    function, through ``functools.partial``): from the interrupt to it, only C code runs,
+    so the interpreter cannot run the handler earlier. Nothing depends on timing."""
+    seen = Interrupted()
+    returned: list[object] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.inside = len(returned) == 1  # interrupt_main's None only: `call` had not returned
+        seen.objects = gc.get_count()[0]
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    gc.collect()
+    gc.disable()  # no finaliser runs the handler where its exception would be dropped
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            returned.extend(map(operator.methodcaller("__call__"), [_thread.interrupt_main, call]))
+    finally:
+        gc.enable()
+        signal.signal(signal.SIGINT, previous)
+    return seen
+
+
+@pytest.fixture
+def switch_interval_of_a_microsecond() -> Iterator[None]:
+    """A long native batch passes through the interpreter (``contextfold._contract.
+    switch_point``, where it also runs signal handlers) every quarter switch interval: at
+    a microsecond, at every chance it has (after each transcript or chunk)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
 __all__ = [
     "IMPLS",
     "SHARED",
+    "Interrupted",
     "anthropic_corpus",
     "contextfold",
     "corpus_rows",
+    "ctrl_c_at_start",
     "missing",
     "native_required",
     "openai_corpus",

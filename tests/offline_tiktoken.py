@@ -1,13 +1,17 @@
 """tiktoken's OpenAI encodings without a download: the vocabulary files the native
 extension embeds (shipped in the `bpe-openai` crate, whose source cargo keeps on disk
 after a build) are placed in a private ``TIKTOKEN_CACHE_DIR`` under the names tiktoken
-looks for, so ``tiktoken.get_encoding`` loads them, checking their hashes, offline."""
+looks for, so ``tiktoken.get_encoding`` loads them, checking their hashes, offline. The
+folder is made when first needed and removed when the process exits."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import gzip
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,9 +32,9 @@ def tiktoken_encoding(name: str) -> Any:
     """tiktoken's encoding ``name``, loaded from the crate's file (a skip when tiktoken or
     the file is missing)."""
     tiktoken = pytest.importorskip("tiktoken")
-    os.environ["TIKTOKEN_CACHE_DIR"] = _CACHE
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache_folder()
     key = hashlib.sha1(_URL.format(name).encode()).hexdigest()
-    target = Path(_CACHE) / key
+    target = Path(cache_folder()) / key
     if not target.exists():
         source = _vocabulary(name)
         if source is None:
@@ -39,4 +43,9 @@ def tiktoken_encoding(name: str) -> Any:
     return tiktoken.get_encoding(name)
 
 
-_CACHE = tempfile.mkdtemp(prefix="contextfold-tiktoken-")
+@functools.cache
+def cache_folder() -> str:
+    """The private cache (5 MB once both vocabularies are in), removed at exit."""
+    folder = tempfile.mkdtemp(prefix="contextfold-tiktoken-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder

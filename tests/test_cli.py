@@ -179,11 +179,60 @@ def test_demo_shows_before_and_after(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_bench_writes_a_table_and_a_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plot = tmp_path / "bench.png"
-    code, out, _ = run(["bench", "--sizes", "20,40", "--repeat", "1", "--plot", str(plot)], capsys)
-    assert code == 0
+    code, out, err = run(["bench", "--sizes", "20,40", "--repeat", "1", "--plot", str(plot)], capsys)
+    assert code == 0 and f"plot written to {plot}" in err
     assert "pack_handoff (native)" in out or cf.backend == "python"
     assert "pack_handoff (reference)" in out and "vs native" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_says_what_it_left_out_and_writes_no_file_unasked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["bench", "--sizes", "20", "--repeat", "1"], capsys)
+    assert code == 0 and "pack_handoff (reference)" in out
+    assert "no plot written: pass --plot FILE.png to draw one" in err
+    assert list(tmp_path.iterdir()) == []  # nothing in the current folder
+    # A plain install: neither LangChain nor matplotlib.
+    for module in ("langchain_core", "langchain_core.messages", "langchain_core.messages.utils"):
+        monkeypatch.setitem(sys.modules, module, None)
+    for module in ("matplotlib", "matplotlib.pyplot"):
+        monkeypatch.setitem(sys.modules, module, None)
+    code, out, err = run(["bench", "--sizes", "20", "--repeat", "1", "--plot", "bench.png"], capsys)
+    assert code == 0 and "langchain" not in out
+    assert "trim_messages (langchain) left out: langchain-core is not installed" in err
+    assert "no plot written: matplotlib is not installed" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_is_plain_text_and_the_version_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "``" not in out and "contextfold pack runs.jsonl" in out
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert (done.value.code, capsys.readouterr().out) == (0, f"contextfold {cf.__version__}\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["bench", "--sizes", "20,abc"], "--sizes"),
+        (["bench", "--sizes", "0"], "--sizes"),
+        (["demo", "--turns", str(10**23)], "--turns"),
+        (["demo", "--turns", "-1"], "--turns"),
+    ],
+)
+def test_bench_and_demo_options_are_named(argv: list[str], named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(argv, capsys)
+    assert (code, out) == (2, "") and err.startswith(f"contextfold: {named} ")
+
+
+def test_demo_mentions_a_note_only_when_there_is_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["demo", "--turns", "0"], capsys)
+    assert code == 0 and "(3 kept)" in " ".join(out.split()) and "the note" not in out
 
 
 def test_lines_are_copied_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -228,6 +277,31 @@ def test_hostile_lines_lose_no_good_line(tmp_path: Path, capsys: pytest.CaptureF
     native = cf.backend == "native"
     assert ("line 2: " in err) != native
     assert out.splitlines() == [good, *([deep] if native else []), good, "\ufeff" + good]
+
+
+@pytest.mark.parametrize("command", ["pack", "window", "bench"])
+def test_every_subcommand_keeps_every_good_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    deep = '[{"role": "user", "content": ' + "[" * 100_000 + "]" * 100_000 + "}]"  # past every backend's limit
+    digits = '[{"role": "user", "content": "x", "n": ' + "9" * 5_000 + "}]"
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join([good, deep, digits, "{bad", json.dumps({"x": 1}), good]) + "\n", encoding="utf-8")
+    options = {
+        "pack": ["--context-tokens", "100"],
+        "window": [],
+        "bench": ["--repeat", "1", "--plot", str(tmp_path / "bench.png")],
+    }
+    code, out, err = run([command, str(path), *options[command]], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert [n for n in range(1, 7) if f"line {n}: " in err] == [2, 3, 4, 5]
+    if command == "pack":
+        assert out.splitlines() == [good, good]
+    elif command == "window":
+        assert [row.split("\t")[:2] for row in out.splitlines()[1:]] == [["1", "2"], ["6", "2"]]
+    else:
+        assert "2 transcript(s), 4 messages" in out
 
 
 @pytest.mark.parametrize(
@@ -290,6 +364,13 @@ def test_threads_past_the_cpus_are_taken(tmp_path: Path, capsys: pytest.CaptureF
     path.write_text('[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
     code, out, err = run(["pack", str(path), "--context-tokens", "100", "--threads", str(10**6)], capsys)
     assert (code, out) == (0, '[{"role": "user", "content": "hi"}]\n') and "Traceback" not in err
+
+
+def test_threads_past_any_count_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
+    code, out, err = run(["pack", str(path), "--context-tokens", "100", "--threads", str(10**20)], capsys)
+    assert (code, out) == (2, "") and err.startswith("contextfold: --threads must be at most ")
 
 
 def test_window_with_a_huge_window_is_one_message(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,11 @@ count passed as a Python callable, on both backends and in batches.
 
 from __future__ import annotations
 
+import os
 import string
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import contextfold as cf
@@ -214,3 +218,19 @@ def test_windowing_takes_a_name(backend: str) -> None:
     assert list(cf.message_tokens_array(run, estimate_tokens="cl100k_base")) == [
         cf.message_tokens(m, estimate_tokens=tiktoken_count("cl100k_base")) for m in run
     ]
+
+
+def test_the_offline_vocabularies_leave_no_file_behind(tmp_path: Path) -> None:
+    tiktoken_encoding("cl100k_base")  # skips without tiktoken or the crate's file
+    script = (
+        "import os; from tests.offline_tiktoken import cache_folder, tiktoken_encoding; "
+        "tiktoken_encoding('cl100k_base'); print(cache_folder(), len(os.listdir(cache_folder())))"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=Path(__file__).parents[1], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    folder, files = done.stdout.split()
+    assert Path(folder).parent == tmp_path and files == "1"  # the vocabulary was there while it ran
+    assert list(tmp_path.iterdir()) == []

@@ -9,7 +9,8 @@ does), and estimators that return absurd numbers or mutate the transcript being 
 Each backend gets its own fresh copy of every input, built from one drawn recipe.
 
 ``CONTEXTFOLD_FUZZ_EXAMPLES`` sets the examples per test (CI runs the default; see the
-README for a longer run).
+README for a longer run). Marked ``long``: a plain ``pytest`` leaves it out (``pytest -m
+long`` runs it; CI does).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from hypothesis import strategies as st
 from .conftest import native_required
 from .hostile_types import LyingDict, LyingList, LyingStr, OddHashKey
 from .strategies import transcripts
+
+pytestmark = pytest.mark.long  # two minutes of examples on a 2-core machine
 
 EXAMPLES = settings(
     max_examples=int(os.environ.get("CONTEXTFOLD_FUZZ_EXAMPLES", "150")),

@@ -4,78 +4,64 @@ patched classes, small thread stacks. Each case gives the same outcome on both b
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import contextfold as cf
 import pytest
+from contextfold import _contract
 
-from .conftest import native_required
+from .conftest import ctrl_c_at_start, native_required
 from .hostile_types import LyingDict, LyingList, LyingStr, OddHashKey
 
 
-def _interrupt_soon(seconds: float) -> None:
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-
-@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM timers")
-def test_interrupted_batches_release_every_string() -> None:
+@pytest.mark.usefixtures("switch_interval_of_a_microsecond")
+def test_interrupted_batches_release_every_string(monkeypatch: pytest.MonkeyPatch) -> None:
     native_required()
     probe = "λ-probe " * 80  # not Latin-1: the arena references it instead of copying it
     transcript = [{"role": "user" if i % 2 else "assistant", "content": probe} for i in range(30)]
     batch = [transcript] * 3_000
     before = sys.getrefcount(probe)
-    interrupted = 0
-    previous = signal.getsignal(signal.SIGALRM)
-    try:
-        for _ in range(40):
-            try:
-                _interrupt_soon(0.004)
-                cf.pack_many(batch, target_context_tokens=600, threads=2)
-            except KeyboardInterrupt:
-                interrupted += 1
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    assert interrupted >= 30, "the batches should have been interrupted mid-way"
+
+    def stopping_at(k: int) -> Callable[[], None]:
+        # Where a batch lets the interpreter run signal handlers: a Ctrl-C that comes at
+        # the batch's k-th stop raises here, in the middle of the batch.
+        passed = 0
+
+        def switch_point() -> None:
+            nonlocal passed
+            passed += 1
+            if passed == k:
+                raise KeyboardInterrupt
+
+        return switch_point
+
+    for k in range(1, 41):  # stops among the chunks in flight (a chunk is 32 transcripts)
+        monkeypatch.setattr(_contract, "switch_point", stopping_at(k))
+        with pytest.raises(KeyboardInterrupt):
+            cf.pack_many(batch, target_context_tokens=600, threads=2)
     assert sys.getrefcount(probe) - before == 0
 
 
-@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM timers")
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # see the timer below
 @pytest.mark.parametrize("threads", [1, 2])
 def test_ctrl_c_stops_a_batch_of_bodies(threads: int) -> None:
     """The results of a body batch are made as its runs are packed, the GIL taken back
     for each: a Ctrl-C meanwhile stops the batch, and the next one packs."""
-    native_required()
-    bodies = [json.dumps({"messages": _conversation(200)}).encode()] * 20_000  # a batch of 0.1 s or more
-    previous = signal.getsignal(signal.SIGALRM)
-    finished = 0
-    try:
-        _interrupt_soon(0.01)
-        # Again every 10 ms: a KeyboardInterrupt raised inside a finaliser (of some earlier
-        # test's garbage) is printed and dropped by Python, not ours to see.
-        signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)
-        with pytest.raises(KeyboardInterrupt):
-            for _ in range(100):
-                cf.pack_requests(bodies, target_context_tokens=500, threads=threads)
-                finished += 1
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    assert finished == 0, "the first batch should have stopped, not run to its end"
+    native = native_required()
+    bodies = [json.dumps({"messages": _conversation(20)}).encode()] * 2_000
+    options = cf.PackOptions(target_context_tokens=500)
+    seen = ctrl_c_at_start(functools.partial(native.pack_requests, bodies, options, threads))
+    assert seen.inside
+    if threads == 1:  # a run is 32 bodies; with workers, the first run holds what they packed so far
+        assert seen.objects < len(bodies), "the batch made every result before it stopped"
     again = cf.pack_requests(bodies[:40], target_context_tokens=500, threads=threads)
     assert again == [cf.pack_request(b, target_context_tokens=500) for b in bodies[:40]]
 

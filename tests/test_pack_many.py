@@ -3,9 +3,8 @@ safe to call from many Python threads at once."""
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-import sys
 import threading
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .conftest import SHARED, anthropic_corpus, missing, native_required, openai_corpus
+from .conftest import anthropic_corpus, ctrl_c_at_start, native_required, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
 from .strategies import transcripts
 
@@ -63,6 +62,7 @@ def test_systems_and_tools_are_sized_as_one_by_one(backend: str, threads: int, e
         cf.pack_many(batch, systems=bad, threads=threads, **options)
 
 
+@pytest.mark.long
 @settings(max_examples=300)
 @given(st.lists(transcripts(max_turns=12), max_size=12), st.integers(0, 1500), st.sampled_from([1, 2, 3]))
 def test_generated_batches_equal_one_by_one(batch: list[Any], budget: int, threads: int) -> None:
@@ -117,38 +117,16 @@ def test_bad_options(backend: str) -> None:
     assert cf.pack_many([], target_context_tokens=10) == []
 
 
-_INTERRUPTED_BATCH = """
-import json, signal, sys, time
-import contextfold as cf
-rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
-batch = [row["messages"] for row in rows] * 1_000
-whole = float("inf")
-for _ in range(2):
-    start = time.perf_counter()
-    cf.pack_many(batch, target_context_tokens=8_000, threads=1)
-    whole = min(whole, time.perf_counter() - start)
-signal.signal(signal.SIGALRM, signal.default_int_handler)
-signal.setitimer(signal.ITIMER_REAL, whole / 10)
-start = time.perf_counter()
-try:
-    cf.pack_many(batch, target_context_tokens=8_000, threads=1)
-except KeyboardInterrupt:
-    stopped = time.perf_counter() - start
-    assert stopped < whole / 2, f"interrupted after {stopped:.3f}s of a {whole:.3f}s batch"
-else:
-    raise AssertionError("the batch ran to the end")
-"""
-
-
+@pytest.mark.usefixtures("switch_interval_of_a_microsecond")
 def test_a_signal_stops_a_long_batch() -> None:
     # Ctrl-C reaches the main thread as KeyboardInterrupt between bytecodes; a long native
-    # batch must let it through at once, not after packing everything. (In a fresh
-    # interpreter: the signal machinery is process-wide.)
-    native_required()
-    corpus = SHARED / "corpus" / "transcripts.jsonl"
-    if not corpus.exists():
-        missing("corpus", corpus)
-    subprocess.run([sys.executable, "-c", _INTERRUPTED_BATCH, str(corpus)], check=True)
+    # batch must let it through at its next stop, not after packing everything.
+    native = native_required()
+    batch = [[{"role": "user" if i % 2 else "assistant", "content": f"turn {i} " * 20} for i in range(200)]] * 2_000
+    options = cf.PackOptions(target_context_tokens=8_000)
+    seen = ctrl_c_at_start(functools.partial(native.pack_many, batch, options, None, None, 1))
+    assert seen.inside
+    assert seen.objects < len(batch), "the batch made every result before it stopped"
 
 
 def test_the_default_thread_count_equals_one_by_one(backend: str) -> None:

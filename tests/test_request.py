@@ -346,6 +346,7 @@ generated_requests = st.one_of(
 and without tools."""
 
 
+@pytest.mark.long
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     generated_requests,
@@ -718,6 +719,20 @@ def test_body_types_and_identity(backend: str) -> None:
         cf.pack_request('{"messages": ["\ud800"]}', target_context_tokens=100)
 
 
+def test_equal_to_json_loads_means_of_the_bodys_utf8_text(backend: str) -> None:
+    # What the README means: pack_handoff on json.loads of the body decoded as strict UTF-8
+    # (a str as given), a leading byte-order mark skipped. json.loads takes more bytes than
+    # that: UTF-16 and UTF-32 bodies, surrogates encoded in UTF-8 (it decodes them with
+    # surrogatepass); both backends refuse those as not UTF-8.
+    text = '{"messages": [{"role": "user", "content": "a"}]}'
+    for body in (text.encode("utf-16"), text.encode("utf-32"), text.encode().replace(b'"a"', b'"\xed\xa0\x80"')):
+        assert json.loads(body)["messages"]
+        with pytest.raises(cf.RequestError, match=r"^not UTF-8"):
+            cf.pack_request(body, target_context_tokens=100)
+    for body in (b"\xef\xbb\xbf" + text.encode(), "\ufeff" + text):  # json.loads refuses the str one
+        assert cf.pack_request(body, target_context_tokens=100).kept == [0]
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Exception) or isinstance(b, Exception):
         return type(a) is type(b) and str(a) == str(b)
@@ -727,16 +742,19 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("threads", [1, 2, 8])
 def test_batches_equal_one_by_one(backend: str, threads: int) -> None:
     bodies: list[Any] = [render({"messages": m}, STYLES[k % 4]).data for k, m in enumerate(openai_corpus())]
-    bodies[3:3] = [BAD["not JSON"], LOADABLE["role missing"], 17, bytearray(bodies[0])]
+    released = memoryview(bodies[0])
+    released.release()  # bytes() of it raises ValueError: that body's outcome, the batch goes on
+    bodies[3:3] = [BAD["not JSON"], LOADABLE["role missing"], 17, bytearray(bodies[0]), released]
     options: dict[str, Any] = {"target_context_tokens": 2_000, "cut": "chunked"}
     batch = cf.pack_requests(bodies, threads=threads, **options)
     assert len(batch) == len(bodies)
     for body, result in zip(bodies, batch, strict=True):
         try:
             alone: Any = cf.pack_request(body, **options)
-        except (cf.ContextfoldError, TypeError) as exc:
+        except (cf.ContextfoldError, TypeError, ValueError) as exc:
             alone = exc
         assert _same(result, alone)
+    assert isinstance(batch[7], ValueError) and "released" in str(batch[7])
     with pytest.raises(cf.ArgumentError):
         cf.pack_requests(bodies, target_context_tokens=-1)
     with pytest.raises(cf.ArgumentError):

@@ -210,3 +210,25 @@ def test_redis_a_bad_index_member_hides_no_other_map() -> None:
     store.client.hset(prefix + b"codemap:src", "written", b"soon")
     with pytest.warns(StoreWarning, match="codemap:src"):
         assert store.write(mapped("src/c.ts")) == mapped("src/c.ts").content
+
+
+def test_redis_keys_another_program_holds_are_a_store_error() -> None:
+    store = redis_store()
+    store.write(mapped("src/a.ts", "src/b.ts"))
+    name = store.prefix.encode() + b"codemap:src"
+    store.client.set(name, b"not a map")  # the index still lists it
+    calls = {
+        "live": store.live,
+        "recall": lambda: store.recall("src/a.ts"),
+        "write": lambda: store.write(mapped("src/c.ts")),
+    }
+    for what, call in calls.items():
+        with pytest.raises(StoreError, match=r"codemap:src'? holds a string, not a hash") as raised:
+            call()
+        assert isinstance(raised.value, cf.ContextfoldError), what
+    assert store.client.get(name) == b"not a map"  # never overwritten
+    store.client.delete(name, store.index)
+    store.client.set(store.index, b"not an index")
+    for call in [*calls.values(), store.expire]:
+        with pytest.raises(StoreError, match=r"index'? holds a string, not a zset"):
+            call()

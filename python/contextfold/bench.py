@@ -3,14 +3,15 @@
 Each implementation packs the same transcripts (generated agent runs of several lengths,
 or the lines of a JSONL file) into the same budget; the best of ``--repeat`` runs is
 kept. The table gives the time per transcript, messages per second and each
-implementation's time relative to native; the plot shows time per transcript against
-transcript length, one line per implementation.
+implementation's time relative to native; with ``--plot FILE.png`` (and matplotlib), a
+plot shows time per transcript against transcript length, one line per implementation.
+Standard error says what was left out and why: a peer that is not installed, the native
+backend when the extension is not built, the plot.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from . import _backend, pack_handoff, windowed
+from ._contract import whole
+from .cli import _say, read_lines
+from .errors import ArgumentError, ContextfoldError
 
 Transcripts = list[list[dict[str, Any]]]
 
@@ -33,12 +37,13 @@ def _best(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[[], Any]]]:
-    """name -> (transcripts -> a zero-argument timed call)."""
+    """name -> (transcripts -> a zero-argument timed call); each one left out is said."""
     found: dict[str, Callable[[Transcripts], Callable[[], Any]]] = {}
     for name, backend in (("native", "native"), ("reference", "python")):
         try:
             impl = _backend.implementation(backend)
-        except ImportError:  # the extension is not built
+        except ImportError as exc:  # the extension is not built, or does not load
+            _say(f"pack_handoff and windowed ({name}) left out: {exc}")
             continue
 
         def packer(ts: Transcripts, impl: Any = impl) -> Callable[[], Any]:
@@ -58,7 +63,9 @@ def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[
         found[f"pack_handoff ({name})"] = packer
         found[f"windowed ({name})"] = window
     trimmer = langchain_trimmer(budget)
-    if trimmer is not None:
+    if trimmer is None:
+        _say("trim_messages (langchain) left out: langchain-core is not installed (pip install langchain-core)")
+    else:
         found["trim_messages (langchain)"] = trimmer
     return found
 
@@ -94,29 +101,50 @@ def langchain_trimmer(budget: int) -> Callable[[Transcripts], Callable[[], Any]]
     return prepare
 
 
-def _groups(args: argparse.Namespace) -> list[tuple[int, Transcripts]]:
-    """(length, transcripts) groups to time."""
+def _groups(args: argparse.Namespace) -> tuple[list[tuple[int, Transcripts]], int]:
+    """(length, transcripts) groups to time, and how many lines were bad (each reported
+    on standard error with its number; the good ones are timed)."""
     if args.file:
-        with open(args.file, encoding="utf-8") as stream:
-            rows = [json.loads(line) for line in stream if line.strip()]
-        transcripts = [r["messages"] if isinstance(r, dict) else r for r in rows]
         by_length: dict[int, Transcripts] = {}
-        for t in transcripts:
-            by_length.setdefault(len(t), []).append(t)
-        return sorted(by_length.items())
+        bad = 0
+        with open(args.file, "rb") as stream:
+            for line in read_lines(stream):
+                try:
+                    if line.error is not None:
+                        raise ValueError(line.error)
+                    pack_handoff(line.messages, target_context_tokens=args.context_tokens)  # what is timed
+                    windowed(line.messages)
+                except (ContextfoldError, TypeError, ValueError) as exc:
+                    bad += 1
+                    _say(f"line {line.number}: {exc}")
+                    continue
+                by_length.setdefault(len(line.messages), []).append(line.messages)
+        return sorted(by_length.items()), bad
     from .synthetic import agent_run
 
     groups = []
-    for size in (int(s) for s in args.sizes.split(",") if s.strip()):
+    for size in _sizes(args.sizes):
         run = agent_run(max(1, size // 3), seed=size)
         groups.append((size, [run[: size - 1] + run[-1:]]))
-    return groups
+    return groups, 0
+
+
+def _sizes(text: str) -> list[int]:
+    """``--sizes``: transcript lengths from 1 to 100,000 messages, separated by commas."""
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ArgumentError(f"--sizes must be message counts separated by commas, got {text!r}") from None
+    return [whole("--sizes", size, 1, 100_000) for size in sizes]
 
 
 def run_bench(args: argparse.Namespace) -> int:
     console = Console()
     implementations = _implementations(args.context_tokens)
-    groups = _groups(args)
+    groups, bad = _groups(args)
+    if not groups:
+        _say("contextfold: no transcript to time")
+        return 1
     times: dict[str, list[tuple[int, float]]] = {name: [] for name in implementations}
     for length, transcripts in groups:
         for name, make in implementations.items():
@@ -140,18 +168,22 @@ def run_bench(args: argparse.Namespace) -> int:
         ratio = f"{total / base:.1f}x" if base else "-"
         table.add_row(name, f"{total / total_transcripts * 1e6:,.1f} µs", f"{total_messages / total:,.0f}", ratio)
     console.print(table)
-    _plot(times, args.plot, console)
-    return 0
+    _plot(times, args.plot)
+    return 1 if bad else 0
 
 
-def _plot(times: dict[str, list[tuple[int, float]]], path: str, console: Console) -> None:
+def _plot(times: dict[str, list[tuple[int, float]]], path: str | None) -> None:
+    """Draws the times to ``path`` (a PNG), or says why no plot was written."""
+    if path is None:
+        _say("no plot written: pass --plot FILE.png to draw one")
+        return
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        console.print("matplotlib is not installed: no plot written (pip install matplotlib)")
+        _say("no plot written: matplotlib is not installed (pip install matplotlib)")
         return
     figure, axes = plt.subplots(figsize=(8, 5))
     for name, points in times.items():
@@ -167,4 +199,4 @@ def _plot(times: dict[str, list[tuple[int, float]]], path: str, console: Console
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
-    console.print(f"plot written to {path}")
+    _say(f"plot written to {path}")

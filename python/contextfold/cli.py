@@ -12,8 +12,9 @@
   tokens exactly instead of by chars/4; ``--sizing provider`` sizes images a flat
   ``--image-tokens`` and thinking signatures as nothing.
 - ``contextfold window FILE.jsonl``: where each transcript's history window starts.
-- ``contextfold bench [FILE.jsonl]``: times native vs reference vs LangChain, prints a
-  table and writes a plot.
+- ``contextfold bench [FILE.jsonl]``: times native vs reference vs LangChain and prints
+  a table; ``--plot FILE.png`` draws it (with matplotlib). What it leaves out (a peer not
+  installed, the plot) is said on standard error.
 
 Standard output carries only data; progress, summaries and errors go to standard error.
 A bad line is reported with its 1-based number and the run goes on; the exit code is 1
@@ -33,7 +34,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import IO, Any
 
-from . import _backend, backend, message_tokens_array, pack_handoff, window_start
+from . import __version__, _backend, backend, message_tokens_array, pack_handoff, window_start
 from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, PackOptions, bytes_options, whole
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
@@ -56,8 +57,10 @@ class Line:
     error: str | None = None
 
 
-def _read(stream: IO[bytes]) -> Iterator[Line]:
-    """Every non-blank line, parsed, with its 1-based number."""
+def read_lines(stream: IO[bytes]) -> Iterator[Line]:
+    """Every non-blank line, parsed, with its 1-based number; a line that cannot be read
+    (not JSON, nested past the recursion limit, an integer past the digit limit) is
+    reported in its :class:`Line`, and the lines after it are still read."""
     for number, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
@@ -65,6 +68,9 @@ def _read(stream: IO[bytes]) -> Iterator[Line]:
             row = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             yield Line(number, error=f"not JSON: {exc}")
+            continue
+        except (RecursionError, ValueError) as exc:
+            yield Line(number, error=f"not JSON that can be loaded: {exc}")
             continue
         if isinstance(row, list):
             yield Line(number, row, row)
@@ -147,7 +153,7 @@ def _pack(args: argparse.Namespace) -> int:
         image_tokens=args.image_tokens,
     )
     bytes_options(options)
-    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1, None)
+    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1)
     summary = Summary()
     started = time.perf_counter()
     with _open_input(args.file) as stream, _open_output(args.output) as out, _progress() as advance:
@@ -185,7 +191,7 @@ def _window(args: argparse.Namespace) -> int:
     failed = 0
     with _open_input(args.file) as stream:
         print("line\tmessages\ttokens\twindow_start\twindow_messages\twindow_tokens")
-        for line in _read(stream):
+        for line in read_lines(stream):
             try:
                 if line.error is not None:
                     raise ValueError(line.error)
@@ -207,7 +213,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .synthetic import agent_run
 
     console = Console()
-    run = agent_run(args.turns)
+    run = agent_run(whole("--turns", args.turns, 0, 1_000))  # a table row a message: a screenful or a few
     pack = pack_handoff(
         run, target_context_tokens=args.context_tokens, reserve_output_tokens=args.reserve_output_tokens
     )
@@ -223,7 +229,8 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(
         f"before: {len(run)} messages, {int(sizes.sum()):,} tokens  ->  after: {len(pack.messages)} messages "
-        f"({len(pack.kept)} kept + the note), {pack.tokens:,} tokens; fits={pack.fits}; backend={backend}",
+        f"({len(pack.kept)} kept{'' if pack.note is None else ' + the note'}), {pack.tokens:,} tokens; "
+        f"fits={pack.fits}; backend={backend}",
         highlight=False,
     )
     if pack.note is not None:
@@ -238,8 +245,27 @@ def _bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+DESCRIPTION = "Keep LLM transcripts inside a model's context window: exactly, deterministically, fast."
+
+EXAMPLES = """examples:
+  contextfold demo                                   pack a generated agent run and show it
+  contextfold pack runs.jsonl --context-tokens 8000 > packed.jsonl
+  contextfold window runs.jsonl                      where each history window starts
+  contextfold bench --plot bench.png                 native vs reference vs LangChain
+
+Standard output carries only data; progress, summaries and bad lines (with their numbers)
+go to standard error. Exit code 1: a line was bad; 2: a bad option or an unreadable file.
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="contextfold", description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="contextfold",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"contextfold {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     pack = commands.add_parser("pack", help="pack each transcript of a JSONL file into a context window")
@@ -271,12 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     win.add_argument("--token-budget", type=int, default=HISTORY_TOKEN_BUDGET, help="tokens kept at most")
     win.set_defaults(run=_window)
 
-    bench = commands.add_parser("bench", help="time native vs reference vs LangChain; write a table and a plot")
+    bench = commands.add_parser("bench", help="time native vs reference vs LangChain: a table, and a plot on request")
     bench.add_argument("file", nargs="?", help="JSONL transcripts to time (default: generated agent runs)")
     bench.add_argument("--context-tokens", type=int, default=8_000)
     bench.add_argument("--sizes", default="50,100,200,500,1000", help="generated transcript lengths, in messages")
     bench.add_argument("--repeat", type=int, default=5, help="timing repetitions (the best is kept)")
-    bench.add_argument("--plot", default="contextfold-bench.png", help="where to write the PNG plot")
+    bench.add_argument("--plot", metavar="FILE.png", help="draw the times into this PNG (needs matplotlib)")
     bench.set_defaults(run=_bench)
 
     args = parser.parse_args(argv)

@@ -25,8 +25,10 @@ encoding (``"o200k_base"``, ``"cl100k_base"``: exact counts, native and GIL-free
 
 Reading follows ``json.loads``: escapes decoded, a lone ``\\ud800`` kept, numbers sized as
 JavaScript prints them, a repeated key holds its last value, ``NaN`` and ``Infinity``
-accepted, integers of at most 4,300 digits. A ``str`` body is read as its UTF-8 encoding;
-a leading UTF-8 byte-order mark is skipped (and kept in the output).
+accepted, integers of at most 4,300 digits. The body must be strict UTF-8 (``json.loads``
+given bytes also takes UTF-16 and UTF-32, and surrogates encoded in UTF-8: these are
+refused). A ``str`` body is read as its UTF-8 encoding; a leading UTF-8 byte-order mark is
+skipped (and kept in the output).
 
 Errors: for a body that loads, the error ``pack_handoff`` raises on the loaded value
 (:class:`~contextfold.MessageTypeError` for a malformed message, a ``messages`` that is

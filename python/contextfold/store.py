@@ -300,8 +300,10 @@ class RedisCodeMapStore(CodeMapStore):
     transactions (WATCH / MULTI / EXEC, retried), so concurrent writers never lose an
     update. Redis expiry (``ttl``) removes retired maps. A map whose key or content is
     not UTF-8, or whose write time is not a number, is skipped with a
-    :class:`StoreWarning` (and replaced by the next write to its key). ``client`` must
-    return bytes (redis-py's default, ``decode_responses=False``)."""
+    :class:`StoreWarning` (and replaced by the next write to its key). A key under the
+    prefix that holds another type (another program's: the index not a sorted set, a map
+    not a hash) is a :class:`StoreError` naming it, and is never overwritten. ``client``
+    must return bytes (redis-py's default, ``decode_responses=False``)."""
 
     def __init__(
         self,
@@ -325,9 +327,14 @@ class RedisCodeMapStore(CodeMapStore):
         self.index = f"{prefix}index"
 
     def _update(self, key: str, change: Any) -> str | None:
+        name = self.prefix + key
+        with self._types_checked(name.encode("utf-8")):
+            return self._transaction(name, key, change)
+
+    def _transaction(self, name: str, key: str, change: Any) -> str | None:
+        """``_update`` as an optimistic transaction, retried until no other writer intervened."""
         import redis
 
-        name = self.prefix + key
         while True:
             with self.client.pipeline() as pipe:
                 try:
@@ -357,10 +364,13 @@ class RedisCodeMapStore(CodeMapStore):
                     continue  # another writer got there first: read again and merge again
 
     def live(self) -> list[ConsolidatedMemory]:
-        keys = self.client.zrangebyscore(self.index, self._cutoff(time.time()), "+inf")
+        with self._types_checked():
+            keys = self.client.zrangebyscore(self.index, self._cutoff(time.time()), "+inf")
         out = []
         for key in sorted(keys):
-            content, written = self.client.hmget(self.prefix.encode("utf-8") + key, "content", "written")
+            name = self.prefix.encode("utf-8") + key
+            with self._types_checked(name):
+                content, written = self.client.hmget(name, "content", "written")
             memory = None if content is None else _stored_map(key, content, written, self.prefix, "skipped")
             if memory is not None:
                 out.append(memory)
@@ -368,8 +378,32 @@ class RedisCodeMapStore(CodeMapStore):
 
     def expire(self) -> int:
         cutoff = self._cutoff(time.time())
-        stale = self.client.zrangebyscore(self.index, "-inf", f"({cutoff}")
-        for key in stale:  # raw bytes: a member that is not UTF-8 expires too
-            self.client.delete(self.prefix.encode("utf-8") + key)
-            self.client.zrem(self.index, key)
+        with self._types_checked():
+            stale = self.client.zrangebyscore(self.index, "-inf", f"({cutoff}")
+            for key in stale:  # raw bytes: a member that is not UTF-8 expires too
+                self.client.delete(self.prefix.encode("utf-8") + key)
+                self.client.zrem(self.index, key)
         return len(stale)
+
+    @contextmanager
+    def _types_checked(self, name: bytes | None = None) -> Iterator[None]:
+        """Redis's WRONGTYPE as a :class:`StoreError` naming the key of another type: the
+        index (a sorted set) or the map ``name`` (a hash)."""
+        import redis
+
+        try:
+            yield
+        except redis.ResponseError as e:
+            if "WRONGTYPE" not in str(e):
+                raise
+            wanted = {self.index.encode("utf-8"): "zset", **({} if name is None else {name: "hash"})}
+            for key, kind in wanted.items():
+                held = self.client.type(key)
+                held = held.decode() if isinstance(held, bytes) else str(held)
+                if held not in (kind, "none"):
+                    shown = key.decode("utf-8", "backslashreplace")
+                    raise StoreError(
+                        f"code-map store {self.prefix}: the key {shown!r} holds a {held}, not a {kind}: "
+                        "another program writes under this prefix"
+                    ) from e
+            raise StoreError(f"code-map store {self.prefix}: {e}") from e

@@ -122,7 +122,7 @@ def test_settings_from_the_proxy_config(monkeypatch: pytest.MonkeyPatch) -> None
     assert 2_000 < cf.tokens_of(other) <= 3_900
     monkeypatch.setattr(litellm, "callback_settings", {"contextfold": {"windw": 5}})
     with pytest.raises(cf.ArgumentError, match=r"unknown keys \['windw'\]"):
-        cfl.ContextfoldHook().settings()
+        cfl.ContextfoldHook()  # when it is built: at the proxy's start-up
 
 
 def test_tokenizer_setting_counts_with_tiktoken() -> None:
@@ -209,3 +209,60 @@ def test_looked_up_windows_are_reused_for_window_cache_seconds(monkeypatch: pyte
     for _ in range(3):
         hook_call(uncached, {"model": "gpt-4", "messages": messages})
     assert lookups == ["gpt-4"] * 4
+
+
+@pytest.mark.parametrize(
+    ("choice", "error"),
+    [
+        ({"type": "function", "function": {"name": object()}}, cf.MessageTypeError),
+        ({"type": "function", "function": {"name": "run", "strict": {1, 2}}}, cf.MessageTypeError),
+        ({(1, 2): "function"}, cf.MessageTypeError),
+        ([[[]] * 2] * 2 + [None], None),  # JSON: counted
+    ],
+)
+def test_a_tool_choice_is_counted_as_json_or_named(
+    choice: Any, error: type[Exception] | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    data = {"model": "gpt-4o", "messages": messages, "tool_choice": choice}
+    if error is None:
+        assert hook_call(cfl.ContextfoldHook(window=3_000), data)["messages"] is not messages
+        assert cfl.token_counter(text="", tool_choice=choice) == cf.estimate_tokens("[[[],[]],[[],[]],null]")
+        return
+    assert hook_call(cfl.ContextfoldHook(window=3_000), data)["messages"] is messages  # forwarded as it came
+    assert "forwarded unpacked" in caplog.text and "tool_choice" in caplog.text
+    with pytest.raises(error, match="tool_choice"):
+        cfl.token_counter(messages=messages, tool_choice=choice)
+
+
+def test_a_circular_tool_choice_is_named() -> None:
+    choice: dict[str, Any] = {"type": "function"}
+    choice["function"] = choice
+    with pytest.raises(cf.MessageValueError, match="tool_choice"):
+        cfl.token_counter(text="x", tool_choice=choice)
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"cut": "chunky"}, "cut"),
+        ({"cut": "chunked", "chunk_tokens": 0}, "chunk_tokens"),
+        ({"tokenizer": "no_such_encoding"}, "no_such_encoding"),
+        ({"window": "8k"}, "window"),
+        ({"fallback_window": 0}, "fallback_window"),
+        ({"windows": ["gpt-4o"]}, "windows"),
+        ({"windows": {"gpt-4o": 8_000.5}}, "gpt-4o"),
+        ({"default_reserve": -1}, "default_reserve"),
+        ({"window_cache_seconds": "a minute"}, "window_cache_seconds"),
+        ({"window_cache_seconds": -1}, "window_cache_seconds"),
+    ],
+)
+def test_bad_settings_fail_when_the_hook_is_built(
+    settings: dict[str, Any], named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": settings})
+    with pytest.raises(cf.ArgumentError, match=named):
+        cfl.ContextfoldHook()
+    monkeypatch.setattr(litellm, "callback_settings", {})
+    with pytest.raises(cf.ArgumentError, match=named):
+        cfl.ContextfoldHook(**settings)

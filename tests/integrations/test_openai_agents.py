@@ -389,3 +389,55 @@ def test_a_streamed_run_sends_the_model_the_packed_input() -> None:
     assert asyncio.run(run()).final_output == "done" and window.calls == 2 == len(model.inputs)
     for sent in model.inputs:
         assert len(sent) < len(history) and sent_tokens(sent, instructions, oa.agent_tools(agent)) <= 3_000
+
+
+@function_tool
+def run_tests(path: str) -> str:
+    """Runs the tests under a path."""
+    return f"tests under {path} pass"
+
+
+def test_the_readme_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Agents SDK example, as written, against the SDK's default OpenAI client
+    pointed at an in-process stub of the Responses API (no network, tracing off)."""
+    import httpx
+    from agents import set_default_openai_client, set_tracing_disabled
+    from agents.models import _openai_shared
+    from openai import AsyncOpenAI
+
+    from ..test_readme import readme_examples
+
+    (example,) = [b for b in readme_examples() if "from agents import" in b]
+    sent: list[list[Any]] = []
+
+    def responses_api(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content)["input"])
+        part = ResponseOutputText(annotations=[], text="done", type="output_text")
+        message = ResponseOutputMessage(id="msg", content=[part], role="assistant", status="completed", type="message")
+        response = Response(
+            id="resp",
+            created_at=0,
+            model="gpt-4o",
+            object="response",
+            output=[message],
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        return httpx.Response(200, content=response.model_dump_json(), headers={"content-type": "application/json"})
+
+    client = AsyncOpenAI(api_key="stub", http_client=httpx.AsyncClient(transport=httpx.MockTransport(responses_api)))
+    monkeypatch.setattr(_openai_shared, "_default_openai_client", _openai_shared.get_default_openai_client())
+    monkeypatch.setattr(_openai_shared, "_use_responses_by_default", _openai_shared.get_use_responses_by_default())
+    set_default_openai_client(client, use_for_tracing=False)
+    set_tracing_disabled(True)
+    try:
+        turns = [{"role": role, "content": f"{role} " * 3_000} for role in ("user", "assistant") * 40]
+        history = [*turns, {"role": "user", "content": "Fix the failing test."}]  # past the 128,000 tokens
+        namespace: dict[str, Any] = {"read_file": read_file, "run_tests": run_tests, "history": history}
+        exec(example, namespace)
+    finally:
+        set_tracing_disabled(False)
+    assert namespace["result"].final_output == "done"
+    (items,) = sent
+    assert 3 < len(items) < len(history) and items[-1]["content"] == "Fix the failing test."

@@ -11,9 +11,13 @@ items, ``instructions`` counted) have their JSON body packed on the bytes path,
 :func:`contextfold.pack_request`: the body is never loaded into Python objects, and every
 byte outside the dropped messages is forwarded as it came (kept messages byte for byte,
 so prompt caches keyed on bytes keep hitting); ``Content-Length`` is set to the new size.
-Everything else passes untouched: other paths and methods, compressed bodies
-(``Content-Encoding``), bodies over ``max_body_bytes``, and bodies contextfold cannot read
-(logged; the server behind answers them as it would have).
+Only JSON bodies are packed (``Content-Type`` ``application/json`` or a ``+json`` type,
+parameters such as ``charset`` aside). Everything else passes untouched, its messages
+replayed as they came: other paths and methods, other or missing content types, compressed
+bodies (``Content-Encoding``), bodies over ``max_body_bytes`` (however they are split into
+chunks), and bodies contextfold cannot read (logged; the server behind answers them as it
+would have). Bad settings raise :class:`~contextfold.ArgumentError` when the middleware is
+built, not at each request.
 
 The body's ``tools`` are counted and never dropped. The window is fixed per middleware,
 since the body is not parsed: set ``target_context_tokens`` to the served model's window
@@ -25,10 +29,12 @@ refuses a prompt whose tokens plus ``max_tokens`` exceed ``max_model_len``).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
+from contextfold._contract import whole
 
 __all__ = ["PackingMiddleware"]
 
@@ -63,7 +69,6 @@ class PackingMiddleware:
         responses_paths: Sequence[str] = RESPONSES_PATHS,
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        cf.handoff_budget(target_context_tokens, reserve_output_tokens)  # bad numbers fail here
         self.app = app
         self.options: dict[str, Any] = {
             "target_context_tokens": target_context_tokens,
@@ -72,23 +77,32 @@ class PackingMiddleware:
             "chunk_tokens": chunk_tokens,
             "estimate_tokens": estimate_tokens,
         }
+        # Checked once, here, as every request checks them: a bad one would leave every
+        # request unpacked, each with a warning.
+        cf.pack_request(b'{"messages":[]}', **self.options)
         self.shapes = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
             **{p: "responses" for p in responses_paths},
         }
-        self.max_body_bytes = max_body_bytes
+        self.max_body_bytes = whole("max_body_bytes", max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         shape = self.shapes.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if shape is None or scope.get("method") != "POST" or _header(scope, b"content-encoding") is not None:
+        if (
+            shape is None
+            or scope.get("method") != "POST"
+            or _header(scope, b"content-encoding") is not None
+            or not _is_json(_header(scope, b"content-type"))
+        ):
             await self.app(scope, receive, send)
             return
-        body, complete = await _read_body(receive, self.max_body_bytes)
-        if complete:
+        messages, body = await _read_body(receive, self.max_body_bytes)
+        if body is not None:
             body = self._packed(body, shape, scope.get("path", ""))
             scope = {**scope, "headers": _with_length(scope.get("headers", []), len(body))}
-        await self.app(scope, _replay(body, receive, more_body=not complete), send)
+            messages = [{"type": "http.request", "body": body, "more_body": False}]
+        await self.app(scope, _replay(messages, receive), send)
 
     def _packed(self, body: bytes, shape: str, path: str) -> bytes:
         try:
@@ -108,33 +122,40 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
+def _is_json(content_type: bytes | None) -> bool:
+    """Whether ``Content-Type`` names JSON: ``application/json`` or an ``application/…+json``
+    type, whatever its parameters."""
+    media = (content_type or b"").split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
 def _with_length(headers: Sequence[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:
     kept = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"transfer-encoding")]
     return [*kept, (b"content-length", str(length).encode())]
 
 
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
-    """The request body, and whether it is all of it (False past ``limit`` or on a disconnect)."""
-    chunks: list[bytes] = []
+async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:
+    """The request's messages as they came, and its body when it is all there and at most
+    ``limit`` bytes (None past ``limit`` or on a disconnect: the messages go on untouched)."""
+    messages: list[Message] = []
     size = 0
     while True:
         message = await receive()
+        messages.append(message)
         if message["type"] != "http.request":
-            return b"".join(chunks), False
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks), True
+            return messages, None
+        size += len(message.get("body", b""))
         if size > limit:
-            return b"".join(chunks), False
+            return messages, None
+        if not message.get("more_body", False):
+            return messages, b"".join(m.get("body", b"") for m in messages)
 
 
-def _replay(body: bytes, receive: Receive, *, more_body: bool) -> Receive:
-    """A ``receive`` that hands over ``body`` first, then the rest of the original stream."""
-    pending = [{"type": "http.request", "body": body, "more_body": more_body}]
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands over ``messages`` first, then the rest of the original stream."""
+    pending = deque(messages)
 
     async def replayed() -> Message:
-        return pending.pop() if pending else await receive()
+        return pending.popleft() if pending else await receive()
 
     return replayed

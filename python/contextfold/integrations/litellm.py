@@ -44,8 +44,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
+from contextfold._contract import whole
+from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
 
-from ._common import Estimator, compact_json, missing_extra, text_tokens
+from ._common import Estimator, missing_extra, text_tokens
 
 try:
     import litellm
@@ -111,12 +113,13 @@ def named_estimator(tokenizer: str | None) -> Estimator | None:
 
 
 def tools_tokens(data: Mapping[str, Any], estimate: Estimator | None) -> int:
-    """Tokens of a request's ``tools`` and ``tool_choice`` as sent (their compact JSON)."""
+    """Tokens of a request's ``tools`` and ``tool_choice`` as sent (their compact JSON);
+    a value JSON cannot hold raises :class:`~contextfold.MessageError` naming its key."""
     total = 0
     for key in ("tools", "tool_choice"):
         value = data.get(key)
         if isinstance(value, (list, dict)) and value:
-            total += text_tokens(compact_json(value), estimate)
+            total += text_tokens(compact_json(value, key), estimate)
     return total
 
 
@@ -132,8 +135,11 @@ def output_reserve(data: Mapping[str, Any], default: int) -> int:
 class ContextfoldHook(CustomLogger):
     """A LiteLLM ``CustomLogger`` whose pre-call hook packs chat requests into the window.
 
-    Arguments given here win over the proxy's ``callback_settings.contextfold`` entry,
-    which is read on the first request (the module doc lists the keys).
+    Arguments given here win over the proxy's ``callback_settings.contextfold`` entry
+    (the module doc lists the keys), which is read when the hook is built: the proxy sets
+    ``callback_settings`` before it loads its callbacks. Every setting is checked then: a
+    bad one raises :class:`~contextfold.ArgumentError` naming it, at the proxy's start-up,
+    rather than failing each request.
     """
 
     def __init__(
@@ -159,34 +165,30 @@ class ContextfoldHook(CustomLogger):
             "default_reserve": default_reserve,
             "window_cache_seconds": window_cache_seconds,
         }
-        self._given = {k: v for k, v in given.items() if v is not None}
-        self._settings: dict[str, Any] | None = None
-        self._estimate: Estimator | None = None
+        configured = dict(litellm.callback_settings.get(SETTINGS_KEY) or {})
+        unknown = sorted(set(configured) - set(_SETTINGS))
+        if unknown:
+            raise cf.ArgumentError(f"callback_settings.{SETTINGS_KEY}: unknown keys {unknown}; known: {_SETTINGS}")
+        settings: dict[str, Any] = {
+            "cut": "greedy",
+            "chunk_tokens": None,
+            "windows": {},
+            "default_reserve": 0,
+            "window_cache_seconds": 60.0,
+        }
+        settings.update(configured)
+        settings.update({k: v for k, v in given.items() if v is not None})
+        self._settings = _checked(settings)
+        self._estimate = named_estimator(settings.get("tokenizer"))
         self._windows: dict[str, tuple[int | None, float]] = {}
 
     def settings(self) -> dict[str, Any]:
-        """The settings in force: these arguments over ``callback_settings.contextfold``."""
-        if self._settings is None:
-            configured = dict(litellm.callback_settings.get(SETTINGS_KEY) or {})
-            unknown = sorted(set(configured) - set(_SETTINGS))
-            if unknown:
-                raise cf.ArgumentError(f"callback_settings.{SETTINGS_KEY}: unknown keys {unknown}; known: {_SETTINGS}")
-            settings: dict[str, Any] = {
-                "cut": "greedy",
-                "chunk_tokens": None,
-                "windows": {},
-                "default_reserve": 0,
-                "window_cache_seconds": 60.0,
-            }
-            settings.update(configured)
-            settings.update(self._given)
-            self._estimate = named_estimator(settings.get("tokenizer"))
-            self._settings = settings
+        """The settings in force (checked): the arguments over ``callback_settings.contextfold``."""
         return self._settings
 
     def window_for(self, model: str) -> int | None:
         """The window a request for ``model`` is packed into, or None (left as it came)."""
-        settings = self.settings()
+        settings = self._settings
         if settings.get("window") is not None:
             return int(settings["window"])
         if model in settings["windows"]:
@@ -203,7 +205,7 @@ class ContextfoldHook(CustomLogger):
         """
         now = time.monotonic()
         cached = self._windows.get(model)
-        if cached is not None and now - cached[1] < self.settings()["window_cache_seconds"]:
+        if cached is not None and now - cached[1] < self._settings["window_cache_seconds"]:
             return cached[0]
         window = model_window(model)
         self._windows[model] = (window, now)
@@ -219,7 +221,7 @@ class ContextfoldHook(CustomLogger):
         window = self.window_for(str(data.get("model") or ""))
         if not isinstance(messages, list) or window is None:
             return None
-        settings = self.settings()
+        settings = self._settings
         choice = tools_tokens({"tool_choice": data.get("tool_choice")}, self._estimate)
         reserve = output_reserve(data, settings["default_reserve"]) + choice
         if reserve >= window:
@@ -253,6 +255,24 @@ class ContextfoldHook(CustomLogger):
             except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
                 log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
         return data
+
+
+def _checked(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with each value checked, an error naming its key (``cut`` and
+    ``chunk_tokens`` exactly as packing checks them, by packing nothing with them)."""
+    cf.pack_handoff([], target_context_tokens=0, cut=settings["cut"], chunk_tokens=settings["chunk_tokens"])
+    for key in ("window", "fallback_window"):
+        if settings.get(key) is not None:
+            settings[key] = whole(key, settings[key], 1)
+    windows = settings["windows"]
+    if not isinstance(windows, Mapping):
+        raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
+    settings["windows"] = {model: whole(f"windows[{model!r}]", size, 1) for model, size in windows.items()}
+    settings["default_reserve"] = whole("default_reserve", settings["default_reserve"])
+    seconds = settings["window_cache_seconds"]
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+        raise cf.ArgumentError(f"window_cache_seconds must be a number of seconds from 0, got {seconds!r}")
+    return settings
 
 
 proxy_handler_instance = ContextfoldHook()

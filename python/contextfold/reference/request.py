@@ -327,7 +327,12 @@ def pack_requests(bodies: list[Any], options: PackOptions, threads: int = 1) -> 
     out: list[PackedRequest | Exception] = []
     for body in bodies:
         try:
-            data, dropped, fits, tokens, note, kept, _, applied = _pack(as_bytes(body), options, estimate, False)
+            data = as_bytes(body)
+        except Exception as exc:  # as natively: what reading a body raises (a released buffer) is its outcome
+            out.append(exc)
+            continue
+        try:
+            data, dropped, fits, tokens, note, kept, _, applied = _pack(data, options, estimate, False)
             out.append(PackedRequest(data, fits, tokens, options.budget, dropped, note, kept, applied))
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)

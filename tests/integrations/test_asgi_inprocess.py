@@ -1,0 +1,94 @@
+"""The ASGI middleware called in process (it needs no framework): what it packs, what it
+forwards untouched, and settings refused when it is built."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold.integrations.asgi import PackingMiddleware
+
+MESSAGES = [
+    {"role": "user", "content": "x " * 2_000},
+    {"role": "assistant", "content": "ok"},
+    {"role": "user", "content": "now"},
+]
+BODY = json.dumps({"model": "m", "messages": MESSAGES}).encode()
+JSON = [(b"content-type", b"application/json")]
+
+
+def forward(
+    chunks: list[bytes], headers: list[tuple[bytes, bytes]] = JSON, **options: Any
+) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """The body and headers the app behind the middleware gets for a POST sent in ``chunks``."""
+    seen: dict[str, Any] = {}
+    incoming = [{"type": "http.request", "body": c, "more_body": i + 1 < len(chunks)} for i, c in enumerate(chunks)]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        seen.update(body=body, headers=scope["headers"])
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0)
+
+    middleware = PackingMiddleware(app, target_context_tokens=300, **options)
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers)}
+    asyncio.run(middleware(scope, receive, None))  # type: ignore[arg-type]
+    return seen["body"], seen["headers"]
+
+
+def packed(body: bytes) -> bytes:
+    return cf.pack_request(body, target_context_tokens=300, shape="openai").body
+
+
+def test_a_json_body_is_packed() -> None:
+    assert packed(BODY) != BODY
+    body, headers = forward([BODY[:100], BODY[100:]])
+    assert body == packed(BODY) and (b"content-length", str(len(body)).encode()) in headers
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [[BODY], [BODY[:100], BODY[100:]], [BODY[:-1], BODY[-1:]]],
+    ids=["one-chunk", "last-chunk-crosses", "one-byte-over"],
+)
+def test_a_body_over_max_body_bytes_passes_untouched(chunks: list[bytes]) -> None:
+    assert forward(chunks, max_body_bytes=len(BODY) - 1) == (BODY, JSON)
+    assert forward(chunks, max_body_bytes=len(BODY))[0] == packed(BODY)  # at the limit: packed
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, b"text/plain", b"application/x-www-form-urlencoded", b"multipart/form-data; boundary=x"]
+)
+def test_only_json_content_types_are_packed(content_type: bytes | None) -> None:
+    headers = [] if content_type is None else [(b"content-type", content_type)]
+    assert forward([BODY], headers) == (BODY, headers)
+
+
+@pytest.mark.parametrize("content_type", [b"Application/JSON; charset=utf-8", b"application/vnd.api+json"])
+def test_json_content_types_with_parameters_or_suffixes_are_packed(content_type: bytes) -> None:
+    assert forward([BODY], [(b"content-type", content_type)])[0] == packed(BODY)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"cut": "chunky"}, "cut"),
+        ({"cut": "chunked", "chunk_tokens": 0}, "chunk_tokens"),
+        ({"estimate_tokens": "p50k_base"}, "encoding"),
+        ({"estimate_tokens": len}, "estimate_tokens"),
+        ({"reserve_output_tokens": 301}, "reserve_output_tokens"),
+        ({"max_body_bytes": -1}, "max_body_bytes"),
+    ],
+)
+def test_bad_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(cf.ArgumentError, match=named):
+        PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]
