@@ -11,6 +11,7 @@ import pytest
 ADAPTERS = [
     ("contextfold.integrations.langchain", "langchain_core.messages", "langchain"),
     ("contextfold.integrations.langchain", "langchain.agents.middleware", "langchain"),
+    ("contextfold.integrations.langchain_edits", "langchain.agents.middleware.context_editing", "langchain"),
     ("contextfold.integrations.langgraph", "langgraph", "langgraph"),
     ("contextfold.integrations.litellm", "litellm", "litellm"),
     ("contextfold.integrations.pydantic_ai", "pydantic_ai.messages", "pydantic-ai"),

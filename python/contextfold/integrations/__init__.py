@@ -5,8 +5,9 @@ imported, from an optional extra; a missing framework raises an ImportError nami
 extra to install. ``import contextfold`` never imports any of them.
 
 - :mod:`contextfold.integrations.langchain` (``contextfold[langchain]``): pack a list of
-  ``BaseMessage``, a ``trim_messages``-style Runnable, a ``create_agent`` middleware and a
-  ``token_counter=``.
+  ``BaseMessage``, a ``trim_messages``-style Runnable, a ``create_agent`` middleware, a
+  ``token_counter=``, and a drop-in ``ClearToolUsesEdit`` for LangChain's
+  ``ContextEditingMiddleware``.
 - :mod:`contextfold.integrations.langgraph` (``contextfold[langgraph]``): a
   ``pre_model_hook`` for the prebuilt ReAct agent.
 - :mod:`contextfold.integrations.litellm` (``contextfold[litellm]``): a proxy hook and

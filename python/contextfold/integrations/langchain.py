@@ -13,6 +13,10 @@ Conversion, one dict per message: ``SystemMessage`` → system, ``HumanMessage``
 ``ToolMessage`` and ``FunctionMessage`` → tool, ``ChatMessage`` → its own role; the content
 (a string or a list of blocks) is passed as is. Packing always uses the OpenAI pairing, so
 Anthropic ``tool_use`` blocks inside an ``AIMessage``'s content are sized, not re-paired.
+
+:class:`ClearToolUsesEdit` (from :mod:`contextfold.integrations.langchain_edits`) takes the
+place of LangChain's own in its ``ContextEditingMiddleware``: the same results, with a
+linear number of token counts.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Literal
 import contextfold as cf
 
 from ._common import Estimator, Packed, PackOptions, compact_json, missing_extra, pack_converted, text_tokens
+from .langchain_edits import ClearToolUsesEdit
 
 try:
     from langchain.agents.middleware import AgentMiddleware
@@ -34,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
     raise missing_extra("langchain", exc) from exc
 
 __all__ = [
+    "ClearToolUsesEdit",
     "ContextfoldMiddleware",
     "PackOptions",
     "TokenCounter",
