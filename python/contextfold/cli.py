@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from . import __version__, _backend, backend, message_tokens_array, pack_handoff, window_start
 from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, PackOptions, bytes_options, whole
+from ._edits import ClearThinking, ClearToolUses
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 
@@ -151,6 +152,8 @@ def _pack(args: argparse.Namespace) -> int:
         cut=args.cut,
         sizing=args.sizing,
         image_tokens=args.image_tokens,
+        chunk_tokens=args.chunk_tokens,
+        edits=_edits(args),
     )
     bytes_options(options)
     threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1)
@@ -258,6 +261,25 @@ go to standard error. Exit code 1: a line was bad; 2: a bad option or an unreada
 """
 
 
+def _edits(args: argparse.Namespace) -> list[ClearToolUses | ClearThinking]:
+    """The context edits the flags ask for, in the order they run."""
+    edits: list[ClearToolUses | ClearThinking] = []
+    if args.clear_tool_uses:
+        edits.append(
+            ClearToolUses(
+                trigger=args.clear_trigger,
+                keep=args.keep_tool_uses,
+                clear_at_least=args.clear_at_least,
+                exclude_tools=args.exclude_tool,
+                clear_tool_inputs=args.clear_tool_inputs,
+                placeholder=args.placeholder,
+            )
+        )
+    if args.clear_thinking is not None:
+        edits.append(ClearThinking(keep=args.clear_thinking))
+    return edits
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="contextfold",
@@ -280,6 +302,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack.add_argument("--sizing", choices=SIZINGS, default="seed", help="provider: images a flat count (default: seed)")
     pack.add_argument(
         "--image-tokens", type=int, default=DEFAULT_IMAGE_TOKENS, help="what an image costs with --sizing provider"
+    )
+    pack.add_argument("--chunk-tokens", type=int, help="the chunked cut's step (default: a quarter of the budget)")
+    edits = pack.add_argument_group("context edits, applied before folding (docs/editing.md)")
+    edits.add_argument("--clear-tool-uses", action="store_true", help="clear old tool results in place")
+    edits.add_argument("--keep-tool-uses", type=int, default=3, metavar="N", help="newest tool uses kept (default 3)")
+    edits.add_argument("--clear-trigger", type=int, metavar="TOKENS", help="clear above this (default: the budget)")
+    edits.add_argument("--clear-at-least", type=int, default=0, metavar="TOKENS", help="clear only if it frees this")
+    edits.add_argument(
+        "--exclude-tool", action="append", default=[], metavar="NAME", help="never clear this tool's uses"
+    )
+    edits.add_argument("--clear-tool-inputs", action="store_true", help="empty the cleared calls' arguments too")
+    edits.add_argument("--placeholder", default="[cleared]", help="what a cleared result says (default [cleared])")
+    edits.add_argument(
+        "--clear-thinking",
+        type=int,
+        nargs="?",
+        const=1,
+        metavar="KEEP",
+        help="drop thinking but the newest KEEP turns'",
     )
     pack.add_argument("-o", "--output", help="write the packed JSONL here instead of standard output")
     pack.add_argument("--threads", type=int, help="threads packing lines (default: one a CPU)")
