@@ -415,9 +415,9 @@ def test_tokenizer_and_sizing_equal_pack_request(
 
 def test_edit_flags_pack_as_pack_request_with_edits(capsys: pytest.CaptureFixture[str]) -> None:
     convo = max(openai_corpus(), key=len)
-    flags = ["--clear-tool-uses", "--keep-tool-uses", "2", "--exclude-tool", "bash", "--clear-thinking"]
+    flags = ["--clear-tool-uses", "--keep-tool-uses", "2", "--exclude-tool", "memory", "--clear-thinking"]
     code, out, _ = run(["pack", "-", "--context-tokens", "8000", "--cut", "chunked", *flags], capsys, json.dumps(convo))
-    edits = [cf.ClearToolUses(keep=2, exclude_tools=("bash",)), cf.ClearThinking(keep=1)]
+    edits = [cf.ClearToolUses(keep=2, exclude_tools=("memory",)), cf.ClearThinking(keep=1)]
     expected = cf.pack_handoff(convo, target_context_tokens=8000, cut="chunked", edits=edits)
     assert code == 0 and expected.applied_edits
     assert json.loads(out) == expected.messages
