@@ -169,23 +169,22 @@ def pack_many(
 ) -> list[HandoffPack]:
     """:func:`pack_handoff` over many transcripts, with the same options for each.
 
-    On the native backend, with ``threads`` above one (never more than the CPUs, and
-    fewer when the OS refuses to start more), the calling thread reads the transcripts
-    (reading Python objects needs the GIL) and worker threads pack them with the GIL
-    released; with one thread it packs them in place. By default (``threads=None``) it
-    packs the first transcripts in place, times them, and starts workers (one a CPU)
-    only when reading a transcript costs clearly less than packing it, as with long
-    string content; when reading is most of the work it keeps packing in place, where
-    the workers would idle. Either way the call
-    passes through the interpreter every quarter switch interval, so other Python threads
-    get their turns and Ctrl-C stops it (releasing everything the batch held), and it is
-    safe to call from many threads at once. The results equal packing one by one.
+    On the native backend ``threads`` is a maximum (never more than the CPUs, and fewer
+    when the OS refuses to start more; ``None``: one a CPU): the first transcripts are
+    packed in place and timed, and worker threads start only when reading a transcript
+    costs clearly less than packing it, as with long string content; the calling thread
+    then reads the transcripts (reading Python objects needs the GIL) and the workers
+    pack them with the GIL released. When reading is most of the work it keeps packing in
+    place, where the workers would idle, so no thread count is slower than one thread.
+    Either way the call passes through the interpreter every quarter switch interval, so
+    other Python threads get their turns and Ctrl-C stops it (releasing everything the
+    batch held), and it is safe to call from many threads at once. The results equal packing one by one.
     ``systems`` gives each transcript's separate system prompt (Anthropic shape); ``tools``
     the tool definitions every transcript is sent with (counted once per transcript). An
     embedded encoding (``estimate_tokens="o200k_base"``) is counted natively, so those
-    batches stay native and GIL-free too; a custom ``estimate_tokens`` is Python code, so
-    those batches are packed one by one, as are batches sized with ``sizing="provider"``
-    (each still packed natively).
+    batches stay native and GIL-free too, as do batches sized with ``sizing="provider"``
+    and batches with ``edits``; a custom ``estimate_tokens`` is Python code, so those
+    batches are packed one by one (each still packed natively).
 
     Each transcript list is read once, when packing it begins, and its result comes from
     that reading: a thread changing a transcript during the batch changes no field of its

@@ -239,12 +239,13 @@ fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOpt
 }
 
 /// `pack_many`'s batch: transcript `i` packed under `options[i]` (counted as `call`
-/// says), on up to `threads` threads (`0`: as many as pay, up to one a CPU); each
-/// result a `HandoffPack`, in order.
+/// says), on up to `threads` threads (`0`: one a CPU); each result a `HandoffPack`, in
+/// order.
 ///
-/// With the default thread count, the first transcripts are packed in place and timed:
-/// the workers are used only when reading a transcript costs clearly less than packing
-/// it (else they would idle while this thread reads). A transcript the workers could not
+/// `threads` is a maximum: the first transcripts are packed in place and timed, and the
+/// workers are used only when reading a transcript costs clearly less than packing it
+/// (else they would idle while this thread reads, and a batch asked to use two threads
+/// would run slower than on one). A transcript the workers could not
 /// take (or failed on) is packed in place, so its error is raised exactly as one-by-one
 /// packing raises it.
 ///
@@ -258,7 +259,6 @@ pub fn pack_many<'py>(
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
     let mut fairness = Fairness::new(py);
-    let auto = threads == 0;
     let threads = thread_count(threads);
     let n = options.len();
     let pack_in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
@@ -279,7 +279,7 @@ pub fn pack_many<'py>(
         }
     };
     let mut out = Vec::with_capacity(n);
-    let probe = if auto && threads > 1 && n >= PROBE + 2 * CHUNK { PROBE } else { 0 };
+    let probe = if threads > 1 && n >= PROBE + 2 * CHUNK { PROBE } else { 0 };
     let mut packing = Vec::with_capacity(probe);
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).take(probe) {
         let started = std::time::Instant::now();
@@ -288,11 +288,11 @@ pub fn pack_many<'py>(
         out.push(handoff_pack(n, kept, packed, &call.budget)?);
         fairness.tick()?;
     }
-    let detached = if threads > 1 && (!auto || probe > 0) {
+    let detached = if probe > 0 {
         // The median: a time slice lost to another process must not make packing in
         // place look dear (a low estimate keeps the threads out when in doubt).
         packing.sort_unstable();
-        let cost = if auto { packing.get(packing.len() / 2).copied() } else { None };
+        let cost = packing.get(packing.len() / 2).copied().unwrap_or_default();
         pack_detached(transcripts, probe, options, threads, &mut fairness, cost)?
     } else {
         Vec::new()
@@ -385,8 +385,8 @@ const TRIAL: usize = 2 * CHUNK;
 /// one included; fewer when the OS refuses to start more); for each, `None` where it was
 /// left to the attached path.
 ///
-/// With `in_place` (the measured cost of packing one transcript in place) the threads
-/// are used only while they pay. The first [`GATE`] extractions are timed: when they cost
+/// The threads are used only while they pay against `in_place`, the measured cost of
+/// packing one transcript in place. The first [`GATE`] extractions are timed: when they cost
 /// nearly as much as packing in place (reading the transcripts is the work, and the
 /// workers would idle) those are packed here and the rest left to the attached path.
 /// After [`TRIAL`] transcripts this thread's pace is compared again: when the workers
@@ -403,7 +403,7 @@ pub fn pack_detached(
     options: &[PackOptions],
     threads: usize,
     fairness: &mut Fairness<'_>,
-    in_place: Option<std::time::Duration>,
+    in_place: std::time::Duration,
 ) -> PyResult<Vec<Option<Detached>>> {
     let py = transcripts.py();
     let total = transcripts.len();
@@ -416,9 +416,7 @@ pub fn pack_detached(
         let mut chunk = Chunk::new();
         let started = std::time::Instant::now();
         // Whether `done` transcripts took clearly less time than packing them in place.
-        let pays = |done: usize| {
-            in_place.is_none_or(|cost| started.elapsed().as_secs_f64() < WORTH_IT * cost.as_secs_f64() * done as f64)
-        };
+        let pays = |done: usize| started.elapsed().as_secs_f64() < WORTH_IT * in_place.as_secs_f64() * done as f64;
         for (i, transcript) in transcripts.iter().enumerate().skip(from) {
             extract_transcript(i, &transcript, &mut chunk);
             let done = i + 1 - from;
