@@ -1,11 +1,12 @@
-"""What every adapter shares: the missing-extra error, the packing options, and packing a
-transcript converted to dicts with the result mapped back to the caller's objects."""
+"""What every adapter shares: the missing-extra error, its packing options (a
+:class:`contextfold.PackOptions`), and packing a transcript converted to dicts with the
+result mapped back to the caller's objects."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
@@ -23,7 +24,7 @@ def missing_extra(extra: str, exc: ImportError) -> ImportError:
     return ImportError(f"{package} is not installed: pip install 'contextfold[{extra}]'")
 
 
-def compact_json(value: Any) -> str:
+def json_text(value: Any) -> str:
     """Compact JSON as the packer measures it (no spaces, non-ASCII kept)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -37,29 +38,31 @@ def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
     return estimate_tokens(text)
 
 
-@dataclass(frozen=True)
-class PackOptions:
-    """The options every adapter packs with; bad numbers fail when they are given."""
+def window_options(
+    max_tokens: int,
+    reserve_output_tokens: int = 0,
+    estimate_tokens: Estimator | None = None,
+    cut: Literal["greedy", "chunked"] = "greedy",
+    chunk_tokens: int | None = None,
+) -> cf.PackOptions:
+    """The options an adapter packs with, a window of ``max_tokens`` (the name the
+    frameworks' own trimmers use); bad values fail here, when the adapter is built."""
+    return cf.PackOptions(
+        target_context_tokens=max_tokens,
+        reserve_output_tokens=reserve_output_tokens,
+        estimate_tokens=estimate_tokens,
+        cut=cut,
+        chunk_tokens=chunk_tokens,
+    )
 
-    max_tokens: int
-    reserve_output_tokens: int = 0
-    estimate_tokens: Estimator | None = None
-    cut: Literal["greedy", "chunked"] = "greedy"
-    chunk_tokens: int | None = None
 
-    def __post_init__(self) -> None:
-        cf.handoff_budget(self.max_tokens, self.reserve_output_tokens)
-
-    def handoff(self, fixed_tokens: int = 0) -> dict[str, Any]:
-        """``pack_handoff`` keywords, with ``fixed_tokens`` (a system prompt, tool schemas
-        sent beside the messages) added to the reserve, up to the whole window."""
-        return {
-            "target_context_tokens": self.max_tokens,
-            "reserve_output_tokens": min(self.max_tokens, self.reserve_output_tokens + fixed_tokens),
-            "estimate_tokens": self.estimate_tokens,
-            "cut": self.cut,
-            "chunk_tokens": self.chunk_tokens,
-        }
+def with_fixed(options: cf.PackOptions, fixed_tokens: int) -> cf.PackOptions:
+    """``options`` with ``fixed_tokens`` (a system prompt, tool schemas sent beside the
+    messages) added to the reserve, up to the whole window."""
+    if not fixed_tokens:
+        return options
+    reserve = min(options.target_context_tokens, options.reserve_output_tokens + fixed_tokens)
+    return replace(options, reserve_output_tokens=reserve)
 
 
 class Packed(NamedTuple):
@@ -75,7 +78,7 @@ def pack_converted(
     originals: Sequence[T],
     converted: Sequence[dict[str, Any]],
     make_note: Callable[[dict[str, Any]], Any],
-    options: PackOptions,
+    options: cf.PackOptions,
     *,
     shape: Literal["openai", "anthropic"],
     fixed_tokens: int = 0,
@@ -85,7 +88,7 @@ def pack_converted(
     The kept messages come back as the ``originals`` at the ``kept`` indices; the note
     (the one output dict that is not an input) goes through ``make_note``.
     """
-    pack = cf.pack_handoff(converted, shape=shape, **options.handoff(fixed_tokens))
+    pack = cf.pack_handoff(converted, options=with_fixed(options, fixed_tokens), shape=shape)
     return Packed(originals_of(pack, originals, converted, make_note), pack)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import contextfold as cf
 
-from ._common import Estimator, Packed, PackOptions, compact_json, missing_extra, pack_converted, text_tokens
+from ._common import Estimator, Packed, json_text, missing_extra, pack_converted, text_tokens, window_options
 from .langchain_edits import ClearToolUsesEdit
 
 try:
@@ -41,7 +41,6 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 __all__ = [
     "ClearToolUsesEdit",
     "ContextfoldMiddleware",
-    "PackOptions",
     "TokenCounter",
     "pack",
     "pack_messages",
@@ -75,7 +74,7 @@ def _to_dict(index: int, message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": message.content}
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
         # a call whose arguments did not parse is still a call its ToolMessage answers
-        out["tool_calls"] = [_call(c["id"], c["name"], compact_json(c["args"])) for c in message.tool_calls] + [
+        out["tool_calls"] = [_call(c["id"], c["name"], json_text(c["args"])) for c in message.tool_calls] + [
             _call(c["id"], c["name"], c["args"]) for c in message.invalid_tool_calls
         ]
     if role == "tool":
@@ -105,10 +104,10 @@ def pack(
     Returns the packed list (the caller's own objects plus the note message) together
     with the :class:`~contextfold.HandoffPack` (``kept``, ``dropped``, ``fits``, ``tokens``).
     """
-    return pack_with(messages, PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
+    return pack_with(messages, window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
 
 
-def pack_with(messages: Sequence[BaseMessage] | PromptValue, options: PackOptions, fixed_tokens: int = 0) -> Packed:
+def pack_with(messages: Sequence[BaseMessage] | PromptValue, options: cf.PackOptions, fixed_tokens: int = 0) -> Packed:
     """:func:`pack` with its options in one object, ``fixed_tokens`` (what is sent beside
     the messages: a system prompt, tool schemas) taken off the budget."""
     if isinstance(messages, PromptValue):
@@ -133,7 +132,7 @@ def pack_messages(
     packs whatever it is invoked with (a message list or a prompt value), so
     ``prompt | pack_messages(max_tokens=8_000) | model`` works as with ``trim_messages``.
     """
-    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
     if messages is None:
         return RunnableLambda(lambda given: pack_with(given, options).messages, name="pack_messages")
     return pack_with(messages, options).messages
@@ -158,7 +157,7 @@ def tools_tokens(tools: Sequence[Any], estimate_tokens: Estimator | None = None)
     if not tools:
         return 0
     schemas = [t if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools]
-    return text_tokens(compact_json(schemas), estimate_tokens)
+    return text_tokens(json_text(schemas), estimate_tokens)
 
 
 class ContextfoldMiddleware(AgentMiddleware):
@@ -180,7 +179,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         chunk_tokens: int | None = None,
     ) -> None:
         super().__init__()
-        self.options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+        self.options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     def _packed(self, request: Any) -> Any:
         estimate = self.options.estimate_tokens

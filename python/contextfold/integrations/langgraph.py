@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from ._common import Estimator, PackOptions, missing_extra
+from ._common import Estimator, missing_extra, window_options
 
 try:
     import langgraph  # noqa: F401  # the hook is for LangGraph's agent: require it like the others
@@ -37,7 +37,7 @@ def pre_model_hook(
     The agent's ``prompt`` (its system message) is added after the hook runs: leave room
     for it, and for the tool definitions, in ``reserve_output_tokens``.
     """
-    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     def hook(state: Mapping[str, Any]) -> dict[str, Any]:
         return {"llm_input_messages": pack_with(state["messages"], options).messages}

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import contextfold as cf
 
-from ._common import Estimator, Packed, PackOptions, missing_extra, pack_converted
+from ._common import Estimator, Packed, missing_extra, pack_converted, window_options
 
 try:
     from pydantic_ai.messages import (
@@ -130,10 +130,10 @@ def pack(
     chunk_tokens: int | None = None,
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens``; the list and the pack."""
-    return _pack(messages, PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
+    return _pack(messages, window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
 
 
-def _pack(messages: Sequence[ModelMessage], options: PackOptions) -> Packed:
+def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions) -> Packed:
     return pack_converted(messages, to_dicts(messages), _note_message, options, shape="anthropic")
 
 
@@ -150,7 +150,7 @@ def history_processor(
     ``reserve_output_tokens`` should cover the reply and what Pydantic AI adds outside the
     history: the agent's ``instructions`` and the tool definitions.
     """
-    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     def process(messages: list[ModelMessage]) -> list[ModelMessage]:
         return _pack(messages, options).messages
@@ -170,7 +170,7 @@ def async_history_processor(
 
     Packing is native and short (microseconds), so it runs inline rather than in a thread.
     """
-    options = PackOptions(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
         return _pack(messages, options).messages
