@@ -445,10 +445,10 @@ def bytes_options(options: PackOptions) -> EncodingName | None:
     return sizing
 
 
-class PackKeywords(TypedDict, total=False):
-    """:class:`PackOptions`' fields as keywords, for the packing functions' ``**options``."""
+class WindowKeywords(TypedDict, total=False):
+    """:class:`PackOptions`' fields but the window, as keywords: what an adapter that names
+    its window itself (``max_tokens``) takes."""
 
-    target_context_tokens: int
     reserve_output_tokens: int
     estimate_tokens: Estimator | EncodingName | None
     pinned: Iterable[int]
@@ -459,6 +459,12 @@ class PackKeywords(TypedDict, total=False):
     sizing: SizingName
     image_tokens: int
     edits: Sequence[Edit]
+
+
+class PackKeywords(WindowKeywords, total=False):
+    """:class:`PackOptions`' fields as keywords, for the packing functions' ``**options``."""
+
+    target_context_tokens: int
 
 
 _PLAIN = (int, str, type(None))

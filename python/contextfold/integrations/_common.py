@@ -5,7 +5,7 @@ result mapped back to the caller's objects."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -38,22 +38,12 @@ def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
     return estimate_tokens(text)
 
 
-def window_options(
-    max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
-) -> cf.PackOptions:
-    """The options an adapter packs with, a window of ``max_tokens`` (the name the
-    frameworks' own trimmers use); bad values fail here, when the adapter is built."""
-    return cf.PackOptions(
-        target_context_tokens=max_tokens,
-        reserve_output_tokens=reserve_output_tokens,
-        estimate_tokens=estimate_tokens,
-        cut=cut,
-        chunk_tokens=chunk_tokens,
-    )
+def window_options(max_tokens: int, options: Mapping[str, Any]) -> cf.PackOptions:
+    """The options an adapter packs with: a window of ``max_tokens`` (the name the
+    frameworks' own trimmers use) and any other :class:`contextfold.PackOptions` field
+    (``reserve_output_tokens``, ``estimate_tokens``, ``cut``, ``edits``, ``sizing``, …);
+    bad values fail here, when the adapter is built."""
+    return cf.PackOptions(target_context_tokens=max_tokens, **options)
 
 
 def with_fixed(options: cf.PackOptions, fixed_tokens: int) -> cf.PackOptions:

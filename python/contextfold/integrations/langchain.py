@@ -22,9 +22,13 @@ linear number of token counts.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import contextfold as cf
+from contextfold._contract import WindowKeywords
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 from ._common import Estimator, Packed, json_text, missing_extra, pack_converted, text_tokens, window_options
 from .langchain_edits import ClearToolUsesEdit
@@ -94,17 +98,14 @@ def pack(
     messages: Sequence[BaseMessage] | PromptValue,
     *,
     max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    **options: Unpack[WindowKeywords],
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens`` tokens.
 
     Returns the packed list (the caller's own objects plus the note message) together
     with the :class:`~contextfold.HandoffPack` (``kept``, ``dropped``, ``fits``, ``tokens``).
     """
-    return pack_with(messages, window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
+    return pack_with(messages, window_options(max_tokens, options))
 
 
 def pack_with(messages: Sequence[BaseMessage] | PromptValue, options: cf.PackOptions, fixed_tokens: int = 0) -> Packed:
@@ -121,10 +122,7 @@ def pack_messages(
     messages: Sequence[BaseMessage] | PromptValue | None = None,
     *,
     max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    **options: Unpack[WindowKeywords],
 ) -> Any:
     """``trim_messages``' place in a chain, without breaking tool pairs or losing the question.
 
@@ -132,10 +130,10 @@ def pack_messages(
     packs whatever it is invoked with (a message list or a prompt value), so
     ``prompt | pack_messages(max_tokens=8_000) | model`` works as with ``trim_messages``.
     """
-    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    packing = window_options(max_tokens, options)
     if messages is None:
-        return RunnableLambda(lambda given: pack_with(given, options).messages, name="pack_messages")
-    return pack_with(messages, options).messages
+        return RunnableLambda(lambda given: pack_with(given, packing).messages, name="pack_messages")
+    return pack_with(messages, packing).messages
 
 
 class TokenCounter:
@@ -173,13 +171,10 @@ class ContextfoldMiddleware(AgentMiddleware):
         self,
         *,
         max_tokens: int,
-        reserve_output_tokens: int = 0,
-        estimate_tokens: Estimator | None = None,
-        cut: Literal["greedy", "chunked"] = "greedy",
-        chunk_tokens: int | None = None,
+        **options: Unpack[WindowKeywords],
     ) -> None:
         super().__init__()
-        self.options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+        self.options = window_options(max_tokens, options)
 
     def _packed(self, request: Any) -> Any:
         estimate = self.options.estimate_tokens

@@ -10,9 +10,14 @@ objects plus the note (see :mod:`contextfold.integrations.langchain`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ._common import Estimator, missing_extra, window_options
+from contextfold._contract import WindowKeywords
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+from ._common import missing_extra, window_options
 
 try:
     import langgraph  # noqa: F401  # the hook is for LangGraph's agent: require it like the others
@@ -27,19 +32,16 @@ __all__ = ["pre_model_hook"]
 def pre_model_hook(
     *,
     max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    **options: Unpack[WindowKeywords],
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """A hook returning ``{"llm_input_messages": packed}`` from the state's ``messages``.
 
     The agent's ``prompt`` (its system message) is added after the hook runs: leave room
     for it, and for the tool definitions, in ``reserve_output_tokens``.
     """
-    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    packing = window_options(max_tokens, options)
 
     def hook(state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"llm_input_messages": pack_with(state["messages"], options).messages}
+        return {"llm_input_messages": pack_with(state["messages"], packing).messages}
 
     return hook

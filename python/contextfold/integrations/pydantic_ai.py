@@ -28,11 +28,15 @@ keeps requests and responses alternating.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import contextfold as cf
+from contextfold._contract import WindowKeywords
 
-from ._common import Estimator, Packed, missing_extra, pack_converted, window_options
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+from ._common import Packed, missing_extra, pack_converted, window_options
 
 try:
     from pydantic_ai.messages import (
@@ -124,13 +128,10 @@ def pack(
     messages: Sequence[ModelMessage],
     *,
     max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    **options: Unpack[WindowKeywords],
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens``; the list and the pack."""
-    return _pack(messages, window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens))
+    return _pack(messages, window_options(max_tokens, options))
 
 
 def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions) -> Packed:
@@ -140,20 +141,17 @@ def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions) -> Packed:
 def history_processor(
     *,
     max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    **options: Unpack[WindowKeywords],
 ) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
     """A ``history_processors=`` entry packing each model call's history (see the module doc).
 
     ``reserve_output_tokens`` should cover the reply and what Pydantic AI adds outside the
     history: the agent's ``instructions`` and the tool definitions.
     """
-    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    packing = window_options(max_tokens, options)
 
     def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return _pack(messages, options).messages
+        return _pack(messages, packing).messages
 
     return process
 
@@ -161,18 +159,15 @@ def history_processor(
 def async_history_processor(
     *,
     max_tokens: int,
-    reserve_output_tokens: int = 0,
-    estimate_tokens: Estimator | None = None,
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    **options: Unpack[WindowKeywords],
 ) -> Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]:
     """:func:`history_processor` as a coroutine function, for async-only pipelines.
 
     Packing is native and short (microseconds), so it runs inline rather than in a thread.
     """
-    options = window_options(max_tokens, reserve_output_tokens, estimate_tokens, cut, chunk_tokens)
+    packing = window_options(max_tokens, options)
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return _pack(messages, options).messages
+        return _pack(messages, packing).messages
 
     return process
