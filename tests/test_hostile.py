@@ -499,3 +499,21 @@ def test_python_code_run_while_a_batch_error_is_noted() -> None:
             assert victim == [] and check(True)
         print("ok")
     """)
+
+
+class _InterruptingStr(str):
+    """A body whose conversion to bytes is interrupted (Ctrl-C while it is encoded)."""
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_a_body_is_converted_stops_the_batch(backend: str) -> None:
+    # An exception converting one body is that body's outcome; an interrupt is not an
+    # exception of the body's and stops the batch (it was kept as a result, and the call
+    # returned normally).
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    bodies = [good, _InterruptingStr(good), good]
+    with pytest.raises(KeyboardInterrupt):
+        cf.pack_requests(bodies, target_context_tokens=100)
+    assert isinstance(cf.pack_requests([good, 3, good], target_context_tokens=100)[1], TypeError)  # type: ignore[list-item]

@@ -12,6 +12,7 @@ use crate::args::Options;
 use crate::errors;
 use contextfold_core::pack::PackOptions;
 use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
@@ -101,8 +102,17 @@ pub fn pack_requests<'py>(
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = bodies.py();
     let (options, budget) = bytes_options(options)?;
-    // A body that cannot be read as bytes keeps its exception; the others are packed.
-    let held: Vec<Result<Py<PyBytes>, PyErr>> = bodies.iter().map(|b| as_bytes(&b).map(Bound::unbind)).collect();
+    // A body that cannot be read as bytes keeps its exception; the others are packed. An
+    // interrupt (KeyboardInterrupt, SystemExit: not an Exception) is no body's: it stops
+    // the batch.
+    let held = bodies
+        .iter()
+        .map(|b| match as_bytes(&b) {
+            Ok(bytes) => Ok(Ok(bytes.unbind())),
+            Err(err) if err.is_instance_of::<PyException>(py) => Ok(Err(err)),
+            Err(interrupt) => Err(interrupt),
+        })
+        .collect::<PyResult<Vec<Result<Py<PyBytes>, PyErr>>>>()?;
     let inputs: Vec<&[u8]> = held.iter().map(|b| b.as_ref().map_or(&b""[..], |b| b.as_bytes(py))).collect();
     let budget = budget.unbind();
     let mut out: Vec<Py<PyAny>> = Vec::with_capacity(held.len());
