@@ -517,3 +517,18 @@ def test_ctrl_c_while_a_body_is_converted_stops_the_batch(backend: str) -> None:
     with pytest.raises(KeyboardInterrupt):
         cf.pack_requests(bodies, target_context_tokens=100)
     assert isinstance(cf.pack_requests([good, 3, good], target_context_tokens=100)[1], TypeError)  # type: ignore[list-item]
+
+
+def test_a_batch_shortened_during_the_call_changes_no_result(backend: str) -> None:
+    # The estimator empties the caller's batch while it is being packed: the call packs
+    # the batch as it was when it began (natively it returned a silent prefix).
+    batch = [_conversation(6) for _ in range(5)]
+    original = list(batch)
+
+    def estimate(text: str) -> int:
+        del batch[1:]
+        return len(text) // 4
+
+    packs = cf.pack_many(batch, target_context_tokens=10**6, estimate_tokens=estimate)
+    assert len(batch) == 1 and len(packs) == 5
+    assert [p.messages for p in packs] == original

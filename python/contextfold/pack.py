@@ -186,14 +186,15 @@ def pack_many(
     and batches with ``edits``; a custom ``estimate_tokens`` is Python code, so those
     batches are packed one by one (each still packed natively).
 
-    Each transcript list is read once, when packing it begins, and its result comes from
-    that reading: a thread changing a transcript during the batch changes no field of its
-    result.
+    The list of transcripts is read once, when the call begins, and each transcript list
+    once, when packing it begins; each result comes from that reading: a thread changing
+    the batch or a transcript during the call changes no field of any result.
     """
     options = pack_options(options, keywords)
     count = 0 if threads is None else whole("threads", threads, 1, None)  # 0: the backend picks
-    if not isinstance(transcripts, list):
-        transcripts = list(transcripts)
+    # The batch is read once, here: a list another thread shortens or grows meanwhile
+    # changes no result (it gave a silent prefix natively, and raised on the reference).
+    transcripts = list(transcripts)
     if systems is not None:
         systems = list(systems)
         if len(systems) != len(transcripts):
