@@ -186,3 +186,92 @@ def test_the_newest_compaction_is_kept_and_what_precedes_it_goes_first_unlisted(
         assert (packed.kept, packed.tokens, packed.note) == (pack.kept, pack.tokens, pack.note)
     # A transcript that fits comes back whole.
     assert cf.pack_handoff(messages, target_context_tokens=total).kept == list(range(len(messages)))
+
+
+# Review findings ------------------------------------------------------------------------
+
+W = "w " * 300
+
+
+def test_edits_run_when_the_must_keep_part_alone_is_over_the_budget(backend: str) -> None:
+    # The directive's own segment holds a long result: it does not fit unedited, and the
+    # edit is what makes it fit (natively the edit was skipped: nothing was dropped).
+    messages = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "w " * 400},
+                {"type": "text", "text": "go"},
+            ],
+        },
+    ]
+    pack = cf.pack_handoff(messages, target_context_tokens=60, edits=[cf.ClearToolUses(keep=0)])
+    assert pack.fits and pack.applied_edits and pack.applied_edits[0].cleared_tool_uses == 1
+
+
+def test_a_compaction_that_calls_a_tool_keeps_its_answer(backend: str) -> None:
+    messages = [
+        {"role": "user", "content": "old " + W},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "compaction", "content": "summary"},
+                {"type": "tool_use", "id": "t1", "name": "r", "input": {}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": W}]},
+        {"role": "assistant", "content": "ok " + W},
+        {"role": "user", "content": "next"},
+    ]
+    assert cf.pack_handoff(messages, target_context_tokens=200).kept[:2] == [1, 2]
+
+
+def test_a_compaction_in_a_chat_without_tools_is_kept(backend: str) -> None:
+    messages = [
+        {"role": "user", "content": "old " + W},
+        {"role": "assistant", "content": "old reply " + W},
+        {
+            "role": "assistant",
+            "content": [{"type": "compaction", "content": "all so far"}, {"type": "text", "text": "ok"}],
+        },
+        {"role": "user", "content": "more " + W},
+        {"role": "assistant", "content": "a " + W},
+        {"role": "user", "content": "last"},
+    ]
+    pack = cf.pack_handoff(messages, target_context_tokens=300)
+    assert pack.kept[0] == 2 and "all so far" not in (pack.note or "")
+
+
+class _Storage(dict):  # type: ignore[type-arg]
+    """A dict whose own methods lie about its entries."""
+
+    def __iter__(self) -> Any:
+        return iter(["role", "content", "tool_call_id", "extra"])
+
+    def keys(self) -> Any:
+        return ["role", "content", "tool_call_id", "extra"]
+
+    def __getitem__(self, key: Any) -> Any:
+        return "HOOKED"
+
+
+def test_an_edited_dict_subclass_is_copied_from_its_storage(backend: str) -> None:
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
+    result = _Storage(role="tool", tool_call_id="c1", content="w " * 200)
+    pack = cf.pack_handoff(
+        [call, result, {"role": "user", "content": "q"}], target_context_tokens=60, edits=[cf.ClearToolUses(keep=0)]
+    )
+    assert {"role": "tool", "tool_call_id": "c1", "content": "[cleared]"} in pack.messages
+
+
+def test_edit_subclasses_are_refused_when_the_options_are_built() -> None:
+    class Mine(cf.ClearToolUses):
+        pass
+
+    with pytest.raises(cf.ArgumentTypeError, match=r"edits\[0\]"):
+        cf.PackOptions(target_context_tokens=10, edits=[Mine()])

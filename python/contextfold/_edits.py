@@ -134,7 +134,7 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
         raise ArgumentTypeError(f"edits must be a list or tuple of edits, got {type(edits).__name__}")
     out: list[Edit] = []
     for i, edit in enumerate(edits):
-        if not isinstance(edit, (ClearToolUses, ClearThinking)):
+        if type(edit) not in (ClearToolUses, ClearThinking):  # a subclass may read otherwise
             raise ArgumentTypeError(f"edits[{i}] must be a ClearToolUses or ClearThinking, got {type(edit).__name__}")
         out.append(edit)
     return tuple(out)

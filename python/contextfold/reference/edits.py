@@ -187,8 +187,9 @@ def _role(message: Any) -> str | None:
 
 def _top_units(value: Any) -> int:
     """A message's own content as sizing measures it: a str by its length, None as 2."""
-    if isinstance(value, str):
-        return utf16_len(value)
+    text = str_value(value)  # a str subclass measured as its storage, not its methods
+    if text is not None:
+        return utf16_len(text)
     return 2 if value is None else json_length(value)
 
 

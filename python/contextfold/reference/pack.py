@@ -33,7 +33,7 @@ from .._js import JS_SPACES, entry, plain, str_value, utf16_len
 from ..errors import MessageError
 from .edits import apply_edits
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
-from .tokens import TranscriptOnDemand, checked_role, message_tokens
+from .tokens import Transcript, TranscriptOnDemand, checked_role, message_tokens
 
 NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
 SUMMARY_HEADER = "Summary of the earlier conversation, folded to fit the context window:"
@@ -84,7 +84,10 @@ def _newest_shape(messages: list[Any]) -> str | None:
         if marks_responses(m):
             return "responses"
         blocks = _blocks(m)
-        if blocks and any(_block_is(b, "tool_use") or _block_is(b, "tool_result") for b in blocks):
+        # A provider's compaction block is Anthropic's too.
+        if blocks and any(
+            _block_is(b, "tool_use") or _block_is(b, "tool_result") or _block_is(b, "compaction") for b in blocks
+        ):
             return "anthropic"
         if _has_tool_calls(m) or str_value(entry(m, "role")) == "tool":
             return "openai"
@@ -534,6 +537,9 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
     n = len(t)
     check_pinned(options.pinned, n)
+    # The edits read the whole transcript, each in its own order: every entry is checked
+    # first, in order, so the first malformed one is the one named.
+    Transcript(t.messages, None, options.shape)
     t.responses = options.shape == "responses" or (options.shape == "auto" and _newest_shape(t.messages) == "responses")
     # Cleared results move in the chunked cut's steps (a quarter of the budget by
     # default), whatever the cut.
@@ -641,17 +647,27 @@ def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens
     prefix = next((i for i in range(n) if t.role(i) != "system"), n)
     if at < prefix:
         return None
-    fixed = t.sum(0, prefix) + t.tokens(at)
-    rest = TranscriptOnDemand(
-        t.messages[at + 1 :], options.sizers, "responses" if t.responses else "openai", options.images
+    # The compaction's own segment (an Anthropic message that goes on to call a tool, with
+    # the message answering it) is kept whatever happens: counted like a system prompt.
+    answered = (
+        not t.responses
+        and _has_block(t.messages[at], "tool_use")
+        and at + 1 < n
+        and t.role(at + 1) == "user"
+        and _has_block(t.messages[at + 1], "tool_result")
     )
-    pinned = [p - at - 1 for p in options.pinned if p > at]
+    end = at + 2 if answered else at + 1
+    fixed = t.sum(0, prefix) + t.sum(at, end)
+    rest = TranscriptOnDemand(
+        t.messages[end:], options.sizers, "responses" if t.responses else "openai", options.images
+    )
+    pinned = [p - end for p in options.pinned if p >= end]
     try:
         packed = _decide(rest, options, min(U64_MAX, system_tokens + fixed), pinned)
     except MessageError as exc:
-        raise _in_input(exc, list(range(at + 1, n))) from None
-    kept = [*range(prefix), at, *(k + at + 1 for k in packed.kept)]
-    note = None if packed.note is None else (packed.note[0], packed.note[1] + prefix + 1)
+        raise _in_input(exc, list(range(end, n))) from None
+    kept = [*range(prefix), *range(at, end), *(k + end for k in packed.kept)]
+    note = None if packed.note is None else (packed.note[0], packed.note[1] + prefix + end - at)
     return History(kept, note, packed.fits, packed.tokens + fixed)
 
 

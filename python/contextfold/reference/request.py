@@ -53,7 +53,27 @@ _JSON_WORDS = {
     "Extra data": "extra data after the value",
 }
 """``json``'s messages as the native scanner words them (its "Expecting ',' delimiter"
-does not say which bracket it wanted, so it stays as it is)."""
+is worded by the bracket left open, see :func:`_innermost`)."""
+
+
+def _innermost(text: str, pos: int) -> str | None:
+    """The innermost bracket still open at ``pos`` (``{`` or ``[``), strings skipped."""
+    stack: list[str] = []
+    i = 0
+    while i < pos:
+        c = text[i]
+        if c == '"':
+            try:
+                i = _scanstring(text, i + 1)[1]
+            except ValueError:  # a string json refused ends the text that was read
+                return stack[-1] if stack else None
+            continue
+        if c in "{[":
+            stack.append(c)
+        elif c in "}]" and stack:
+            stack.pop()
+        i += 1
+    return stack[-1] if stack else None
 
 
 class _Layout:
@@ -83,7 +103,10 @@ class _Body:
         try:
             self._walk(1 if self.text.startswith("\ufeff") else 0)
         except json.JSONDecodeError as exc:
-            raise self._error(_JSON_WORDS.get(exc.msg, exc.msg.lower()), exc.pos) from None
+            words = _JSON_WORDS.get(exc.msg, exc.msg.lower())
+            if exc.msg == "Expecting ',' delimiter":  # worded, as natively, by the open bracket
+                words = "expecting ',' or '}'" if _innermost(self.text, exc.pos) == "{" else "expecting ',' or ']'"
+            raise self._error(words, exc.pos) from None
         except RequestError:
             raise  # the walk's own (a ValueError too: not to be wrapped below)
         except RecursionError:

@@ -42,7 +42,11 @@ pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResu
         }
         Edited::Blocks { node, blocks, placeholders } => {
             let out = PyList::empty(py);
-            for (j, block) in node.0.cast::<PyList>()?.iter().enumerate() {
+            let list = node.0.cast::<PyList>().map_err(|_| changed())?;
+            if blocks.last().is_some_and(|&(j, _)| j >= list.len()) {
+                return Err(changed());
+            }
+            for (j, block) in list.iter().enumerate() {
                 let edit = blocks.binary_search_by_key(&j, |b| b.0).ok().and_then(|k| blocks.get(k)).map(|b| b.1);
                 match edit {
                     None => out.append(block)?,
@@ -58,7 +62,11 @@ pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResu
         }
         Edited::Calls { node, calls } => {
             let out = PyList::empty(py);
-            for (j, call) in node.0.cast::<PyList>()?.iter().enumerate() {
+            let list = node.0.cast::<PyList>().map_err(|_| changed())?;
+            if calls.last().is_some_and(|&j| j >= list.len()) {
+                return Err(changed());
+            }
+            for (j, call) in list.iter().enumerate() {
                 if calls.binary_search(&j).is_ok() {
                     out.append(to_object(py, &Edited::Call(PyNode(call)))?)?;
                 } else {
@@ -78,10 +86,23 @@ pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResu
     })
 }
 
-/// A new dict with `value`'s entries, as its storage holds them (a subclass's own methods
-/// are not called).
+/// A new dict with `value`'s entries, as its storage holds them: a subclass's own
+/// methods (`keys`, `__getitem__`, `__iter__`) are not called, as the reference's
+/// `dict(dict.items(value))` calls none.
 fn copied<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    value.cast::<PyDict>()?.copy()
+    let dict = value.cast::<PyDict>().map_err(|_| changed())?;
+    let out = PyDict::new(dict.py());
+    for (key, item) in dict.iter() {
+        out.set_item(key, item)?;
+    }
+    Ok(out)
+}
+
+/// The error for a message whose content changed (Python code ran during the call) so
+/// that the edits planned for it no longer fit it.
+#[cold]
+fn changed() -> PyErr {
+    crate::errors::argument("a message changed while it was being packed: its edits no longer apply".into())
 }
 
 /// A copy of the dict `value` with member `key` replaced by `new`.

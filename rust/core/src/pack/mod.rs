@@ -38,7 +38,7 @@ use crate::message::Role;
 use crate::provider::Sizing;
 use crate::tokens::{CharsPerToken, MessageSizer, SizedMessages};
 use crate::transcript::Transcript;
-use segments::{is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
+use segments::{has_block, is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
 use tail::{chunked_tail, greedy_tail, History};
 
 /// Opens a volatile tail message (SPEC wire format).
@@ -215,18 +215,23 @@ where
         return pack(&mut Transcript::read(messages, sizer, format)?, options);
     }
     // Edits that run only over the budget leave a transcript that fits it as it is: the
-    // fit is found as packing finds it (sizing no more than that takes).
+    // fit is found as packing finds it (sizing no more than that takes). One that does
+    // not fit whole (`fits` false: the must-keep part alone is over) is edited.
     let over_budget_only = options.edits.iter().all(|edit| match edit {
         Edit::ClearToolUses(clear) => clear.trigger.is_none_or(|trigger| trigger >= options.budget),
         Edit::ClearThinking(_) => false,
     });
     if over_budget_only {
-        let packed = pack(&mut Transcript::read(messages, &mut sizer, format)?, options)?;
-        if packed.note.is_none() && packed.kept.len() == messages.len() {
+        // (An error here is raised below, where the entries are checked in order.)
+        let fit = Transcript::read(messages, &mut sizer, format).and_then(|mut t| pack(&mut t, options));
+        if let Some(packed) = fit.ok().filter(|p| p.fits && p.note.is_none() && p.kept.len() == messages.len()) {
             return Ok(packed);
         }
     }
     options.check_pinned(messages.len())?;
+    // The edits read the whole transcript, each in its own order: every entry is checked
+    // first, in order, so the first malformed one is the one named.
+    Transcript::read_all(messages, &mut sizer, format)?;
     let responses = match options.dialect {
         Some(dialect) => dialect == Dialect::Responses,
         None => newest_shape(messages) == Some(Dialect::Responses),
@@ -339,28 +344,33 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     if at < prefix {
         return Ok(None);
     }
-    // Kept whatever happens: counted like a separate system prompt.
-    let fixed = t.sum(0..prefix)? + u128::from(t.tokens(at)?);
-    let after: Vec<N> = t.messages().get(at + 1..).unwrap_or_default().to_vec();
+    // The compaction's own segment (an Anthropic message that goes on to call a tool, with
+    // the message answering it) is kept whatever happens: counted like a system prompt.
+    let answered = !t.is_responses()
+        && t.peek(at).is_some_and(|m| has_block(&m, "tool_use"))
+        && t.peek(at + 1).is_some_and(|m| m.role == Role::User && has_block(&m, "tool_result"));
+    let end = if answered { at + 2 } else { at + 1 };
+    let fixed = t.sum(0..prefix)? + t.sum(at..end)?;
+    let after: Vec<N> = t.messages().get(end..).unwrap_or_default().to_vec();
     let format = if t.is_responses() { Format::Responses } else { Format::Chat };
     let rest = PackOptions {
         system_tokens: options.system_tokens.saturating_add(u64::try_from(fixed).unwrap_or(u64::MAX)),
-        pinned: options.pinned.iter().filter_map(|&p| p.checked_sub(at + 1)).collect(),
+        pinned: options.pinned.iter().filter_map(|&p| p.checked_sub(end)).collect(),
         ..options.clone()
     };
     let shift = |err: CoreError| match err {
         CoreError::Message { index: Some(k), field, problem } => {
-            CoreError::Message { index: Some(k + at + 1), field, problem }
+            CoreError::Message { index: Some(k + end), field, problem }
         }
         other => other,
     };
     let mut sub = Transcript::read(&after, t.sizer(), format).map_err(shift)?;
     let mut packed = pack_transcript(&mut sub, &rest).map_err(shift)?;
-    let mut kept: Vec<usize> = (0..prefix).chain([at]).collect();
-    kept.extend(packed.kept.iter().map(|&k| k + at + 1));
+    let mut kept: Vec<usize> = (0..prefix).chain(at..end).collect();
+    kept.extend(packed.kept.iter().map(|&k| k + end));
     packed.kept = kept;
     if let Some(note) = packed.note.as_mut() {
-        note.at += prefix + 1;
+        note.at += prefix + end - at;
     }
     packed.tokens += fixed;
     Ok(Some(packed))

@@ -22,7 +22,7 @@ pub(super) fn block_is<N: JsonNode>(block: &N, kind: &str) -> bool {
     block.get(Key::Type).is_some_and(|t| t.as_text().is_some_and(|t| t.eq_ascii(kind)))
 }
 
-fn has_block<N: JsonNode>(message: &Checked<N>, kind: &str) -> bool {
+pub(super) fn has_block<N: JsonNode>(message: &Checked<N>, kind: &str) -> bool {
     blocks(message).is_some_and(|mut it| it.any(|b| block_is(&b, kind)))
 }
 
@@ -72,7 +72,11 @@ pub(super) fn newest_shape<N: JsonNode>(messages: &[N]) -> Option<Dialect> {
         }
         let blocks = fields.content.filter(|c| c.json_type() == JsonType::Array).and_then(|c| match c.view() {
             Ok(View::Array { mut items, .. }) => {
-                Some(items.any(|b| block_is(&b, "tool_use") || block_is(&b, "tool_result")))
+                // A provider's compaction block is Anthropic's too.
+                Some(
+                    items
+                        .any(|b| block_is(&b, "tool_use") || block_is(&b, "tool_result") || block_is(&b, "compaction")),
+                )
             }
             _ => None,
         });

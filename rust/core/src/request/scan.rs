@@ -1022,7 +1022,28 @@ impl<'a> Scanner<'a> {
                 high_to = block + 64 - high.leading_zeros() as usize;
             }
             if control & inside != 0 {
-                self.pos = at(control & inside);
+                let control_at = at(control & inside);
+                // An invalid escape before it is the first error, as json.loads reports.
+                let codes = escaped & inside;
+                if codes != 0 {
+                    let EscapeMasks { valid, unicode, .. } = escape_masks(self.block_bytes(block), self.avx2);
+                    let mut bad = codes & !valid;
+                    let mut unicode = unicode & codes;
+                    while unicode != 0 {
+                        let u = at(unicode);
+                        if escape(self.bytes, u - 1).is_none() {
+                            bad |= 1 << (u - block);
+                        }
+                        unicode &= unicode - 1;
+                    }
+                    if bad != 0 && at(bad) - 1 < control_at {
+                        let code = at(bad);
+                        let unicode_code = self.bytes.get(code) == Some(&b'u');
+                        self.pos = if unicode_code { code } else { code - 1 };
+                        return Err(self.error("an invalid escape"));
+                    }
+                }
+                self.pos = control_at;
                 return Err(self.error("an unescaped control character in a string"));
             }
             from_first = u64::MAX;
@@ -1030,8 +1051,15 @@ impl<'a> Scanner<'a> {
             if codes != 0 {
                 let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
                 if codes & !valid != 0 {
+                    let code = at(codes & !valid);
+                    if code >= self.bytes.len() {
+                        // A backslash that ends the text escapes nothing: as json.loads
+                        // words it, the string is unterminated.
+                        self.pos = quote;
+                        return Err(self.error("an unterminated string"));
+                    }
                     // The backslash before the code (in the previous block for bit 0).
-                    self.pos = at(codes & !valid) - 1;
+                    self.pos = code - 1;
                     return Err(self.error("an invalid escape"));
                 }
                 let n = codes.count_ones();
@@ -1046,8 +1074,11 @@ impl<'a> Scanner<'a> {
                         saved -= 1; // the low half of a pair, counted with its high half
                         continue;
                     }
-                    let Some((units, count, taken)) = escape(self.bytes, backslash_at) else {
-                        self.pos = backslash_at;
+                    // json.loads also refuses a `\uXXXX` whose digits end the text.
+                    let parsed = escape(self.bytes, backslash_at).filter(|_| backslash_at + 6 < self.bytes.len());
+                    let Some((units, count, taken)) = parsed else {
+                        // At the `u`, where json.loads reports a bad `\uXXXX`.
+                        self.pos = backslash_at + 1;
                         return Err(self.error("an invalid escape"));
                     };
                     saved += taken - count - 1;

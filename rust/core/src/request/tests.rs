@@ -134,6 +134,15 @@ fn bad_input_is_reported_with_its_offset() {
     assert!(matches!(err(b"{} x"), Some(ScanError::Syntax { offset: 3, .. })));
     assert!(matches!(err(b"[\"a\x01\"]"), Some(ScanError::Syntax { offset: 3, .. })));
     assert!(matches!(err(b"[\"a\\x\"]"), Some(ScanError::Syntax { offset: 3, .. })));
+    // A backslash ending the text leaves its string unterminated, as json.loads says.
+    assert_eq!(err(b"[\"ab\\"), Some(ScanError::Syntax { offset: 1, expected: "an unterminated string" }));
+    // The first error by position, as json.loads reports it: an invalid escape before a
+    // control byte in the same block.
+    assert_eq!(err(b"[\"a\\ b\x01\"]"), Some(ScanError::Syntax { offset: 3, expected: "an invalid escape" }));
+    assert_eq!(err(b"[\"a\\u1\x01\"]"), Some(ScanError::Syntax { offset: 4, expected: "an invalid escape" }));
+    assert_eq!(err(b"[\"ab\\u2192"), Some(ScanError::Syntax { offset: 5, expected: "an invalid escape" }));
+    // A bad `\uXXXX` at its `u`, as json.loads reports it.
+    assert!(matches!(err(b"[\"a\\u12\"]"), Some(ScanError::Syntax { offset: 4, .. })));
     assert!(matches!(err(b"[\"abc"), Some(ScanError::Syntax { offset: 1, .. })));
     assert!(matches!(err(b"[01]"), Some(ScanError::Syntax { offset: 2, .. })));
     assert!(matches!(err(b"[-]"), Some(ScanError::Syntax { offset: 1, .. })));
