@@ -827,6 +827,34 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// The escape codes among `codes` (bits of the block at `block`) that are errors: a
+    /// code no escape takes, and the `u` of a `\uXXXX` that does not parse (or whose
+    /// digits end the text, which json.loads refuses too). Only on the way to an error.
+    #[cold]
+    fn bad_codes(&self, block: usize, codes: u64) -> u64 {
+        let EscapeMasks { valid, unicode, .. } = escape_masks(self.block_bytes(block), self.avx2);
+        let mut bad = codes & !valid;
+        let mut unicode = unicode & codes;
+        while unicode != 0 {
+            let u = block + unicode.trailing_zeros() as usize;
+            if escape(self.bytes, u - 1).filter(|_| u + 5 < self.bytes.len()).is_none() {
+                bad |= unicode & unicode.wrapping_neg();
+            }
+            unicode &= unicode - 1;
+        }
+        bad
+    }
+
+    /// Where json.loads reports a bad escape whose code is at `code`: a `u` at itself,
+    /// any other at its backslash (in the previous block for bit 0).
+    fn escape_error_at(&self, code: usize) -> usize {
+        if self.bytes.get(code) == Some(&b'u') {
+            code
+        } else {
+            code - 1
+        }
+    }
+
     /// Reads `"key" :` of an object member, leaving `pos` at the value.
     #[inline(always)]
     fn key(&mut self) -> Result<(), ScanError> {
@@ -1024,24 +1052,10 @@ impl<'a> Scanner<'a> {
             if control & inside != 0 {
                 let control_at = at(control & inside);
                 // An invalid escape before it is the first error, as json.loads reports.
-                let codes = escaped & inside;
-                if codes != 0 {
-                    let EscapeMasks { valid, unicode, .. } = escape_masks(self.block_bytes(block), self.avx2);
-                    let mut bad = codes & !valid;
-                    let mut unicode = unicode & codes;
-                    while unicode != 0 {
-                        let u = at(unicode);
-                        if escape(self.bytes, u - 1).is_none() {
-                            bad |= 1 << (u - block);
-                        }
-                        unicode &= unicode - 1;
-                    }
-                    if bad != 0 && at(bad) - 1 < control_at {
-                        let code = at(bad);
-                        let unicode_code = self.bytes.get(code) == Some(&b'u');
-                        self.pos = if unicode_code { code } else { code - 1 };
-                        return Err(self.error("an invalid escape"));
-                    }
+                let bad = self.bad_codes(block, escaped & inside);
+                if bad != 0 && at(bad) - 1 < control_at {
+                    self.pos = self.escape_error_at(at(bad));
+                    return Err(self.error("an invalid escape"));
                 }
                 self.pos = control_at;
                 return Err(self.error("an unescaped control character in a string"));
@@ -1051,15 +1065,15 @@ impl<'a> Scanner<'a> {
             if codes != 0 {
                 let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
                 if codes & !valid != 0 {
-                    let code = at(codes & !valid);
+                    // The first error by position, a bad `\uXXXX` before it included.
+                    let code = at(self.bad_codes(block, codes));
                     if code >= self.bytes.len() {
                         // A backslash that ends the text escapes nothing: as json.loads
                         // words it, the string is unterminated.
                         self.pos = quote;
                         return Err(self.error("an unterminated string"));
                     }
-                    // The backslash before the code (in the previous block for bit 0).
-                    self.pos = code - 1;
+                    self.pos = self.escape_error_at(code);
                     return Err(self.error("an invalid escape"));
                 }
                 let n = codes.count_ones();

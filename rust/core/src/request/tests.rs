@@ -141,6 +141,7 @@ fn bad_input_is_reported_with_its_offset() {
     assert_eq!(err(b"[\"a\\ b\x01\"]"), Some(ScanError::Syntax { offset: 3, expected: "an invalid escape" }));
     assert_eq!(err(b"[\"a\\u1\x01\"]"), Some(ScanError::Syntax { offset: 4, expected: "an invalid escape" }));
     assert_eq!(err(b"[\"ab\\u2192"), Some(ScanError::Syntax { offset: 5, expected: "an invalid escape" }));
+    assert_eq!(err(b"[\"a\\u00\\1b\"]"), Some(ScanError::Syntax { offset: 4, expected: "an invalid escape" }));
     // A bad `\uXXXX` at its `u`, as json.loads reports it.
     assert!(matches!(err(b"[\"a\\u12\"]"), Some(ScanError::Syntax { offset: 4, .. })));
     assert!(matches!(err(b"[\"abc"), Some(ScanError::Syntax { offset: 1, .. })));
