@@ -40,6 +40,7 @@ def test_a_value_is_frozen_hashable_and_equal_by_its_options() -> None:
         ({"target_context_tokens": 10, "shape": "gemini"}, cf.ArgumentError, "shape must be"),
         ({"target_context_tokens": 10, "cut": "chunky"}, cf.ArgumentError, "cut must be"),
         ({"target_context_tokens": 10, "cut": "chunked", "chunk_tokens": 0}, cf.ArgumentError, "chunk_tokens"),
+        ({"target_context_tokens": 10, "chunk_tokens": "8"}, cf.ArgumentError, "chunk_tokens must be an int"),
         ({"target_context_tokens": 10, "sizing": "exact"}, cf.ArgumentError, "sizing must be"),
         ({"target_context_tokens": 10, "estimate_tokens": "p50k_base"}, cf.ArgumentError, "unknown encoding"),
         ({"target_context_tokens": 10, "estimate_tokens": 3}, cf.EstimatorError, "must be callable"),

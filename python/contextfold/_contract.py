@@ -418,9 +418,10 @@ class PackOptions:
             raise ArgumentError(f"shape must be 'auto', 'openai', 'anthropic' or 'responses', not {self.shape!r}")
         if self.cut not in CUTS:
             raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {self.cut!r}")
+        chunk_tokens = None if self.chunk_tokens is None else whole("chunk_tokens", self.chunk_tokens, 1)
         chunk = None
         if self.cut == "chunked":
-            chunk = max(1, budget // 4) if self.chunk_tokens is None else whole("chunk_tokens", self.chunk_tokens, 1)
+            chunk = max(1, budget // 4) if chunk_tokens is None else chunk_tokens
         for name, value in (
             ("pinned", pins),
             ("edits", check_edits(self.edits)),
