@@ -78,7 +78,7 @@ def test_editing_then_folding_is_folding_the_edited_transcript(seed: int, shape:
         responses=responses,
     )
     folded = cf.pack_handoff(edited, target_context_tokens=budget, shape="responses" if responses else "auto")
-    assert pack.applied_edits == applied
+    assert pack.applied_edits == tuple(applied)
     assert (pack.messages, pack.fits, pack.tokens, pack.note) == (
         folded.messages,
         folded.fits,
@@ -127,9 +127,9 @@ def test_a_custom_estimator_sees_the_edited_messages(backend: str) -> None:
 def test_results_report_no_edit_when_none_ran(backend: str) -> None:
     messages = openai_corpus()[0]
     pack = cf.pack_handoff(messages, target_context_tokens=10**7, edits=[cf.ClearToolUses()])
-    assert pack.applied_edits == [] and pack.dropped == 0
+    assert pack.applied_edits == () and pack.dropped == 0
     assert all(a is b for a, b in zip(pack.messages, messages, strict=True))
-    assert cf.pack_handoff(messages, target_context_tokens=10**7).applied_edits == []
+    assert cf.pack_handoff(messages, target_context_tokens=10**7).applied_edits == ()
 
 
 def test_bad_edits_fail_when_the_options_are_built() -> None:

@@ -307,7 +307,7 @@ def test_a_string_input_is_counted_and_passed_through(backend: str, text: str, e
     for budget in (10, 100, 10_000):
         result = cf.pack_request(data, target_context_tokens=budget, estimate_tokens=estimate)  # type: ignore[arg-type]
         one = cf.pack_handoff([{"role": "user", "content": text}], target_context_tokens=10**9, **options)
-        assert result == cf.PackedRequest(data, one.tokens <= budget, one.tokens, budget, 0, None, [0], [])
+        assert result == cf.PackedRequest(data, one.tokens <= budget, one.tokens, budget, 0, None, [0], ())
         assert result.body is data
         if not text.startswith("<run-state>"):  # pack_handoff would drop a lone volatile tail
             p = cf.pack_handoff([{"role": "user", "content": text}], target_context_tokens=budget, **options)

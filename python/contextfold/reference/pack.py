@@ -564,7 +564,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     except MessageError as exc:
         raise _in_input(exc, source) from None
     kept = [source[k] for k in pack.kept]
-    return pack._replace(kept=kept, dropped=n - len(kept), applied_edits=applied)
+    return pack._replace(kept=kept, dropped=n - len(kept), applied_edits=tuple(applied))
 
 
 def _in_input(exc: MessageError, source: list[int]) -> MessageError:
@@ -597,7 +597,7 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
             at,
             {"type": "message", "role": role, "content": text} if t.responses else {"role": role, "content": text},
         )
-    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, options.budget, text, kept, [])
+    return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, options.budget, text, kept, ())
 
 
 def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pinned: list[int]) -> History:

@@ -39,7 +39,7 @@ _NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' or 
 _ARRAYS = ("messages", "input")
 """Members whose array items are packed (and so whose layout is recorded)."""
 
-Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None", "list[AppliedEdit]"]
+Outcome = tuple[bytes, int, bool, int, "str | None", list[int], "int | None", "tuple[AppliedEdit, ...]"]
 
 
 _JSON_WORDS = {
@@ -421,7 +421,7 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
     n = len(items)
     input_tokens = tokens_in(items, estimate, options.images, shape) if transcripts else None
     if pack.note is None and not pack.applied_edits and pack.kept == list(range(n)):
-        return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens, []
+        return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens, ()
     # The note is the message whose content is the note's text itself (edited messages
     # are new dicts too).
     note_at = next((k for k, m in enumerate(pack.messages) if entry(m, "content") is pack.note), len(pack.messages))
@@ -445,4 +445,4 @@ def _one_message(
     check_pinned(options.pinned, 1)
     own = message_tokens({"role": "user", "content": text}, estimate, options.images)
     tokens = own + _prompt_tokens((system, tools), estimate, options.images)
-    return body, 0, tokens <= options.budget, tokens, None, [0], own, []
+    return body, 0, tokens <= options.budget, tokens, None, [0], own, ()

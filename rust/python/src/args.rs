@@ -11,7 +11,7 @@ use contextfold_core::provider::Sizing;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyString, PyType};
+use pyo3::types::{PyInt, PyString, PyTuple, PyType};
 
 /// A `contextfold.PackOptions`, converted.
 pub struct Options<'py> {
@@ -55,10 +55,17 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             let got = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
             return Err(crate::errors::argument_type(format!("options must be a PackOptions, got {got}")));
         }
-        let field = |name: &Bound<'py, PyString>| value.getattr(name);
-        let budget = field(intern!(py, "budget"))?;
-        let sizers = Some(field(intern!(py, "sizers"))?).filter(|s| !s.is_none());
-        let images: Option<u64> = field(intern!(py, "images"))?.extract()?;
+        // The value's `native` tuple: (budget, sizers, images, summary, shape, chunk, pinned, edits).
+        let native = value.getattr(intern!(py, "native"))?;
+        let native = native.cast::<PyTuple>()?;
+        if native.len() != 8 {
+            return Err(crate::errors::internal("PackOptions.native holds eight fields"));
+        }
+        let field = |i| native.get_item(i);
+        let (budget, sizers, images, summary) = (field(0)?, field(1)?, field(2)?, field(3)?);
+        let (shape, chunk, pinned, edits) = (field(4)?, field(5)?, field(6)?, field(7)?);
+        let sizers = Some(sizers).filter(|s| !s.is_none());
+        let images: Option<u64> = images.extract()?;
         let sizing = images.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens });
         let counting = match sizers.as_ref().map(|s| s.cast::<PyString>()) {
             Some(Ok(name)) => Counting::Exact(crate::sizer::encoding(&name.to_cow()?)?),
@@ -66,23 +73,22 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             Some(Err(_)) => Counting::Chars(Sizing::Seed),
             None => Counting::Chars(sizing),
         };
-        let summary = field(intern!(py, "summary"))?;
         let summary = match summary.cast::<PyString>() {
             Ok(text) => Some(lossy(text).unwrap_or_default()),
             Err(_) => None,
         };
-        let shape = field(intern!(py, "shape"))?;
         let dialect = dialect(&shape.cast::<PyString>()?.to_cow()?);
-        let chunk: Option<u64> = field(intern!(py, "chunk"))?.extract()?;
+        let chunk: Option<u64> = chunk.extract()?;
+        let edits = edits.cast::<PyTuple>()?;
         let pack = PackOptions {
             budget: budget.extract()?,
             system_tokens: 0,
-            pinned: field(intern!(py, "pinned"))?.extract()?,
+            pinned: if pinned.is_empty()? { Vec::new() } else { pinned.extract()? },
             summary,
             dialect,
             cut: chunk.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk) }),
             counting,
-            edits: field(intern!(py, "edits"))?.try_iter()?.map(|edit| edit_of(&edit?)).collect::<PyResult<_>>()?,
+            edits: edits.iter().map(|edit| edit_of(&edit)).collect::<PyResult<_>>()?,
         };
         Ok(Options { pack, sizers, sizing, budget })
     }

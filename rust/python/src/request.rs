@@ -78,7 +78,7 @@ fn packed_request<'py>(
         PyList::new(py, &packed.packed.kept)?.into_any(),
         crate::result::applied_edits(py, &packed.packed.edits)?,
     ];
-    crate::result::named_tuple(crate::result::Class::PackedRequest.get(py)?, fields)
+    crate::result::named_tuple(py, crate::result::Class::PackedRequest.get(py)?, fields)
 }
 
 /// Packs one request body into a `PackedRequest`.

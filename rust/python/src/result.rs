@@ -18,44 +18,55 @@ pub enum Class {
     AppliedEdit,
 }
 
+/// A result class, looked up once, and whether its instances have a plain tuple's
+/// layout (then their slots are filled directly).
+pub struct Resolved {
+    class: Py<PyType>,
+    plain: bool,
+}
+
 impl Class {
-    /// The class, looked up on first use (the module's init looks both up, as the
+    /// The class, looked up on first use (the module's init looks every one up, as the
     /// reference imports them, so a later patch reaches neither backend).
-    pub fn get(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-        static HANDOFF_PACK: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-        static PACKED_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-        static APPLIED_EDIT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    pub fn get(self, py: Python<'_>) -> PyResult<&'static Resolved> {
+        static HANDOFF_PACK: PyOnceLock<Resolved> = PyOnceLock::new();
+        static PACKED_REQUEST: PyOnceLock<Resolved> = PyOnceLock::new();
+        static APPLIED_EDIT: PyOnceLock<Resolved> = PyOnceLock::new();
         let (cell, module, name) = match self {
             Class::HandoffPack => (&HANDOFF_PACK, "contextfold._contract", "HandoffPack"),
             Class::PackedRequest => (&PACKED_REQUEST, "contextfold._contract", "PackedRequest"),
             Class::AppliedEdit => (&APPLIED_EDIT, "contextfold._edits", "AppliedEdit"),
         };
-        cell.import(py, module, name)
+        cell.get_or_try_init(py, || {
+            let class = py.import(module)?.getattr(name)?.cast_into::<PyType>()?;
+            let tuple_type = py.get_type::<PyTuple>();
+            // SAFETY: both are live type objects; only their size fields are read.
+            let plain = class.is_subclass(&tuple_type)?
+                && unsafe {
+                    let (ours, tuple) = (&*class.as_type_ptr(), &*tuple_type.as_type_ptr());
+                    ours.tp_basicsize == tuple.tp_basicsize && ours.tp_itemsize == tuple.tp_itemsize
+                };
+            Ok(Resolved { class: class.unbind(), plain })
+        })
     }
 }
 
-/// An instance of `class` holding `fields`. When `class` is a plain tuple subclass (a
+/// An instance of the class holding `fields`. When it is a plain tuple subclass (a
 /// `NamedTuple`), its slots are filled directly, as `tuple.__new__(class, fields)` would,
 /// without running the class's Python `__new__`; anything else (a replaced class, say)
 /// is called with the fields.
 pub fn named_tuple<'py, const N: usize>(
-    class: &Bound<'py, PyType>,
+    py: Python<'py>,
+    resolved: &Resolved,
     fields: [Bound<'py, PyAny>; N],
 ) -> PyResult<Bound<'py, PyAny>> {
-    let py = class.py();
-    let tuple_type = py.get_type::<PyTuple>();
-    // SAFETY: both are live type objects; only their size fields are read.
-    let plain = class.is_subclass(&tuple_type)?
-        && unsafe {
-            let (ours, tuple) = (&*class.as_type_ptr(), &*tuple_type.as_type_ptr());
-            ours.tp_basicsize == tuple.tp_basicsize && ours.tp_itemsize == tuple.tp_itemsize
-        };
-    if !plain {
+    let class = resolved.class.bind(py);
+    if !resolved.plain {
         return class.call1(PyTuple::new(py, fields)?);
     }
-    // SAFETY: `class` is a tuple subclass with the tuple's own layout (checked above),
-    // so its tp_alloc gives a zeroed tuple of N slots that we own; each slot takes over
-    // one owned reference.
+    // SAFETY: `class` is a tuple subclass with the tuple's own layout (checked when it
+    // was looked up), so its tp_alloc gives a zeroed tuple of N slots that we own; each
+    // slot takes over one owned reference.
     unsafe {
         let alloc = (*class.as_type_ptr()).tp_alloc.unwrap_or(pyo3::ffi::PyType_GenericAlloc);
         let len = pyo3::ffi::Py_ssize_t::try_from(N).unwrap_or(0);
@@ -67,8 +78,12 @@ pub fn named_tuple<'py, const N: usize>(
     }
 }
 
-/// The edits that ran, as a list of `AppliedEdit`.
+/// The edits that ran, as a tuple of `AppliedEdit` (the empty one when none did: no
+/// allocation on the common path).
 pub fn applied_edits<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
+    if plan.applied.is_empty() {
+        return Ok(PyTuple::empty(py).into_any());
+    }
     let class = Class::AppliedEdit.get(py)?;
     let applied = plan.applied.iter().map(|a| {
         let fields = [
@@ -77,9 +92,9 @@ pub fn applied_edits<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, P
             a.cleared_thinking_turns.into_pyobject(py)?.into_any(),
             a.cleared_input_tokens.into_pyobject(py)?.into_any(),
         ];
-        named_tuple(class, fields)
+        named_tuple(py, class, fields)
     });
-    Ok(PyList::new(py, applied.collect::<PyResult<Vec<_>>>()?)?.into_any())
+    Ok(PyTuple::new(py, applied.collect::<PyResult<Vec<_>>>()?)?.into_any())
 }
 
 /// The `HandoffPack` for a transcript of `n` messages packed: the output list (`out`, the
@@ -125,5 +140,5 @@ pub fn handoff_pack<'py>(
         PyList::new(py, &packed.kept)?.into_any(),
         applied_edits(py, &packed.edits)?,
     ];
-    named_tuple(Class::HandoffPack.get(py)?, fields)
+    named_tuple(py, Class::HandoffPack.get(py)?, fields)
 }
