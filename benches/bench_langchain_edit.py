@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import contextfold as cf
 import pytest
 
 from .conftest import native, repeated
@@ -88,7 +89,7 @@ def bench_clear_tool_uses(benchmark: Any, lc: Any, transcript: list[Any], how: s
     theirs = ContextEditingMiddleware(edits=[ClearToolUsesEdit(**fields)])
     ours = ContextEditingMiddleware(edits=[lc.ClearToolUsesEdit(**fields)])
     packing = lc.ContextfoldMiddleware(max_tokens=BUDGET)
-    options = lc.PackOptions(BUDGET)
+    options = cf.PackOptions(target_context_tokens=BUDGET)
 
     def edit_and_pack() -> list[Any]:
         edited = list(transcript)
