@@ -1,5 +1,7 @@
 //! SizedMessages near and past 2^64 (a custom estimator can return any u64): every total,
 //! comparison and cut point is the exact figure, never a wrapped one.
+// Test-only module: its unwraps are test assertions and never reach Python.
+#![cfg(test)]
 
 use crate::json::JsonNode;
 use crate::message::Checked;

@@ -1,3 +1,6 @@
+// Test-only module: its unwraps are test assertions and never reach Python.
+#![cfg(test)]
+
 use super::*;
 use crate::encoding::Encoding;
 use crate::json::{json_len, View};
