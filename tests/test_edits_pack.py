@@ -275,3 +275,23 @@ def test_edit_subclasses_are_refused_when_the_options_are_built() -> None:
 
     with pytest.raises(cf.ArgumentTypeError, match=r"edits\[0\]"):
         cf.PackOptions(target_context_tokens=10, edits=[Mine()])
+
+
+def test_an_edit_sizes_only_what_it_reads(backend: str) -> None:
+    # The trigger is passed by the newest messages alone, so the oldest ones are never
+    # sized (as folding alone never sizes what it does not reach).
+    seen: list[str] = []
+
+    def estimate(text: str) -> int:
+        seen.append(text)
+        return len(text) // 4
+
+    calls = [{"id": f"c{k}", "type": "function", "function": {"name": "read", "arguments": "{}"}} for k in range(5)]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    messages += [{"role": "assistant", "content": f"old note {i} " + "x" * 400} for i in range(30)]
+    messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+    messages += [{"role": "tool", "tool_call_id": f"c{k}", "content": "r" * 2_000} for k in range(5)]
+    messages.append({"role": "user", "content": "go on"})
+    pack = cf.pack_handoff(messages, target_context_tokens=2_000, estimate_tokens=estimate, edits=[cf.ClearToolUses()])
+    assert pack.applied_edits and pack.applied_edits[0].cleared_tool_uses == 2
+    assert not any(text.startswith("old note 0 ") for text in seen)

@@ -318,9 +318,19 @@ def _weight(state: _State, u: _Use) -> int:
     return state.cost(u.at, _with(m, "content", [_list(entry(m, "content"))[u.block]]))  # type: ignore[index]
 
 
+def _costs_more_than(state: _State, base: int, limit: int) -> bool:
+    """Whether ``base`` and the live messages cost more than ``limit``: summed from the
+    newest, so no more are sized than it takes (as folding sizes only what it reaches)."""
+    total = base
+    for i in reversed(state.live()):
+        if total > limit:
+            return True
+        total += state.cost_of(i)
+    return total > limit
+
+
 def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int, step: int) -> AppliedEdit | None:
-    total = base + sum(state.cost_of(i) for i in state.live())
-    if total <= (budget if edit.trigger is None else edit.trigger):
+    if not _costs_more_than(state, base, budget if edit.trigger is None else edit.trigger):
         return None
     uses = _tool_uses(state, edit.exclude_tools)
     protected = max(len(uses) - edit.keep, 0)

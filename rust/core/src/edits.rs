@@ -661,21 +661,30 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
 
 /// Applies `edits` in order to `messages` (each edit seeing the previous one's output) and
 /// says what changed; `sizer` sizes messages as packing does (through the overlay).
+/// `known` holds sizes already taken of messages as they are in the input, by index
+/// (`None`, or past its end: not taken). Also each message's cost as edited, where taken.
 ///
 /// # Errors
 /// When a message that must be sized is malformed (naming its index), or the sizer fails.
-pub fn plan<N, S>(messages: &[N], edits: &[Edit], sizer: &mut S, context: &EditContext) -> Result<Plan, CoreError>
+pub fn plan<N, S>(
+    messages: &[N],
+    edits: &[Edit],
+    sizer: &mut S,
+    context: &EditContext,
+    mut known: Vec<Option<u64>>,
+) -> Result<(Plan, Vec<Option<u64>>), CoreError>
 where
     N: JsonNode + Clone,
     S: for<'p> MessageSizer<Edited<'p, N>>,
 {
+    known.resize(messages.len(), None);
     let mut editor = Editor {
         messages,
         sizer,
         responses: context.responses,
         edits: BTreeMap::new(),
         placeholders: Vec::new(),
-        costs: vec![None; messages.len()],
+        costs: known,
     };
     let mut applied = Vec::new();
     for edit in edits {
@@ -685,7 +694,8 @@ where
         };
         applied.extend(done);
     }
-    Ok(Plan { messages: editor.edits.into_values().collect(), applied, placeholders: editor.placeholders })
+    let plan = Plan { messages: editor.edits.into_values().collect(), applied, placeholders: editor.placeholders };
+    Ok((plan, editor.costs))
 }
 
 /// One [`plan`] call: the transcript as edited so far, and each message's cost.
@@ -863,6 +873,22 @@ where
         Ok(cost)
     }
 
+    /// Whether `base` and the live messages cost more than `limit`: summed from the
+    /// newest, so no more are sized than it takes (as folding sizes only what it reaches).
+    fn costs_more_than(&mut self, base: u64, limit: u64) -> Result<bool, CoreError> {
+        let (mut total, limit) = (u128::from(base), u128::from(limit));
+        for i in (0..self.messages.len()).rev() {
+            if self.removed(i) {
+                continue;
+            }
+            if total > limit {
+                return Ok(true);
+            }
+            total += u128::from(self.cost(i)?);
+        }
+        Ok(total > limit)
+    }
+
     /// Message `i`'s cost with `edit` (`None`: as it is in the input).
     fn cost_with(&mut self, i: usize, edit: Option<&MessageEdit>) -> Result<u64, CoreError> {
         let node = self.node(i)?;
@@ -934,23 +960,23 @@ where
             let fields = m.message_fields();
             let role = role_or_other(fields.role);
             if role == Role::Tool {
-                found(Exchange::Result { at: i, block: None, id: member(m, "tool_call_id"), tool_use: true });
+                found(Exchange::Result { at: i, block: None, id: m.get(Key::ToolCallId), tool_use: true });
                 continue;
             }
             if role == Role::Assistant {
                 for (j, c) in items(fields.tool_calls).into_iter().flatten().enumerate() {
                     if c.json_type() == JsonType::Object {
                         let name = c.get(Key::Function).and_then(|f| f.get(Key::Name));
-                        found(Exchange::Call { at: i, slot: Slot::ToolCall(j), id: member(&c, "id"), name });
+                        found(Exchange::Call { at: i, slot: Slot::ToolCall(j), id: c.get(Key::Id), name });
                     }
                 }
             }
             for (j, block) in items(fields.content).into_iter().flatten().enumerate() {
                 if kind_is(&block, "tool_use") {
-                    let (id, name) = (member(&block, "id"), block.get(Key::Name));
+                    let (id, name) = (block.get(Key::Id), block.get(Key::Name));
                     found(Exchange::Call { at: i, slot: Slot::Block(j), id, name });
                 } else if kind_is(&block, "tool_result") {
-                    let id = member(&block, "tool_use_id");
+                    let id = block.get(Key::ToolUseId);
                     found(Exchange::Result { at: i, block: Some(j), id, tool_use: true });
                 }
             }
@@ -1108,11 +1134,7 @@ where
     }
 
     fn clear_tool_uses(&mut self, edit: &ClearToolUses, context: &EditContext) -> Result<Option<Applied>, CoreError> {
-        let mut total = u128::from(context.base);
-        for i in self.live().collect::<Vec<_>>() {
-            total += u128::from(self.cost(i)?);
-        }
-        if total <= u128::from(edit.trigger.unwrap_or(context.budget)) {
+        if !self.costs_more_than(context.base, edit.trigger.unwrap_or(context.budget))? {
             return Ok(None);
         }
         let mut uses = Vec::new();
@@ -1350,7 +1372,7 @@ mod tests {
 
     fn run(messages: &[Value], edits: &[Edit], context: &EditContext) -> Plan {
         let refs: Vec<&Value> = messages.iter().collect();
-        plan(&refs, edits, &mut CharsPerToken, context).unwrap()
+        plan(&refs, edits, &mut CharsPerToken, context, Vec::new()).unwrap().0
     }
 
     fn edit_of(v: &Value) -> Edit {
@@ -1513,10 +1535,17 @@ mod tests {
         let refs: Vec<&Value> = messages.iter().collect();
         let context = EditContext { budget: 0, step: 1, base: 0, responses: false };
         let edits = [Edit::ClearToolUses(ClearToolUses::default())];
-        let err = plan(&refs, &edits, &mut CharsPerToken, &context).unwrap_err();
+        let err = plan(&refs, &edits, &mut CharsPerToken, &context, Vec::new()).unwrap_err();
         assert!(matches!(err, CoreError::Message { index: Some(1), field: "content", .. }), "{err:?}");
         // Under its trigger a ClearThinking edit sizes nothing, so reads no further.
-        assert!(plan(&refs, &[Edit::ClearThinking(ClearThinking::default())], &mut CharsPerToken, &context).is_ok());
+        assert!(plan(
+            &refs,
+            &[Edit::ClearThinking(ClearThinking::default())],
+            &mut CharsPerToken,
+            &context,
+            Vec::new()
+        )
+        .is_ok());
     }
 
     // Generated transcripts, in the core's own terms -----------------------------------

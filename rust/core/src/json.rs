@@ -22,6 +22,9 @@ pub enum Key {
     Function,
     CallId,
     Output,
+    Id,
+    ToolCallId,
+    ToolUseId,
 }
 
 impl Key {
@@ -37,6 +40,9 @@ impl Key {
             Key::Function => "function",
             Key::CallId => "call_id",
             Key::Output => "output",
+            Key::Id => "id",
+            Key::ToolCallId => "tool_call_id",
+            Key::ToolUseId => "tool_use_id",
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct Transcript<'m, N, S> {
     /// Whether the entries are Responses items; `None` until decided (read on demand
     /// with [`Format::Auto`]: packing decides from the entries it reads).
     responses: Option<bool>,
+    /// Sizes taken elsewhere, and whether of the entries read as Responses items.
+    assumed: Option<(bool, Vec<Option<u64>>)>,
 }
 
 impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
@@ -53,7 +55,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             None => (check_items(messages)?, true),
         };
         let sizes = Sizes::Every(vec![None; messages.len()]);
-        Ok(Self { messages, checked, sizes, sizer, responses: Some(responses) })
+        Ok(Self { messages, checked, sizes, sizer, responses: Some(responses), assumed: None })
     }
 
     /// Takes the entries to be read on demand, as `format` says ([`Format::Auto`]: the
@@ -68,7 +70,34 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             Format::Chat => Some(false),
             Format::Responses => Some(true),
         };
-        Ok(Self { messages, checked: Vec::new(), sizes: Sizes::Reached(FxHashMap::default()), sizer, responses })
+        let sizes = Sizes::Reached(FxHashMap::default());
+        Ok(Self { messages, checked: Vec::new(), sizes, sizer, responses, assumed: None })
+    }
+
+    /// Takes `sizes` (by index; `None`: not known) as what sizing these entries read as
+    /// Responses items (`responses`) or as chat messages gives, so that an entry read
+    /// that way is not sized again. Each must be exactly that size.
+    pub fn assume_sizes(&mut self, responses: bool, sizes: Vec<Option<u64>>) {
+        self.assumed = Some((responses, sizes));
+    }
+
+    /// Whether the sizes taken so far are of Responses items (`None`: the format is still
+    /// undecided, and they are not to be used elsewhere).
+    pub fn sizes_format(&self) -> Option<bool> {
+        self.responses
+    }
+
+    /// Every entry's size as taken so far (`None`: not sized).
+    pub fn sizes(&self) -> Vec<Option<u64>> {
+        (0..self.messages.len()).map(|i| self.known(i)).collect()
+    }
+
+    /// Entry `i`'s size, computed or assumed, in the format it is read in.
+    fn known(&self, i: usize) -> Option<u64> {
+        self.sizes.get(i).or_else(|| match &self.assumed {
+            Some((responses, sizes)) if *responses == self.is_responses() => sizes.get(i).copied().flatten(),
+            _ => None,
+        })
     }
 
     /// Whether the entries are read as Responses items (`false` while undecided).
@@ -95,7 +124,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
     /// when it is not a well-formed one, marks Responses items, or cannot be sized (the
     /// caller then decides the format and reads it again, to raise what it raises).
     pub fn chat_tokens(&mut self, i: usize) -> Option<u64> {
-        if let Some(size) = self.sizes.get(i) {
+        if let Some(size) = self.known(i) {
             return Some(size);
         }
         let m = self.messages.get(i)?;
@@ -254,7 +283,7 @@ impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
     }
 
     fn tokens(&mut self, i: usize) -> Result<u64, CoreError> {
-        if let Some(size) = self.sizes.get(i) {
+        if let Some(size) = self.known(i) {
             return Ok(size);
         }
         let message = self.messages.get(i).ok_or_else(|| CoreError::internal("message index out of range"))?;

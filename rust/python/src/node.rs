@@ -56,6 +56,9 @@ fn key<'py>(py: Python<'py>, key: Key) -> &'py Bound<'py, PyString> {
         Key::Function => intern!(py, "function"),
         Key::CallId => intern!(py, "call_id"),
         Key::Output => intern!(py, "output"),
+        Key::Id => intern!(py, "id"),
+        Key::ToolCallId => intern!(py, "tool_call_id"),
+        Key::ToolUseId => intern!(py, "tool_use_id"),
     }
 }
 

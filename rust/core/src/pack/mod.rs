@@ -214,6 +214,15 @@ where
     if options.edits.is_empty() {
         return pack(&mut Transcript::read(messages, sizer, format)?, options);
     }
+    let responses = match options.dialect {
+        Some(dialect) => dialect == Dialect::Responses,
+        None => newest_shape(messages) == Some(Dialect::Responses),
+    };
+    // A size taken in one pass serves the next ones (the fit, the edits, the fold), unless
+    // sizing runs the caller's code, which then sees each message as each pass reads it.
+    let share = !MessageSizer::<N>::calls_out(&sizer);
+    let mut known = Vec::new();
+    let mut unedited = None;
     // Edits that run only over the budget leave a transcript that fits it as it is: the
     // fit is found as packing finds it (sizing no more than that takes). One that does
     // not fit whole (`fits` false: the must-keep part alone is over) is edited.
@@ -222,27 +231,38 @@ where
         Edit::ClearThinking(_) => false,
     });
     if over_budget_only {
+        let mut t = Transcript::read(messages, &mut sizer, format)?;
         // (An error here is raised below, where the entries are checked in order.)
-        let fit = Transcript::read(messages, &mut sizer, format).and_then(|mut t| pack(&mut t, options));
-        if let Some(packed) = fit.ok().filter(|p| p.fits && p.note.is_none() && p.kept.len() == messages.len()) {
-            return Ok(packed);
+        if let Ok(packed) = pack(&mut t, options) {
+            if packed.fits && packed.note.is_none() && packed.kept.len() == messages.len() {
+                return Ok(packed);
+            }
+            unedited = Some(packed).filter(|_| share);
+        }
+        if let (Some(format), true) = (t.sizes_format(), share) {
+            known = if format == responses { t.sizes() } else { Vec::new() };
         }
     }
     options.check_pinned(messages.len())?;
     // The edits read the whole transcript, each in its own order: every entry is checked
     // first, in order, so the first malformed one is the one named.
     Transcript::read_all(messages, &mut sizer, format)?;
-    let responses = match options.dialect {
-        Some(dialect) => dialect == Dialect::Responses,
-        None => newest_shape(messages) == Some(Dialect::Responses),
-    };
     // Cleared results move in the chunked cut's steps (a quarter of the budget by
     // default), whatever the cut.
     let step = options.cut.chunk_size(options.budget).unwrap_or((options.budget / 4).max(1));
     let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses };
-    let plan = crate::edits::plan(messages, &options.edits, &mut sizer, &context)?;
+    let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known)?;
     if plan.is_empty() {
-        let mut packed = pack(&mut Transcript::read(messages, sizer, format)?, options)?;
+        let mut packed = match unedited {
+            Some(packed) => packed,
+            None => {
+                let mut t = Transcript::read(messages, sizer, format)?;
+                if share {
+                    t.assume_sizes(responses, costs);
+                }
+                pack(&mut t, options)?
+            }
+        };
         packed.edits = plan;
         return Ok(packed);
     }
@@ -257,6 +277,9 @@ where
     let pinned = options.pinned.iter().filter_map(|&p| overlay.position(p)).collect();
     let edited = PackOptions { pinned, edits: Vec::new(), ..options.clone() };
     let mut t = Transcript::read(&overlay.nodes, sizer, format).map_err(in_input)?;
+    if share {
+        t.assume_sizes(responses, overlay.source.iter().map(|&i| costs.get(i).copied().flatten()).collect());
+    }
     let mut packed = pack(&mut t, &edited).map_err(in_input)?;
     packed.kept = packed.kept.iter().map(|&k| source(k)).collect();
     drop(t);
