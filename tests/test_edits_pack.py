@@ -295,3 +295,49 @@ def test_an_edit_sizes_only_what_it_reads(backend: str) -> None:
     pack = cf.pack_handoff(messages, target_context_tokens=2_000, estimate_tokens=estimate, edits=[cf.ClearToolUses()])
     assert pack.applied_edits and pack.applied_edits[0].cleared_tool_uses == 2
     assert not any(text.startswith("old note 0 ") for text in seen)
+
+
+def _thinking_cleared_then_unsizable() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Responses items whose older reasoning ClearThinking removes, the newest message
+    holding a value with no JSON form, and the packing keywords that read it that way."""
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": "start " + "x" * 4_000},
+        {"type": "reasoning", "id": "r1", "summary": [], "encrypted_content": "e" * 2_000},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a" * 4_000}]},
+        {"type": "message", "role": "user", "content": "again"},
+        {"type": "reasoning", "id": "r2", "summary": [], "encrypted_content": "e" * 200},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "b", "x": {1, 2}}]},
+    ]
+    return items, {"target_context_tokens": 1_500, "edits": [cf.ClearThinking()]}
+
+
+def _compaction_then_unsizable() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Responses items over budget with a compaction, the newest item after it holding a
+    value with no JSON form."""
+    items = _responses_with_compaction()
+    items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "n", "x": {1}}]})
+    return items, {"target_context_tokens": 1_000}
+
+
+@pytest.mark.parametrize("make", [_thinking_cleared_then_unsizable, _compaction_then_unsizable])
+@pytest.mark.parametrize("estimate", [None, "custom"])
+def test_what_sizing_raises_names_the_callers_message(backend: str, make: Any, estimate: Any) -> None:
+    # Packing reads an edited transcript, or the part after a compaction, as a view of its
+    # own: what sizing one of its messages raises still names the caller's index.
+    items, keywords = make()
+    custom = {"estimate_tokens": lambda text: len(text) // 4} if estimate else {}
+    with pytest.raises(cf.MessageTypeError, match=rf"message {len(items) - 1}, field 'content'"):
+        cf.pack_handoff(items, **keywords, **custom)
+
+
+@pytest.mark.parametrize("make", [_responses_with_compaction, _anthropic_with_compaction])
+def test_pins_hold_after_the_compaction_only(backend: str, make: Any) -> None:
+    # What precedes the newest compaction is dropped (or held in it) by the provider, so
+    # a pin there goes with it (docs/editing.md); one after the compaction holds.
+    messages = make()
+    at = next(i for i, m in enumerate(messages) if "compaction" in json.dumps(m))
+    before, after = at - 2, at + 3
+    total = sum(cf.message_tokens(m) for m in messages)
+    pack = cf.pack_handoff(messages, target_context_tokens=total // 3, pinned=[before, after])
+    assert at in pack.kept and after in pack.kept and before not in pack.kept
+    assert pack.kept == sorted(pack.kept)

@@ -211,8 +211,8 @@ def estimator_text(message: Any, index: int | None = None, whole: bool = False) 
     if whole:
         return compact_json(message, "", index)
     content, calls = content_and_calls(message, index)
-    text = content if type(content) is str else compact_json("" if content is None else content)
-    return text if calls is None else text + compact_json(calls)
+    text = content if type(content) is str else compact_json("" if content is None else content, "content", index)
+    return text if calls is None else text + compact_json(calls, "tool_calls", index)
 
 
 def sizers(estimate: Estimator | str | None) -> Counting:

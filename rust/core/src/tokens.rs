@@ -116,6 +116,36 @@ impl<N, S: MessageSizer<N>> MessageSizer<N> for &mut S {
     }
 }
 
+/// A sizer lent to a view of a transcript (an edit overlay, the part after a compaction):
+/// the view's indices are handed on as the caller's, `input` of each, so what a custom
+/// estimator raises names the caller's message.
+pub struct InputIndices<S, F> {
+    pub sizer: S,
+    pub input: F,
+}
+
+impl<N, S: MessageSizer<N>, F: Fn(usize) -> usize> MessageSizer<N> for InputIndices<S, F> {
+    fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
+        self.sizer.message_tokens(index.map(&self.input), message, checked)
+    }
+
+    fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
+        self.sizer.system_tokens(checked)
+    }
+
+    fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+        self.sizer.text_tokens(text)
+    }
+
+    fn units_tokens(&self, units: usize) -> Option<u64> {
+        self.sizer.units_tokens(units)
+    }
+
+    fn calls_out(&self) -> bool {
+        self.sizer.calls_out()
+    }
+}
+
 /// Tokens of one message (or Responses item) sized on its own: errors name its field,
 /// not an index.
 ///

@@ -36,7 +36,7 @@ use crate::json::JsonNode;
 use crate::json::{JsonType, View};
 use crate::message::Role;
 use crate::provider::Sizing;
-use crate::tokens::{CharsPerToken, MessageSizer, SizedMessages};
+use crate::tokens::{CharsPerToken, InputIndices, MessageSizer, SizedMessages};
 use crate::transcript::Transcript;
 use segments::{has_block, is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
 use tail::{chunked_tail, greedy_tail, History};
@@ -276,7 +276,7 @@ where
     };
     let pinned = options.pinned.iter().filter_map(|&p| overlay.position(p)).collect();
     let edited = PackOptions { pinned, edits: Vec::new(), ..options.clone() };
-    let mut t = Transcript::read(&overlay.nodes, sizer, format).map_err(in_input)?;
+    let mut t = Transcript::read(&overlay.nodes, InputIndices { sizer, input: source }, format).map_err(in_input)?;
     if share {
         t.assume_sizes(responses, overlay.source.iter().map(|&i| costs.get(i).copied().flatten()).collect());
     }
@@ -387,7 +387,8 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
         }
         other => other,
     };
-    let mut sub = Transcript::read(&after, t.sizer(), format).map_err(shift)?;
+    let mut sub =
+        Transcript::read(&after, InputIndices { sizer: t.sizer(), input: |k| k + end }, format).map_err(shift)?;
     let mut packed = pack_transcript(&mut sub, &rest).map_err(shift)?;
     let mut kept: Vec<usize> = (0..prefix).chain(at..end).collect();
     kept.extend(packed.kept.iter().map(|&k| k + end));
