@@ -18,6 +18,7 @@
 //! one-by-one packing does.
 
 use crate::args::Options;
+use crate::borrow::before_python;
 use crate::errors::in_transcript;
 use crate::node::PyNode;
 use crate::node::{json_type_of, text_of};
@@ -285,7 +286,7 @@ pub fn pack_many<'py>(
         let started = std::time::Instant::now();
         let (n, kept, packed) = pack_in_place(i, &transcript, opts)?;
         packing.push(started.elapsed());
-        out.push(handoff_pack(n, kept, packed, &call.budget)?);
+        out.push(handoff_pack(before_python(), n, kept, packed, &call.budget)?);
         fairness.tick()?;
     }
     let detached = if probe > 0 {
@@ -306,7 +307,7 @@ pub fn pack_many<'py>(
             }
             _ => pack_in_place(i, &transcript, opts)?,
         };
-        out.push(handoff_pack(n, kept, packed, &call.budget)?);
+        out.push(handoff_pack(before_python(), n, kept, packed, &call.budget)?);
         fairness.tick()?;
     }
     Ok(out)

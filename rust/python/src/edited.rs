@@ -4,17 +4,22 @@
 //! with its member replaced, a list with its items filtered or replaced), as
 //! `contextfold.reference.edits` builds them; everything else is the caller's object.
 
+use crate::borrow::MayRunPython;
 use crate::node::PyNode;
 use contextfold_core::edits::{BlockEdit, Edited, Substitute};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-/// The Python value `node` presents.
+/// The Python value `node` presents (allocating may run a finaliser).
 ///
 /// # Errors
 /// A failed allocation, or a replaced member in a value that is not a dict or list (the
 /// plan is made from these same values, so never for one that was not).
-pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound<'py, PyAny>> {
+pub fn to_object<'py>(_: MayRunPython, py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound<'py, PyAny>> {
+    built(py, node)
+}
+
+fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match node {
         Edited::Plain(node) => node.0.clone(),
         Edited::Str(text) => PyString::new(py, text).into_any(),
@@ -27,14 +32,14 @@ pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResu
             if !edit.blocks.is_empty() {
                 if let Some(content) = message.get_item("content")? {
                     let view = Edited::Blocks { node: PyNode(content), blocks: &edit.blocks, placeholders };
-                    message.set_item("content", to_object(py, &view)?)?;
+                    message.set_item("content", built(py, &view)?)?;
                 }
             }
             if !edit.calls.is_empty() {
                 if let Some(calls) = message.get_item("tool_calls")? {
                     message.set_item(
                         "tool_calls",
-                        to_object(py, &Edited::Calls { node: PyNode(calls), calls: &edit.calls })?,
+                        built(py, &Edited::Calls { node: PyNode(calls), calls: &edit.calls })?,
                     )?;
                 }
             }
@@ -68,7 +73,7 @@ pub fn to_object<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResu
             }
             for (j, call) in list.iter().enumerate() {
                 if calls.binary_search(&j).is_ok() {
-                    out.append(to_object(py, &Edited::Call(PyNode(call)))?)?;
+                    out.append(built(py, &Edited::Call(PyNode(call)))?)?;
                 } else {
                     out.append(call)?;
                 }

@@ -2,6 +2,7 @@
 //! `contextfold._contract.HandoffPack`.
 
 use crate::args::Options;
+use crate::borrow::before_python;
 use crate::node::PyNode;
 use crate::result::handoff_pack;
 use crate::sizer::PySizer;
@@ -84,5 +85,5 @@ fn in_place<'py>(
     let n = snapshot.len();
     // The snapshot's borrow ends before the result is allocated.
     let kept = snapshot.into_kept(&packed.kept)?;
-    handoff_pack(n, kept, packed, budget)
+    handoff_pack(before_python(), n, kept, packed, budget)
 }

@@ -9,6 +9,7 @@
 //! back in input order.
 
 use crate::args::Options;
+use crate::borrow::{before_python, MayRunPython};
 use crate::errors;
 use contextfold_core::pack::PackOptions;
 use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
@@ -55,6 +56,7 @@ fn to_py(err: RequestError) -> PyErr {
 
 /// The `PackedRequest` for a packed body; its `body` is `input` itself when unchanged.
 fn packed_request<'py>(
+    _: MayRunPython,
     input: &Bound<'py, PyBytes>,
     packed: PackedBody,
     budget: &Bound<'py, PyAny>,
@@ -76,9 +78,9 @@ fn packed_request<'py>(
         packed.dropped.into_pyobject(py)?.into_any(),
         note,
         PyList::new(py, &packed.packed.kept)?.into_any(),
-        crate::result::applied_edits(py, &packed.packed.edits)?,
+        crate::result::applied_edits(before_python(), py, &packed.packed.edits)?,
     ];
-    crate::result::named_tuple(py, crate::result::Class::PackedRequest.get(py)?, fields)
+    crate::result::named_tuple(before_python(), py, crate::result::Class::PackedRequest.get(py)?, fields)
 }
 
 /// Packs one request body into a `PackedRequest`.
@@ -88,7 +90,7 @@ pub fn pack_request<'py>(body: &Bound<'py, PyAny>, options: Options<'py>) -> PyR
     let body = as_bytes(body)?;
     let input = body.as_bytes();
     let packed = body.py().detach(|| request::pack_body(input, &options, Root::Request, false)).map_err(to_py)?;
-    packed_request(&body, packed, &budget)
+    packed_request(before_python(), &body, packed, &budget)
 }
 
 /// Packs each body on up to `threads` threads: a list holding, for each body in order,
@@ -127,7 +129,7 @@ pub fn pack_requests<'py>(
                     let made = match (input, result) {
                         (Err(err), _) => Ok(err.clone_ref(py).into_value(py).into_any()),
                         (Ok(input), Ok(packed)) => {
-                            packed_request(input.bind(py), packed, budget.bind(py)).map(Bound::unbind)
+                            packed_request(before_python(), input.bind(py), packed, budget.bind(py)).map(Bound::unbind)
                         }
                         (Ok(_), Err(err)) => Ok(to_py(err).into_value(py).into_any()),
                     };

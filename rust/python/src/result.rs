@@ -1,6 +1,7 @@
 //! Result objects: instances of the `NamedTuple` classes of `contextfold._contract` (and
 //! `contextfold._edits.AppliedEdit`).
 
+use crate::borrow::{before_python, MayRunPython};
 use crate::node::PyNode;
 use contextfold_core::edits::Plan;
 use contextfold_core::message::Role;
@@ -56,6 +57,7 @@ impl Class {
 /// without running the class's Python `__new__`; anything else (a replaced class, say)
 /// is called with the fields.
 pub fn named_tuple<'py, const N: usize>(
+    _: MayRunPython,
     py: Python<'py>,
     resolved: &Resolved,
     fields: [Bound<'py, PyAny>; N],
@@ -80,7 +82,7 @@ pub fn named_tuple<'py, const N: usize>(
 
 /// The edits that ran, as a tuple of `AppliedEdit` (the empty one when none did: no
 /// allocation on the common path).
-pub fn applied_edits<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
+pub fn applied_edits<'py>(_: MayRunPython, py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
     if plan.applied.is_empty() {
         return Ok(PyTuple::empty(py).into_any());
     }
@@ -92,7 +94,7 @@ pub fn applied_edits<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, P
             a.cleared_thinking_turns.into_pyobject(py)?.into_any(),
             a.cleared_input_tokens.into_pyobject(py)?.into_any(),
         ];
-        named_tuple(py, class, fields)
+        named_tuple(before_python(), py, class, fields)
     });
     Ok(PyTuple::new(py, applied.collect::<PyResult<Vec<_>>>()?)?.into_any())
 }
@@ -101,6 +103,7 @@ pub fn applied_edits<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, P
 /// kept messages, those the edits changed as they present them, with the note a new dict
 /// at its place), dropped, fits, tokens, budget, note, kept, applied edits.
 pub fn handoff_pack<'py>(
+    _: MayRunPython,
     n: usize,
     mut out: Vec<Bound<'py, PyAny>>,
     packed: Packed,
@@ -110,7 +113,8 @@ pub fn handoff_pack<'py>(
     if !packed.edits.is_empty() {
         for (message, &i) in out.iter_mut().zip(&packed.kept) {
             if packed.edits.edit(i).is_some() {
-                *message = crate::edited::to_object(py, &packed.edits.view(i, PyNode(message.clone())))?;
+                *message =
+                    crate::edited::to_object(before_python(), py, &packed.edits.view(i, PyNode(message.clone())))?;
             }
         }
     }
@@ -138,7 +142,7 @@ pub fn handoff_pack<'py>(
         budget.clone(),
         note,
         PyList::new(py, &packed.kept)?.into_any(),
-        applied_edits(py, &packed.edits)?,
+        applied_edits(before_python(), py, &packed.edits)?,
     ];
-    named_tuple(py, Class::HandoffPack.get(py)?, fields)
+    named_tuple(before_python(), py, Class::HandoffPack.get(py)?, fields)
 }

@@ -129,18 +129,18 @@ pub trait PyValue<'py>: JsonNode {
     ///
     /// # Errors
     /// A failed allocation.
-    fn value(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+    fn value(&self, run: MayRunPython, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 }
 
 impl<'py> PyValue<'py> for PyNode<'py> {
-    fn value(&self, _: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn value(&self, _: MayRunPython, _: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(self.0.clone())
     }
 }
 
 impl<'py> PyValue<'py> for Edited<'_, PyNode<'py>> {
-    fn value(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::edited::to_object(py, self)
+    fn value(&self, run: MayRunPython, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::edited::to_object(run, py, self)
     }
 }
 
@@ -153,9 +153,9 @@ impl<'py, N: PyValue<'py>> MessageSizer<N> for PySizer<'py> {
                 Ok(count(self.py, *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
             }
             Estimate::Custom(per_message, _) => {
-                let run = before_python();
                 let whole = checked.item.sized_whole();
-                let result = message.value(self.py).and_then(|value| called(run, per_message, (index, value, whole)));
+                let value = message.value(before_python(), self.py);
+                let result = value.and_then(|value| called(before_python(), per_message, (index, value, whole)));
                 self.call(result)
             }
         }
@@ -171,7 +171,7 @@ impl<'py, N: PyValue<'py>> MessageSizer<N> for PySizer<'py> {
                 let py = self.py;
                 let message = PyDict::new(py);
                 let content = match checked.content.as_ref() {
-                    Some(content) => content.value(py),
+                    Some(content) => content.value(before_python(), py),
                     None => Ok(py.None().into_bound(py)),
                 };
                 let result = message
