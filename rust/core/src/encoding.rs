@@ -385,6 +385,10 @@ impl<N: JsonNode> MessageSizer<N> for ExactTokens {
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
         Ok(self.encoding.count_str(text) as u64)
     }
+
+    fn splits_before_dash_lines(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
