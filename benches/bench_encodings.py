@@ -8,16 +8,20 @@
   on its last 500 messages (``"o200k_base"``), and on 20,000 vs 2,000 messages (chars/4):
   the cost follows what is kept, not the length of the history.
 
+They time the encoder, so the count cache is off (each round would otherwise be answered
+from it); benches/bench_replay.py times the cache.
+
     pytest benches/bench_encodings.py --benchmark-enable --benchmark-group-by=group
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 import pytest
-from contextfold import count_tokens, pack_handoff, pack_many, reference
+from contextfold import DEFAULT_COUNT_CACHE_BYTES, count_tokens, pack_handoff, pack_many, reference, set_count_cache
 from contextfold._backend import using
 from contextfold._contract import estimator_text
 from contextfold.synthetic import agent_run
@@ -27,6 +31,17 @@ from tests.offline_tiktoken import ENCODINGS, tiktoken_encoding
 from .conftest import corpus, native
 
 BUDGET = 8_000
+
+
+@pytest.fixture(autouse=True)
+def _count_cache_off() -> Iterator[None]:
+    for impl in (native(), reference):
+        with using(impl):
+            set_count_cache(0)
+    yield
+    for impl in (native(), reference):
+        with using(impl):
+            set_count_cache(DEFAULT_COUNT_CACHE_BYTES)
 
 
 @cache

@@ -15,7 +15,15 @@ from functools import cache
 from typing import Any
 
 import pytest
-from contextfold import _backend, pack_handoff, pack_request, pack_requests, reference
+from contextfold import (
+    DEFAULT_COUNT_CACHE_BYTES,
+    _backend,
+    pack_handoff,
+    pack_request,
+    pack_requests,
+    reference,
+    set_count_cache,
+)
 from contextfold.synthetic import responses_items
 
 from .conftest import SHARED, native
@@ -112,6 +120,9 @@ def responses_bodies() -> list[bytes]:
 
 @pytest.mark.parametrize("estimate", [None, "o200k_base"])
 def bench_pack_request_responses(benchmark: Any, estimate: Any) -> None:
+    """Exact counts with the count cache off: this times the encoder (bench_replay.py
+    times the cache)."""
+
     def pack_all() -> list[Any]:
         return [pack_request(b, target_context_tokens=BUDGET, estimate_tokens=estimate) for b in responses_bodies()]
 
@@ -128,4 +139,8 @@ def bench_pack_request_responses(benchmark: Any, estimate: Any) -> None:
             )
             assert json.loads(packed.body) == {**request, "input": pack.messages}
         benchmark.group = f"Responses bodies @ {BUDGET}"
-        benchmark(pack_all)
+        set_count_cache(0)
+        try:
+            benchmark(pack_all)
+        finally:
+            set_count_cache(DEFAULT_COUNT_CACHE_BYTES)

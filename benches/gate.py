@@ -34,6 +34,7 @@ from contextfold.bench import langchain_trimmer
 from contextfold.synthetic import responses_items
 
 from .bench_codemap import ITEMS, counter_sorted
+from .bench_replay import replay
 from .bench_request import bodies, check_bodies, object_path
 from .conftest import corpus, repeated
 
@@ -145,6 +146,19 @@ def pairs() -> dict[str, Pair]:
         return run
 
     out["pack_requests 10,000 corpus: 2 threads vs 1"] = Pair(batched(2), batched(1), time.perf_counter)
+
+    def replayed(estimate: str | None) -> Call:
+        def run() -> list[Any]:
+            with using(_native):
+                return replay(estimate)
+
+        return run
+
+    # The count cache warm (the gate's warm-up call fills it): a replayed conversation's
+    # exact packing costs about what chars/4 costs.
+    out["pack_request replay, turns 2+: o200k_base (warm count cache) vs chars/4"] = Pair(
+        replayed("o200k_base"), replayed(None)
+    )
 
     for name, items in ITEMS.items():
         rank, counter = partial(_native.rank_by_count, items), partial(counter_sorted, items)

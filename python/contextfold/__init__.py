@@ -75,7 +75,18 @@ from .pack import (
 )
 from .request import PackedRequest, pack_request, pack_requests
 from .store import DEFAULT_TTL, CodeMapStore, RedisCodeMapStore, SQLiteCodeMapStore
-from .tokens import count_tokens, estimate_tokens, message_tokens, message_tokens_array, tokens_of, transcript_tokens
+from .tokens import (
+    DEFAULT_COUNT_CACHE_BYTES,
+    CountCacheInfo,
+    count_cache_info,
+    count_tokens,
+    estimate_tokens,
+    message_tokens,
+    message_tokens_array,
+    set_count_cache,
+    tokens_of,
+    transcript_tokens,
+)
 from .window import (
     COMPACT_TAIL_MAX_MESSAGES,
     COMPACT_TAIL_TOKEN_BUDGET,
@@ -117,6 +128,7 @@ __all__ = [
     "COMPACT_TAIL_TURNS",
     "CONSOLIDATED_KEY_PREFIX",
     "CONSOLIDATED_ROOT_AREA",
+    "DEFAULT_COUNT_CACHE_BYTES",
     "DEFAULT_TTL",
     "HISTORY_TOKEN_BUDGET",
     "HISTORY_WINDOW",
@@ -135,6 +147,7 @@ __all__ = [
     "CompactMemo",
     "ConsolidatedMemory",
     "ContextfoldError",
+    "CountCacheInfo",
     "EstimatorError",
     "HandoffPack",
     "MessageError",
@@ -165,6 +178,7 @@ __all__ = [
     "consolidated_key",
     "consolidation_marker_of",
     "consolidation_metadata",
+    "count_cache_info",
     "count_tokens",
     "elision_marker",
     "estimate_tokens",
@@ -186,6 +200,7 @@ __all__ = [
     "render_for_summary",
     "repo_path",
     "scope_to_consolidation",
+    "set_count_cache",
     "still_in_working_context",
     "summarize_transcript",
     "summary_chunks",

@@ -12,7 +12,6 @@ reference backend imports this module, :mod:`contextfold._js` and
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -42,6 +41,9 @@ Counting = Sizers | EncodingName | None
 """How the backends count: None (chars/4), an embedded encoding's name (counted exactly),
 or a custom estimator's pair (``PackOptions.sizers``; ``Counting`` in pack.rs)."""
 
+
+DEFAULT_COUNT_CACHE_BYTES = 64 * 2**20
+"""The count cache's bound when a process starts (64 MiB; the extension's is the same)."""
 
 U64_MAX = 2**64 - 1
 """The largest count, index, budget or size the native core holds (a u64). Both backends
@@ -229,10 +231,12 @@ def sizers(estimate: Estimator | str | None) -> Counting:
         return encoding_name(estimate)
     if not callable(estimate):
         raise EstimatorError(f"estimate_tokens must be callable or an encoding name, got {type(estimate).__name__}")
-    return _pair(estimate)
+    return estimator_sizers(estimate)
 
 
-def _pair(estimate: Estimator) -> Sizers:
+def estimator_sizers(estimate: Estimator) -> Sizers:
+    """The ``(per_message, per_text)`` pair sizing by ``estimate``."""
+
     def per_message(index: int | None, message: Any, whole: bool) -> int:
         return checked(estimate, estimator_text(message, index, whole)) + MESSAGE_OVERHEAD
 
@@ -271,17 +275,6 @@ def tiktoken_count(name: str) -> Estimator:
 
     count.__name__ = f"tiktoken_{name}"
     return count
-
-
-@functools.cache
-def _exact_pair(name: EncodingName) -> Sizers:
-    return _pair(tiktoken_count(name))
-
-
-def resolved(sizing: Counting) -> Sizers | None:
-    """The reference backend's view of ``sizing``: an embedded encoding's name becomes
-    the pair counting through tiktoken (the native backend counts it itself)."""
-    return _exact_pair(sizing) if isinstance(sizing, str) else sizing
 
 
 # Handoff packing ----------------------------------------------------------------------

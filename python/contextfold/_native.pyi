@@ -7,6 +7,7 @@ repeating them, and ``mypy.stubtest`` holds the extension to them.
 
 from contextfold.reference import canonical_path as canonical_path
 from contextfold.reference import compact_tail_start_for_budget as compact_tail_start_for_budget
+from contextfold.reference import count_cache_info as count_cache_info
 from contextfold.reference import count_tokens as count_tokens
 from contextfold.reference import estimate_tokens as estimate_tokens
 from contextfold.reference import handoff_line as handoff_line
@@ -20,6 +21,7 @@ from contextfold.reference import pack_requests as pack_requests
 from contextfold.reference import pinned_directive_index as pinned_directive_index
 from contextfold.reference import rank_by_count as rank_by_count
 from contextfold.reference import repo_path as repo_path
+from contextfold.reference import set_count_cache as set_count_cache
 from contextfold.reference import tokens_of as tokens_of
 from contextfold.reference import verbatim_start as verbatim_start
 from contextfold.reference import window_start as window_start

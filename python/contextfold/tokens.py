@@ -11,10 +11,11 @@ tokenizer (see :func:`contextfold.estimators.tiktoken_estimator`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _backend
 from ._contract import (
+    DEFAULT_COUNT_CACHE_BYTES,
     DEFAULT_IMAGE_TOKENS,
     EncodingName,
     Estimator,
@@ -24,6 +25,7 @@ from ._contract import (
     image_tokens_for,
     prompt_message,
     sizers,
+    whole,
 )
 from .errors import MessageTypeError
 
@@ -31,10 +33,14 @@ if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
 
 __all__ = [
+    "DEFAULT_COUNT_CACHE_BYTES",
+    "CountCacheInfo",
+    "count_cache_info",
     "count_tokens",
     "estimate_tokens",
     "message_tokens",
     "message_tokens_array",
+    "set_count_cache",
     "tokens_of",
     "transcript_tokens",
 ]
@@ -62,6 +68,47 @@ def count_tokens(text: str, encoding: EncodingName) -> int:
     if not isinstance(text, str):
         raise MessageTypeError(f"text: expected str, got {type(text).__name__}", None, "")
     return int(_backend.impl.count_tokens(text, encoding_name(encoding)))
+
+
+class CountCacheInfo(NamedTuple):
+    """What the count cache holds and has done since the process started or
+    :func:`set_count_cache` last emptied it."""
+
+    hits: int
+    """Exact counts answered from the cache."""
+    misses: int
+    """Exact counts computed (and stored) because the cache did not hold them."""
+    entries: int
+    """Counts held."""
+    bytes: int
+    """Memory the cache holds now, never above ``max_bytes``: natively its allocated
+    tables (about 3 KiB of fixed headers aside), on the reference its dict, keys and
+    values as :func:`sys.getsizeof` measures them (an empty dict's aside)."""
+    max_bytes: int
+    """The bound (0: off)."""
+
+
+def set_count_cache(max_bytes: int) -> None:
+    """Empties the count cache, zeroes its counters and bounds its memory by
+    ``max_bytes`` (``0`` turns it off; :data:`DEFAULT_COUNT_CACHE_BYTES` when a process
+    starts).
+
+    Every exact count (``estimate_tokens="o200k_base"`` or ``"cl100k_base"`` on every
+    path, and :func:`count_tokens`) of a text of 16 UTF-8 bytes or more is remembered,
+    keyed by the encoding and a 128-bit hash of the text (natively, on the bytes path, of
+    the message's JSON in the body), so a conversation resent turn after turn is
+    byte-pair encoded once. Natively the cache is a fixed table (a shard allocated on its
+    first use, its pages mapped as they are written) and a bound under 6 KiB turns it
+    off; the reference evicts its oldest counts while its measured memory is above the
+    bound. Each backend has its own cache. Counts are identical with the cache on or off.
+    """
+    _backend.impl.set_count_cache(whole("max_bytes", max_bytes))
+
+
+def count_cache_info() -> CountCacheInfo:
+    """The count cache's hits, misses, entries, bytes and bound now (see
+    :func:`set_count_cache`)."""
+    return CountCacheInfo(*_backend.impl.count_cache_info())
 
 
 def message_tokens(

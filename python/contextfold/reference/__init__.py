@@ -6,6 +6,7 @@ without the extension, written as idiomatic, efficient Python: the honest baseli
 the benchmarks measure the extension against.
 """
 
+from .count_cache import count_cache_info, set_count_cache
 from .pack import handoff_line, pack_handoff, pack_many
 from .paths import canonical_path, rank_by_count, repo_path
 from .request import pack_lines, pack_request, pack_requests
@@ -21,6 +22,7 @@ from .window import (
 __all__ = [
     "canonical_path",
     "compact_tail_start_for_budget",
+    "count_cache_info",
     "count_tokens",
     "estimate_tokens",
     "handoff_line",
@@ -34,6 +36,7 @@ __all__ = [
     "pinned_directive_index",
     "rank_by_count",
     "repo_path",
+    "set_count_cache",
     "tokens_of",
     "verbatim_start",
     "window_start",

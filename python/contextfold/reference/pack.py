@@ -27,10 +27,10 @@ from .._contract import (
     elision_marker,
     is_volatile_content,
     prompt_message,
-    resolved,
 )
 from .._js import JS_SPACES, entry, plain, str_value, utf16_len
 from ..errors import MessageError
+from .count_cache import resolved
 from .edits import apply_edits
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
 from .tokens import Transcript, TranscriptOnDemand, checked_role, message_tokens

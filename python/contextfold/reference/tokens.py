@@ -11,12 +11,11 @@ from .._contract import (
     PerMessage,
     content_and_calls,
     encoding_name,
-    resolved,
     role_of,
-    tiktoken_count,
 )
 from .._js import Visit, entry, json_length, str_value, utf16_len
 from ..errors import ArgumentError, MessageTypeError
+from .count_cache import exact_count, resolved
 from .items import MESSAGE, check_item, marks_responses, peek_item
 from .provider import provider_sizer
 
@@ -159,7 +158,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def count_tokens(text: str, name: str) -> int:
-    return tiktoken_count(encoding_name(name))(text)
+    return exact_count(encoding_name(name))(text)
 
 
 def message_tokens(message: Any, estimate: Counting = None, image_tokens: int | None = None) -> int:

@@ -32,6 +32,7 @@
 //! allocates. A hash set of the vocabulary's tokens (tiktoken's own shortcut) was tried
 //! in its place and was no faster: its 200,000 entries miss the CPU caches.
 
+use crate::count_cache;
 use crate::error::CoreError;
 use crate::json::{write_json, JsonNode};
 use crate::message::Checked;
@@ -245,12 +246,28 @@ impl Encoding {
         });
     }
 
-    /// Tokens in a Rust string.
-    pub fn count_str(self, text: &str) -> usize {
-        let slot = match self {
+    /// Which scratch slot the encoding uses, and its count-cache seed for texts.
+    const fn index(self) -> usize {
+        match self {
             Encoding::O200kBase => 0,
             Encoding::Cl100kBase => 1,
-        };
+        }
+    }
+
+    /// The count-cache seed for a message's source: other than every text seed, and
+    /// apart for a message sized whole (whose text is another function of it).
+    const fn source_seed(self, sized_whole: bool) -> u64 {
+        2 + 2 * self.index() as u64 + sized_whole as u64
+    }
+
+    /// Tokens in a Rust string, remembered by the process's [`count_cache`].
+    pub fn count_str(self, text: &str) -> usize {
+        count_cache::GLOBAL.count(self.index() as u64, text, |text| self.count_uncached(text))
+    }
+
+    /// Tokens in a Rust string, counted by the encoder.
+    pub fn count_uncached(self, text: &str) -> usize {
+        let slot = self.index();
         let tokenizer = self.tokenizer();
         SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
             Ok(mut scratch) => match scratch.get_mut(slot) {
@@ -263,13 +280,18 @@ impl Encoding {
 
     /// Tokens in `text`, transcoding it into `buffer` when it is not UTF-8 already.
     pub fn count(self, text: Text<'_>, buffer: &mut String) -> usize {
+        Self::as_utf8(text, buffer, |s| self.count_str(s))
+    }
+
+    /// `count` of `text` as UTF-8, transcoded into `buffer` when it is not already.
+    fn as_utf8(text: Text<'_>, buffer: &mut String, count: impl FnOnce(&str) -> usize) -> usize {
         match text {
-            Text::Utf8(s) => self.count_str(s),
-            Text::Latin1(bytes) if bytes.is_ascii() => std::str::from_utf8(bytes).map_or(0, |s| self.count_str(s)),
+            Text::Utf8(s) => count(s),
+            Text::Latin1(bytes) if bytes.is_ascii() => std::str::from_utf8(bytes).map_or(0, count),
             _ => {
                 buffer.clear();
                 text.push_lossy(buffer);
-                self.count_str(buffer)
+                count(buffer)
             }
         }
     }
@@ -335,8 +357,20 @@ impl ExactTokens {
 
 impl<N: JsonNode> MessageSizer<N> for ExactTokens {
     fn message_tokens(&mut self, _index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
-        let text = message_text(message, checked, &mut self.text)?;
-        Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)
+        let Self { encoding, text, transcoded } = self;
+        let encoding = *encoding;
+        let count = match message.source() {
+            // The text is a function of the message and of whether it is sized whole, so
+            // the message's source stands for it: a hit neither decodes nor builds it.
+            Some(source) => {
+                count_cache::GLOBAL.remembered(encoding.source_seed(checked.item.sized_whole()), source, || {
+                    let text = message_text(message, checked, text)?;
+                    Ok(Encoding::as_utf8(text, transcoded, |s| encoding.count_uncached(s)))
+                })?
+            }
+            None => encoding.count(message_text(message, checked, text)?, transcoded),
+        };
+        Ok(count as u64 + MESSAGE_OVERHEAD)
     }
 
     fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
@@ -350,6 +384,10 @@ impl<N: JsonNode> MessageSizer<N> for ExactTokens {
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
         Ok(self.encoding.count_str(text) as u64)
+    }
+
+    fn splits_before_dash_lines(&self) -> bool {
+        true
     }
 }
 

@@ -191,6 +191,13 @@ pub trait JsonNode: Sized {
         self.as_text().map(|t| t.utf16_len())
     }
 
+    /// The JSON text this value was read from, when the node has it at hand (`None` by
+    /// default): two values with the same source are equal, so it can stand for the
+    /// value in a cache key.
+    fn source(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// [`Text::json_len`] of the string this value holds, when the node knows it without
     /// the text; `None` (the default) sends [`json_len`] to the text.
     fn str_json_len(&self) -> Option<usize> {

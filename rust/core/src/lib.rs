@@ -10,6 +10,7 @@
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod arena;
+pub mod count_cache;
 pub mod edits;
 pub mod encoding;
 pub mod error;

@@ -91,6 +91,13 @@ pub trait MessageSizer<N> {
     fn calls_out(&self) -> bool {
         false
     }
+
+    /// Whether a text's tokens are the sum of its parts' when it is cut right after a
+    /// `\n` that precedes `-`: true for an exact encoding, whose pre-tokeniser never puts
+    /// the two in one piece and never looks past them (see `pack::note`).
+    fn splits_before_dash_lines(&self) -> bool {
+        false
+    }
 }
 
 /// A sizer lent: the caller keeps it (and what it holds, such as a callback's error).
@@ -109,6 +116,10 @@ impl<N, S: MessageSizer<N>> MessageSizer<N> for &mut S {
 
     fn units_tokens(&self, units: usize) -> Option<u64> {
         (**self).units_tokens(units)
+    }
+
+    fn splits_before_dash_lines(&self) -> bool {
+        (**self).splits_before_dash_lines()
     }
 
     fn calls_out(&self) -> bool {

@@ -27,6 +27,7 @@ mod sizer;
 mod snapshot;
 mod strings;
 
+use contextfold_core::count_cache;
 use contextfold_core::items::{self, Format};
 use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{ArraySizes, SizedMessages};
@@ -88,6 +89,19 @@ fn count_tokens(text: &Bound<'_, PyString>, name: &str) -> PyResult<usize> {
     let encoding = sizer::encoding(name)?;
     let mut transcoded = String::new();
     node::with_text(text, |t: Text<'_>| sizer::count(text.py(), encoding, t, &mut transcoded))
+}
+
+/// Empties the count cache and bounds it by `max_bytes` (0 turns it off).
+#[pyfunction]
+fn set_count_cache(max_bytes: u64) {
+    count_cache::GLOBAL.configure(usize::try_from(max_bytes).unwrap_or(usize::MAX));
+}
+
+/// The count cache's `(hits, misses, entries, bytes, max_bytes)`.
+#[pyfunction]
+fn count_cache_info() -> (u64, u64, usize, usize, usize) {
+    let stats = count_cache::GLOBAL.stats();
+    (stats.hits, stats.misses, stats.entries, stats.bytes, stats.max_bytes)
 }
 
 /// Seed sizing, or provider sizing with this image cost.
@@ -232,10 +246,10 @@ mod _native {
     use super::_scan_floor;
     #[pymodule_export]
     use super::{
-        compact_tail_start_for_budget, count_tokens, estimate_tokens, message_tokens, message_tokens_array,
-        pack::handoff_line, pack::pack_handoff, pack::pack_many, pack_lines, pack_request, pack_requests,
-        pinned_directive_index, strings::canonical_path, strings::rank_by_count, strings::repo_path, tokens_of,
-        verbatim_start, window_start, window_start_array,
+        compact_tail_start_for_budget, count_cache_info, count_tokens, estimate_tokens, message_tokens,
+        message_tokens_array, pack::handoff_line, pack::pack_handoff, pack::pack_many, pack_lines, pack_request,
+        pack_requests, pinned_directive_index, set_count_cache, strings::canonical_path, strings::rank_by_count,
+        strings::repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 
     #[pymodule_init]

@@ -187,6 +187,10 @@ impl<'py, N: PyValue<'py>> MessageSizer<N> for PySizer<'py> {
         matches!(self.estimate, Estimate::Custom(..))
     }
 
+    fn splits_before_dash_lines(&self) -> bool {
+        matches!(self.estimate, Estimate::Exact(_))
+    }
+
     fn units_tokens(&self, units: usize) -> Option<u64> {
         matches!(self.estimate, Estimate::CharsPerToken).then(|| contextfold_core::tokens::estimate_units(units))
     }

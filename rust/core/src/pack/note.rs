@@ -157,10 +157,65 @@ pub(super) fn listing_tokens<N: JsonNode, S: MessageSizer<N>>(
     lines_units: usize,
     unlisted: usize,
 ) -> Result<i128, CoreError> {
+    growing_listing_tokens(t, newest, lines_units, unlisted, &mut CountedLines::default())
+}
+
+/// The parts of a listing's lines counted so far, for a sizer that counts them apart.
+#[derive(Default)]
+struct CountedLines {
+    lines: usize,
+    tokens: u64,
+}
+
+/// [`listing_tokens`] of a listing whose lines only grow (older ones added) between
+/// calls with the same `counted`: where the encoding allows it (see [`listing_head`]),
+/// each line is counted once for all the candidate notes that list it.
+fn growing_listing_tokens<N: JsonNode, S: MessageSizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    newest: &[String],
+    lines_units: usize,
+    unlisted: usize,
+    counted: &mut CountedLines,
+) -> Result<i128, CoreError> {
     let marker = if unlisted > 0 { 1 + elision_marker_units(unlisted) } else { 0 };
     match t.sizer().units_tokens(NOTE_HEADER_UNITS + marker + lines_units) {
         Some(tokens) => Ok(i128::from(tokens) + i128::from(MESSAGE_OVERHEAD)),
+        None if t.sizer().splits_before_dash_lines() => {
+            for (i, line) in newest.iter().enumerate().skip(counted.lines) {
+                counted.tokens = counted.tokens.saturating_add(t.sizer().text_tokens(&listing_part(i, line))?);
+            }
+            counted.lines = newest.len();
+            let head = t.sizer().text_tokens(&listing_head(unlisted, !newest.is_empty()))?;
+            Ok(i128::from(counted.tokens) + i128::from(head) + i128::from(MESSAGE_OVERHEAD))
+        }
         None => note_tokens(t, &listing(newest, unlisted)),
+    }
+}
+
+/// The start of the note [`listing`] writes, up to its first line's `- `: the header,
+/// the marker, and a `\n` when a line follows. The note is that head then each line's
+/// [`listing_part`], oldest first: cut right after each `\n` that precedes a line's
+/// `- `. An exact encoding's pre-tokeniser never puts that `\n` and `-` in one piece (no
+/// pattern matches a newline and then a `-`), and matches a piece ending at the cut
+/// whether the text goes on or not (the one pattern that reads the end of the text,
+/// `\s+$`, takes a whitespace run ending in `\n` as `\s*[\r\n]+` does), so the note's
+/// count is the sum of its parts' counts: each line is counted once, not once per
+/// candidate note, and remembered by the count cache from one call to the next.
+fn listing_head(unlisted: usize, lines: bool) -> String {
+    let mut head = note_text([], unlisted);
+    if lines {
+        head.push('\n');
+    }
+    head
+}
+
+/// The part of [`listing`] that shows `newest[i]`: `- line`, and the `\n` before the
+/// next (newer) line's part when there is one.
+fn listing_part(i: usize, line: &str) -> String {
+    if i == 0 {
+        format!("- {line}")
+    } else {
+        format!("- {line}\n")
     }
 }
 
@@ -178,7 +233,8 @@ fn listing_note<N: JsonNode, S: MessageSizer<N>>(
     newest_dropped: &[usize],
     room: i128,
 ) -> Result<Option<(String, i128)>, CoreError> {
-    let mut best_cost = listing_tokens(t, &[], 0, total)?;
+    let mut counted = CountedLines::default();
+    let mut best_cost = growing_listing_tokens(t, &[], 0, total, &mut counted)?;
     if best_cost > room {
         return Ok(None);
     }
@@ -191,7 +247,7 @@ fn listing_note<N: JsonNode, S: MessageSizer<N>>(
         write_handoff_line(&mut line, message, &checked);
         let units = lines_units + 3 + Text::Utf8(&line).utf16_len();
         newest.push(line);
-        let cost = listing_tokens(t, &newest, units, total - newest.len())?;
+        let cost = growing_listing_tokens(t, &newest, units, total - newest.len(), &mut counted)?;
         if cost > room {
             newest.pop();
             break;
@@ -257,4 +313,33 @@ pub(super) fn note_for<N: JsonNode, S: MessageSizer<N>>(
         NoteLimit::Chunk(chunk) => i128::from(chunk / 4).max(listing_tokens(t, &[], 0, dropped)?),
     };
     listing_note(t, dropped, newest, room)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::Encoding;
+    use proptest::prelude::*;
+
+    /// Lines made of what could move a piece boundary: whitespace and newlines of every
+    /// kind, punctuation (`-` and `/` among it), letters, digits, contractions, marks.
+    fn line() -> impl Strategy<Value = String> {
+        let atoms = vec![
+            " ", "  ", "\n", "\r\n", "\t", "\u{a0}", "\u{2028}", "-", "- ", "/", "'s", "'", ")", "…", "a", "Word",
+            "x1", "123", "é", "\u{301}", "😀", "[", "]", ":", "_",
+        ];
+        proptest::collection::vec(proptest::sample::select(atoms), 0..10).prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+        #[test]
+        fn a_listing_counts_as_its_parts(newest in proptest::collection::vec(line(), 0..5), unlisted in 0usize..3) {
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let head = encoding.count_uncached(&listing_head(unlisted, !newest.is_empty()));
+                let lines: usize = newest.iter().enumerate().map(|(i, l)| encoding.count_uncached(&listing_part(i, l))).sum();
+                prop_assert_eq!(head + lines, encoding.count_uncached(&listing(&newest, unlisted)), "{:?}", newest);
+            }
+        }
+    }
 }

@@ -36,6 +36,32 @@ impl<'a> Tape<'a> {
         }
     }
 
+    /// The bytes of the messages (or `input`) array's item in slot `at`, when it is one.
+    pub(super) fn item_source(&self, at: usize) -> Option<&'a [u8]> {
+        let sources = self.item_sources.get_or_init(|| {
+            let mut sources = Vec::new();
+            for (list, layout) in [(self.messages, &self.layout), (self.input_items, &self.input_layout)] {
+                // A layout belongs to the last array of its member, which the member's
+                // slot names only when that last value is the array.
+                let Some(list) = list else { continue };
+                match self.slots.get(list) {
+                    Some(Slot::Array { len, .. }) if *len == layout.items.len() => {}
+                    _ => continue,
+                }
+                let mut item = list + 1;
+                for span in &layout.items {
+                    sources.push((item, *span));
+                    item = self.end(item);
+                }
+            }
+            sources.sort_unstable_by_key(|&(slot, _)| slot);
+            sources
+        });
+        let found = sources.binary_search_by_key(&at, |&(slot, _)| slot).ok()?;
+        let &(_, (start, end)) = sources.get(found)?;
+        self.input.get(start..end)
+    }
+
     /// Slot one past the subtree at `at`.
     fn end(&self, at: usize) -> usize {
         match self.slots.get(at) {
@@ -232,6 +258,10 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
             }
             _ => self.as_text().map(|text| snippet.push(text)),
         }
+    }
+
+    fn source(&self) -> Option<&[u8]> {
+        self.tape.item_source(self.at)
     }
 
     fn str_units(&self) -> Option<usize> {

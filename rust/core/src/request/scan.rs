@@ -137,6 +137,9 @@ pub struct Tape<'a> {
     pub(super) input_layout: Layout,
     /// For each object (slot) in which a key repeats, which entries a later one replaces.
     pub(super) superseded: rustc_hash::FxHashMap<usize, Box<[bool]>>,
+    /// The slot and byte span of each item of the messages (or `input`) array, sorted
+    /// by slot; made on first use (see [`Tape::item_source`]).
+    pub(super) item_sources: std::cell::OnceCell<Vec<(usize, (usize, usize))>>,
 }
 
 impl Tape<'_> {
@@ -261,6 +264,7 @@ pub(super) fn parse_with(input: &[u8], root: Root, avx2: bool) -> Result<Tape<'_
             layout: Layout::default(),
             input_layout: Layout::default(),
             superseded: rustc_hash::FxHashMap::default(),
+            item_sources: std::cell::OnceCell::new(),
         },
         stack: Vec::with_capacity(16),
         root,

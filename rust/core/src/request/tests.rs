@@ -515,3 +515,59 @@ fn responses_bodies_pack_their_input_items() {
     let err = pack_body(text.as_bytes(), &pinned, Root::Request, false).err().map(|e| e.to_string());
     assert_eq!(err.as_deref(), Some("pinned index 1 is out of range for 1 messages"));
 }
+
+#[test]
+fn message_items_know_their_source_bytes() {
+    let body = r#"{"messages": "no", "messages": [ {"role": "user", "content": "a\nb"} ,{"role":"tool","content":[1.0]}],
+        "input": [{"type": "reasoning"}], "other": [{"role": "user"}]}"#;
+    let tape = scan::parse(body.as_bytes(), Root::Request).unwrap();
+    let sources = |list: Option<usize>| -> Vec<Option<String>> {
+        let View::Array { items, .. } = tape.node(list.unwrap()).view().unwrap() else { panic!("not a list") };
+        items.map(|item| item.source().map(|s| String::from_utf8(s.to_vec()).unwrap())).collect()
+    };
+    let messages = sources(tape.messages);
+    assert_eq!(messages[0].as_deref(), Some(r#"{"role": "user", "content": "a\nb"}"#));
+    assert_eq!(messages[1].as_deref(), Some(r#"{"role":"tool","content":[1.0]}"#));
+    assert_eq!(sources(tape.input_items), [Some(r#"{"type": "reasoning"}"#.to_string())]);
+    // Other values have none: the fields of a message, and items of untracked lists.
+    assert_eq!(tape.node(tape.messages.unwrap() + 2).source(), None);
+    // A messages member that is not the last array: its layout is not the member's.
+    let stale = r#"{"messages": [{"role": "user", "content": "x"}], "messages": "no"}"#;
+    let tape = scan::parse(stale.as_bytes(), Root::Request).unwrap();
+    assert!((0..8).all(|at| tape.node(at).source().is_none()));
+}
+
+#[test]
+fn exact_counts_by_source_equal_counts_of_the_text() {
+    // Escaped strings, parts, tool calls and Responses items sized whole, all long enough
+    // to be cached by their source.
+    let long = "word ".repeat(30);
+    let body = format!(
+        r#"{{"messages": [{{"role": "user", "content": "{long}\n\u00e9\ud83d\ude00"}},
+        {{"role": "user", "content": [{{"type": "text", "text": "{long}"}}]}},
+        {{"role": "assistant", "content": null, "tool_calls": [{{"id": "c1", "function": {{"arguments": "{long}"}}}}]}},
+        {{"role": "tool", "tool_call_id": "c1", "content": "{long}"}}]}}"#
+    );
+    let responses = format!(
+        r#"{{"input": [{{"role": "user", "content": "{long}"}}, {{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{long}"}},
+        {{"type": "function_call_output", "call_id": "c", "output": "{long}"}}]}}"#
+    );
+    for body in [body, responses] {
+        let exact = PackOptions { counting: Counting::Exact(Encoding::O200kBase), ..options(100_000) };
+        // Counted, then (the sources remembered) looked up.
+        let first = pack_body(body.as_bytes(), &exact, Root::Request, true).unwrap();
+        assert_eq!(pack_body(body.as_bytes(), &exact, Root::Request, true).unwrap(), first);
+        let Value::Object(request) = serde_json::from_str(&body).unwrap() else { panic!("not an object") };
+        let items = request.get("messages").or_else(|| request.get("input")).unwrap().as_array().unwrap();
+        let by_text: u128 = items
+            .iter()
+            .map(|m| {
+                let checked = crate::items::check_entry(&m).unwrap();
+                let mut buffer = String::new();
+                let text = crate::encoding::message_text(&m, &checked, &mut buffer).unwrap();
+                u128::try_from(Encoding::O200kBase.count_uncached(&text.to_string_lossy())).unwrap() + 4
+            })
+            .sum();
+        assert_eq!(first.input_tokens, Some(by_text));
+    }
+}

@@ -1,0 +1,354 @@
+//! The count cache: exact token counts remembered across calls and threads.
+//!
+//! A gateway sees the same conversation again every turn (turn N resends turns 1..N-1
+//! byte for byte), and hashing costs far less than byte-pair encoding. So every exact
+//! count goes through one process-wide map from `(seed, 128-bit XXH3 hash of some bytes)`
+//! to the count, where the bytes determine the text counted: the text's own UTF-8 (a
+//! message's SPEC §3 text, a note, a system prompt, a `count_tokens` text), or, on the
+//! bytes path, the message's JSON in the body, so a hit neither decodes nor builds its
+//! text. The seed tells the encoding and which of the two the bytes are. Sources shorter
+//! than [`MIN_CACHED_BYTES`] are counted every time.
+//!
+//! The map is a preallocated, sharded, set-associative table rather than a hash map with
+//! an eviction policy: its memory is the table, so the bound holds by construction, and a
+//! full set evicts its least recently used entry in place (no allocation, no list to
+//! maintain). Each of 64 shards has its own lock, so threads rarely wait. A shard
+//! allocates its table (zeroed, so the OS maps pages only as they are written) on its
+//! first insert, and a failed allocation leaves that shard empty: a count then goes
+//! uncached, never aborts.
+//!
+//! Collisions: a lookup compares its key with the 4 keys of one set, so a wrong count is
+//! returned only if other bytes' 128-bit hash equals it: at most `4 / 2^128` a lookup,
+//! under 10^-19 over 10^18 lookups.
+
+use std::alloc::Layout;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+/// The bound a process starts with: 64 MiB, room for about 2.8 million counts.
+pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
+
+/// Shorter sources are counted every time: a few pieces, mostly answered by the encoder's
+/// per-thread piece cache, would only take slots from longer texts. From this length on
+/// a lookup is several times cheaper than counting.
+pub const MIN_CACHED_BYTES: usize = 16;
+
+/// Locks, each guarding an equal share of the table.
+const SHARDS: usize = 64;
+
+/// Entries a hash may sit in (one set).
+const WAYS: usize = 4;
+
+/// One remembered count; all zeros is an empty slot (a text whose hash is zero is never
+/// stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+struct Slot {
+    key: [u64; 2],
+    count: u64,
+}
+
+/// Bytes a slot takes in the table.
+pub const SLOT_BYTES: usize = size_of::<Slot>();
+
+/// One lock's share of the table.
+struct Shard {
+    /// Empty until the first insert; then the cache's shard capacity in slots, `WAYS` to
+    /// a set, most recently used first.
+    slots: Vec<Slot>,
+    /// The allocator refused the slots: the shard stays empty until reconfigured.
+    refused: bool,
+    entries: usize,
+}
+
+impl Shard {
+    const fn new() -> Self {
+        Self { slots: Vec::new(), refused: false, entries: 0 }
+    }
+
+    /// The set `key` belongs to (multiply-shift: any number of sets, no modulo).
+    fn set(&mut self, key: [u64; 2]) -> Option<&mut [Slot]> {
+        let sets = (self.slots.len() / WAYS) as u64;
+        let set = ((u128::from(key[0]) * u128::from(sets)) >> 64) as usize;
+        self.slots.get_mut(set * WAYS..(set + 1) * WAYS)
+    }
+
+    fn get(&mut self, key: [u64; 2]) -> Option<u64> {
+        let set = self.set(key)?;
+        let way = set.iter().position(|slot| slot.key == key)?;
+        let found = set.get(way)?.count;
+        set.get_mut(..=way)?.rotate_right(1); // now the most recently used
+        Some(found)
+    }
+
+    fn insert(&mut self, key: [u64; 2], count: u64, capacity: usize) {
+        if self.slots.is_empty() && !self.refused {
+            match zeroed_slots(capacity) {
+                Some(slots) => self.slots = slots,
+                None => self.refused = true,
+            }
+        }
+        let Some(set) = self.set(key) else { return };
+        if set.iter().any(|slot| slot.key == key) {
+            return; // another thread counted the same text meanwhile
+        }
+        let evicted_empty = set.last().is_some_and(|slot| slot.key == [0, 0]);
+        set.rotate_right(1);
+        if let Some(first) = set.first_mut() {
+            *first = Slot { key, count };
+        }
+        self.entries += usize::from(evicted_empty);
+    }
+}
+
+/// `n` zeroed slots, or `None` when the allocator refuses them.
+fn zeroed_slots(n: usize) -> Option<Vec<Slot>> {
+    let layout = Layout::array::<Slot>(n).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size; all-zero bytes are a valid `Slot` (plain
+    // integers); the pointer comes from the global allocator with the layout of exactly
+    // `n` slots, which is what `Vec::from_raw_parts` with length and capacity `n` needs.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<Slot>();
+        (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, n, n))
+    }
+}
+
+/// Slots a shard gets under a bound of `max_bytes`: whole sets only.
+const fn shard_capacity(max_bytes: usize) -> usize {
+    max_bytes / SLOT_BYTES / SHARDS / WAYS * WAYS
+}
+
+/// A count cache; the process has one, [`GLOBAL`], which [`crate::encoding::Encoding`]
+/// counts through.
+pub struct CountCache {
+    shards: [Mutex<Shard>; SHARDS],
+    /// Slots a shard allocates.
+    shard_capacity: AtomicUsize,
+    /// False when the shards have no capacity: counts skip hashing.
+    enabled: AtomicBool,
+    max_bytes: AtomicUsize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    /// Held by [`CountCache::configure`], so two of them never leave shards of different
+    /// sizes.
+    configuring: Mutex<()>,
+}
+
+/// The process's count cache.
+pub static GLOBAL: CountCache = CountCache::new(DEFAULT_MAX_BYTES);
+
+/// A lock that a panicking holder poisoned still guards a consistent table: no shard
+/// method leaves one half-written.
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl CountCache {
+    /// An empty cache bounded by `max_bytes` (see [`CountCache::configure`]).
+    pub const fn new(max_bytes: usize) -> Self {
+        Self {
+            shards: [const { Mutex::new(Shard::new()) }; SHARDS],
+            shard_capacity: AtomicUsize::new(shard_capacity(max_bytes)),
+            enabled: AtomicBool::new(shard_capacity(max_bytes) > 0),
+            max_bytes: AtomicUsize::new(max_bytes),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            configuring: Mutex::new(()),
+        }
+    }
+
+    /// `count(text)`, remembered under `seed` (one per encoding) when the text is long
+    /// enough and the cache is on.
+    pub fn count(&self, seed: u64, text: &str, count: impl FnOnce(&str) -> usize) -> usize {
+        match self.remembered(seed, text.as_bytes(), || Ok::<_, Infallible>(count(text))) {
+            Ok(counted) => counted,
+            Err(never) => match never {},
+        }
+    }
+
+    /// `count()`, remembered under `seed` and `source` (bytes that determine what is
+    /// counted) when the source is long enough and the cache is on.
+    ///
+    /// # Errors
+    /// What `count` returns; an error is not remembered.
+    pub fn remembered<E>(
+        &self,
+        seed: u64,
+        source: &[u8],
+        count: impl FnOnce() -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        if source.len() < MIN_CACHED_BYTES || !self.enabled.load(Relaxed) {
+            return count();
+        }
+        let hash = xxh3_128_with_seed(source, seed);
+        let key = [hash as u64, (hash >> 64) as u64];
+        let Some(shard) = self.shards.get((key[1] >> 58) as usize % SHARDS) else { return count() };
+        if key == [0, 0] {
+            return count();
+        }
+        if let Some(found) = locked(shard).get(key) {
+            self.hits.fetch_add(1, Relaxed);
+            return Ok(usize::try_from(found).unwrap_or(usize::MAX));
+        }
+        self.misses.fetch_add(1, Relaxed);
+        // Counted without the lock: other threads use the shard meanwhile.
+        let counted = count()?;
+        locked(shard).insert(key, counted as u64, self.shard_capacity.load(Relaxed));
+        Ok(counted)
+    }
+
+    /// Empties the cache, zeroes its counters and bounds its table by `max_bytes` (0
+    /// turns it off, and so does anything under one slot a set in every shard: 6 KiB).
+    pub fn configure(&self, max_bytes: usize) {
+        let _one_at_a_time = locked(&self.configuring);
+        let capacity = shard_capacity(max_bytes);
+        self.enabled.store(false, Relaxed);
+        self.shard_capacity.store(capacity, Relaxed);
+        for shard in &self.shards {
+            *locked(shard) = Shard::new();
+        }
+        self.max_bytes.store(max_bytes, Relaxed);
+        self.hits.store(0, Relaxed);
+        self.misses.store(0, Relaxed);
+        self.enabled.store(capacity > 0, Relaxed);
+    }
+
+    /// The cache's counters and size now.
+    pub fn stats(&self) -> CountCacheStats {
+        let (mut entries, mut bytes) = (0, 0);
+        for shard in &self.shards {
+            let shard = locked(shard);
+            entries += shard.entries;
+            bytes += shard.slots.capacity() * SLOT_BYTES;
+        }
+        CountCacheStats {
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            entries,
+            bytes,
+            max_bytes: self.max_bytes.load(Relaxed),
+        }
+    }
+}
+
+/// What a cache holds and has done since it was last configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountCacheStats {
+    /// Counts answered from the cache.
+    pub hits: u64,
+    /// Counts computed and stored.
+    pub misses: u64,
+    /// Counts held.
+    pub entries: usize,
+    /// Bytes of the tables allocated: all the cache's memory but its fixed shard headers
+    /// (about 3 KiB). Never above `max_bytes`.
+    pub bytes: usize,
+    /// The configured bound.
+    pub max_bytes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::Encoding;
+
+    fn text(i: usize) -> String {
+        format!("message {i}: the quick brown fox jumps over the lazy dog, again and again.")
+    }
+
+    fn o200k(cache: &CountCache, text: &str) -> usize {
+        cache.count(0, text, |t| Encoding::O200kBase.count_uncached(t))
+    }
+
+    fn nothing_held(max_bytes: usize) -> CountCacheStats {
+        CountCacheStats { hits: 0, misses: 0, entries: 0, bytes: 0, max_bytes }
+    }
+
+    #[test]
+    fn same_counts_on_and_off_and_hits_on_repeat() {
+        let texts: Vec<String> = (0..200).map(text).collect();
+        let uncached: Vec<usize> = texts.iter().map(|t| Encoding::O200kBase.count_uncached(t)).collect();
+        let cache = CountCache::new(1 << 20);
+        let first: Vec<usize> = texts.iter().map(|t| o200k(&cache, t)).collect();
+        let again: Vec<usize> = texts.iter().map(|t| o200k(&cache, t)).collect();
+        assert_eq!(first, uncached);
+        assert_eq!(again, uncached);
+        let seen = cache.stats();
+        assert_eq!((seen.misses, seen.hits, seen.entries), (200, 200, 200));
+        // Another seed (encoding) is another key.
+        cache.count(1, &text(0), |t| Encoding::Cl100kBase.count_uncached(t));
+        assert_eq!(cache.stats().misses, 201);
+        cache.configure(1 << 20);
+        assert_eq!(cache.stats(), nothing_held(1 << 20));
+    }
+
+    #[test]
+    fn encodings_count_through_the_global_cache() {
+        // Other tests count meanwhile, so only growth is certain.
+        let long = text(usize::MAX);
+        let before = GLOBAL.stats().hits;
+        let first = Encoding::O200kBase.count_str(&long);
+        assert_eq!(Encoding::O200kBase.count_str(&long), first);
+        assert_eq!(first, Encoding::O200kBase.count_uncached(&long));
+        assert!(GLOBAL.stats().hits > before);
+        assert!(GLOBAL.stats().bytes <= DEFAULT_MAX_BYTES);
+    }
+
+    #[test]
+    fn short_texts_are_not_cached() {
+        let cache = CountCache::new(1 << 20);
+        let short = "x".repeat(MIN_CACHED_BYTES - 1);
+        assert_eq!(o200k(&cache, &short), o200k(&cache, &short));
+        assert_eq!(cache.stats(), nothing_held(1 << 20));
+    }
+
+    #[test]
+    fn the_bound_holds_over_many_distinct_texts() {
+        let max_bytes = 100_000;
+        let cache = CountCache::new(max_bytes);
+        for i in 0..100_000 {
+            cache.count(0, &text(i), str::len);
+        }
+        let seen = cache.stats();
+        assert!(seen.bytes <= max_bytes && seen.bytes > max_bytes * 9 / 10, "{seen:?}");
+        assert_eq!(seen.entries * SLOT_BYTES, seen.bytes, "every slot filled: {seen:?}");
+        assert_eq!(seen.misses, 100_000);
+    }
+
+    #[test]
+    fn off_stores_nothing() {
+        for max_bytes in [0, SHARDS * WAYS * SLOT_BYTES - 1] {
+            let cache = CountCache::new(DEFAULT_MAX_BYTES);
+            cache.configure(max_bytes);
+            for _ in 0..3 {
+                assert_eq!(cache.count(0, &text(1), str::len), text(1).len());
+            }
+            assert_eq!(cache.stats(), nothing_held(max_bytes));
+        }
+    }
+
+    #[test]
+    fn threads_share_it() {
+        let cache = CountCache::new(1 << 20);
+        let expected: Vec<usize> = (0..500).map(|i| Encoding::O200kBase.count_uncached(&text(i))).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for (i, want) in expected.iter().enumerate() {
+                        assert_eq!(o200k(&cache, &text(i)), *want);
+                    }
+                });
+            }
+        });
+        let seen = cache.stats();
+        // Two threads may both miss a text before either stores it.
+        assert_eq!(seen.entries, 500);
+        assert_eq!(seen.hits + seen.misses, 2000);
+        assert!(seen.misses >= 500);
+    }
+}

@@ -1,0 +1,178 @@
+"""The count cache (issue #26): exact counts remembered across calls, identical with the
+cache on or off and to tiktoken's, within its memory bound, on both backends."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import contextfold as cf
+import pytest
+from contextfold import _backend
+
+from .conftest import native_required
+from .offline_tiktoken import ENCODINGS, tiktoken_encoding
+from .test_prefix_stability import longest
+
+LONG = "The count cache keys a text by its encoding and a 128-bit hash of its bytes. "
+SHORT = "too short"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> Iterator[None]:
+    """Both backends' caches empty and at the default bound, before and after each test;
+    tiktoken's encodings available offline (the reference counts with them)."""
+    for name in ENCODINGS:
+        tiktoken_encoding(name)
+    for which in ("native", "python"):
+        with _backend.using(which):
+            cf.set_count_cache(cf.DEFAULT_COUNT_CACHE_BYTES)
+    yield
+    for which in ("native", "python"):
+        with _backend.using(which):
+            cf.set_count_cache(cf.DEFAULT_COUNT_CACHE_BYTES)
+
+
+def test_a_repeated_text_is_a_hit(backend: str) -> None:
+    assert cf.count_cache_info() == cf.CountCacheInfo(0, 0, 0, 0, cf.DEFAULT_COUNT_CACHE_BYTES)
+    first = cf.count_tokens(LONG, "o200k_base")
+    assert cf.count_cache_info()[:3] == (0, 1, 1)
+    assert cf.count_tokens(LONG, "o200k_base") == first == len(tiktoken_encoding("o200k_base").encode(LONG))
+    info = cf.count_cache_info()
+    assert (info.hits, info.misses, info.entries) == (1, 1, 1)
+    assert 0 < info.bytes <= info.max_bytes
+    # The other encoding is another key; a short text is counted, not looked up.
+    cf.count_tokens(LONG, "cl100k_base")
+    cf.count_tokens(SHORT, "o200k_base")
+    assert cf.count_cache_info()[:3] == (1, 2, 2)
+
+
+def test_off_counts_the_same_and_holds_nothing(backend: str) -> None:
+    texts = [f"{i}: {LONG}" for i in range(50)] + ["é" * 40, "\ud800 lone surrogate " * 4]
+    on = [cf.count_tokens(t, name) for t in texts for name in ENCODINGS]
+    assert cf.count_tokens(texts[-1], "o200k_base") == len(tiktoken_encoding("o200k_base").encode(texts[-1]))
+    cf.set_count_cache(0)
+    off = [cf.count_tokens(t, name) for t in texts for name in ENCODINGS]
+    assert off == on
+    assert cf.count_cache_info() == cf.CountCacheInfo(0, 0, 0, 0, 0)
+
+
+def test_setting_the_bound_empties_the_cache(backend: str) -> None:
+    cf.count_tokens(LONG, "o200k_base")
+    cf.set_count_cache(1 << 20)
+    assert cf.count_cache_info() == cf.CountCacheInfo(0, 0, 0, 0, 1 << 20)
+    cf.count_tokens(LONG, "o200k_base")
+    assert cf.count_cache_info().misses == 1
+
+
+def test_every_exact_path_counts_through_it(backend: str) -> None:
+    messages = [
+        {"role": "system", "content": LONG},
+        {"role": "user", "content": [{"type": "text", "text": LONG}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"arguments": LONG}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": LONG * 2},
+        {"role": "user", "content": f"And now? {LONG}"},
+    ]
+    body = json.dumps({"model": "m", "messages": messages})
+    runs = [
+        lambda: cf.tokens_of(messages, estimate_tokens="o200k_base"),
+        lambda: cf.pack_handoff(messages, target_context_tokens=100_000, estimate_tokens="o200k_base").tokens,
+        lambda: cf.pack_many([messages], target_context_tokens=100_000, estimate_tokens="o200k_base")[0].tokens,
+        lambda: cf.pack_request(body, target_context_tokens=100_000, estimate_tokens="o200k_base").tokens,
+        lambda: cf.pack_requests([body], target_context_tokens=100_000, estimate_tokens="o200k_base")[0].tokens,
+    ]
+    for run in runs:
+        cf.set_count_cache(cf.DEFAULT_COUNT_CACHE_BYTES)
+        first = run()
+        misses = cf.count_cache_info().misses
+        assert misses > 0
+        assert run() == first
+        info = cf.count_cache_info()
+        assert info.misses == misses
+        assert info.hits >= misses
+        cf.set_count_cache(0)
+        assert run() == first
+
+
+def replay_bodies() -> list[list[bytes]]:
+    """The four longest corpus transcripts, each as its request body at every turn."""
+    replays = []
+    for convo, system in longest():
+        request: dict[str, Any] = {"model": "gpt-4o"} if system is None else {"model": "gpt-4o", "system": system}
+        replays.append([json.dumps({**request, "messages": convo[:n]}).encode() for n in range(1, len(convo) + 1)])
+    return replays
+
+
+def test_replayed_turns_count_as_tiktoken_with_the_cache_on_and_off() -> None:
+    native = native_required()
+    replays = replay_bodies()
+
+    def packed(impl: Any) -> list[cf.PackedRequest]:
+        with _backend.using(impl):
+            return [
+                cf.pack_request(body, target_context_tokens=8_000, estimate_tokens="o200k_base")
+                for turns in replays
+                for body in turns
+            ]
+
+    cached = packed(native)
+    info = cf.count_cache_info()
+    assert info.hits > 5 * info.misses  # each turn resends the ones before
+    cf.set_count_cache(0)
+    assert packed(native) == cached
+    # The reference counts with tiktoken (through its own cache).
+    assert packed("python") == cached
+
+
+def test_the_bound_holds_over_100_000_distinct_messages(backend: str) -> None:
+    max_bytes = 256 * 1024
+    cf.set_count_cache(max_bytes)
+    messages = [{"role": "user", "content": f"message {i}: {LONG}"} for i in range(100_000)]
+    tracemalloc.start()
+    try:
+        total = cf.tokens_of(messages, estimate_tokens="o200k_base")
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    info = cf.count_cache_info()
+    assert info.misses == 100_000 and info.hits == 0
+    assert 0 < info.bytes <= max_bytes
+    assert 0 < info.entries < 100_000  # older counts evicted
+    if backend == "python":
+        # What the call left allocated is the cache's, and its bytes are an upper bound.
+        assert max_bytes // 2 < held <= info.bytes
+    # Counts evicted are counted again, the same.
+    cf.set_count_cache(0)
+    assert cf.tokens_of(messages, estimate_tokens="o200k_base") == total
+
+
+def test_threads_share_it(backend: str) -> None:
+    texts = [f"{i}: {LONG}" for i in range(200)]
+    expected = [len(tiktoken_encoding("o200k_base").encode(t)) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: [cf.count_tokens(t, "o200k_base") for t in texts], range(8)))
+    assert results == [expected] * 8
+    info = cf.count_cache_info()
+    assert info.entries == 200
+    assert info.hits + info.misses == 1600
+    assert info.misses >= 200  # two threads may both miss a text before either stores it
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (True, "max_bytes must be an int, got bool"),
+        (1.5, "max_bytes must be an int, got float"),
+        ("64", "max_bytes must be an int, got str"),
+        (None, "max_bytes must be an int, got NoneType"),
+        (-1, "max_bytes must be at least 0, got -1"),
+        (2**64, f"max_bytes must be at most {2**64 - 1}, got {2**64}"),
+    ],
+)
+def test_bad_bounds_raise(backend: str, value: Any, message: str) -> None:
+    with pytest.raises(cf.ArgumentError, match=f"^{message}$"):
+        cf.set_count_cache(value)
+    assert cf.count_cache_info().max_bytes == cf.DEFAULT_COUNT_CACHE_BYTES
