@@ -157,6 +157,40 @@ def test_hook_packs_anthropic_messages_with_system() -> None:
     assert folded >= 5
 
 
+def responses_request(window: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A ``/v1/responses`` body over ``window`` tokens: the longest tool-using corpus run as items."""
+    from contextfold.synthetic import responses_items
+
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    items = responses_items(messages)
+    tools = [{"type": "function", "name": "run", "description": "Runs.", "parameters": {"type": "object"}}]
+    data = {"model": "gpt-4o", "input": items, "instructions": "Be brief.", "tools": tools, "max_output_tokens": 300}
+    assert cf.tokens_of(items) > window
+    return data, items
+
+
+@pytest.mark.parametrize("call_type", ["aresponses", "responses"])
+def test_hook_packs_responses_requests(call_type: str) -> None:
+    data, items = responses_request(3_000)
+    before = copy.deepcopy(items)
+    out = hook_call(cfl.ContextfoldHook(window=3_000), data, call_type)
+    expected = cf.pack_handoff(
+        items,
+        target_context_tokens=3_000,
+        reserve_output_tokens=300,
+        shape="responses",
+        system="Be brief.",
+        tools=data["tools"],
+    )
+    assert expected.dropped > 0 and expected.fits
+    assert out["input"] == expected.messages
+    kept, others = kept_positions(items, out["input"])
+    assert kept == expected.kept and len(others) == 1  # the caller's own items, and the note
+    assert items == before  # the caller's list and items are not changed
+    text = {"model": "gpt-4o", "input": "just a question", "max_output_tokens": 300}
+    assert hook_call(cfl.ContextfoldHook(window=3_000), text, call_type)["input"] == "just a question"
+
+
 def test_trim_messages_drop_in() -> None:
     messages = max(openai_corpus(), key=cf.tokens_of)
     before = copy.deepcopy(messages)

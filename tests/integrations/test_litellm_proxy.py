@@ -9,6 +9,7 @@ orphaned tool message, the latest user request present. The hook's own time per 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import secrets
@@ -215,3 +216,39 @@ def test_proxy_packs_anthropic_messages_requests(proxy: tuple[str, str]) -> None
     assert cf.tokens_of(sent) <= WINDOW
     assert_no_orphans(sent)
     assert sum(str(m.get("content", "")).startswith("Earlier conversation, folded") for m in sent) == 1
+
+
+def recorded_raw(upstream: str) -> list[dict[str, Any]]:
+    """Every POST the upstream saw: ``{"path", "body"}``, the body as loaded JSON."""
+    with urllib.request.urlopen(f"{upstream}/recorded_raw", timeout=10) as answer:
+        return [{"path": r["path"], "body": json.loads(base64.b64decode(r["body"]))} for r in json.loads(answer.read())]
+
+
+def test_proxy_packs_responses_requests(proxy: tuple[str, str]) -> None:
+    """``/v1/responses`` (call type ``aresponses``): the ``input`` items arrive packed, the
+    ``instructions`` and tools counted."""
+    from contextfold.synthetic import responses_items
+
+    base, upstream = proxy
+    items = responses_items(agent_request())
+    tools = [{"type": "function", "name": "run", "description": "Runs.", "parameters": {"type": "object"}}]
+    assert cf.tokens_of(items) > WINDOW
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    before = len(recorded_raw(upstream))
+    answer = client.responses.create(
+        model="packed-model", input=items, instructions="Be brief.", tools=tools, max_output_tokens=MAX_TOKENS
+    )
+    assert answer.output_text == "done"
+    (received,) = [r for r in recorded_raw(upstream)[before:] if r["path"].endswith("/responses")]
+    sent = received["body"]["input"]
+    expected = cf.pack_handoff(
+        items,
+        target_context_tokens=WINDOW,
+        reserve_output_tokens=MAX_TOKENS,
+        shape="responses",
+        system="Be brief.",
+        tools=tools,
+    )
+    assert expected.dropped > 0 and expected.fits
+    assert sent == expected.messages
+    assert received["body"]["instructions"] == "Be brief."

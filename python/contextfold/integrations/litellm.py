@@ -19,10 +19,12 @@ Proxy (``config.yaml``)::
 
 :class:`ContextfoldHook`'s ``async_pre_call_hook`` packs ``data["messages"]`` for chat
 completions (OpenAI shape) and Anthropic ``/v1/messages`` requests (with their top-level
-``system``); every other call type passes untouched. The window is the request model's
+``system``), and ``data["input"]`` for Responses requests (``/v1/responses``, call type
+``aresponses``: the items packed as ``shape="responses"``, their ``instructions``
+counted); every other call type passes untouched. The window is the request model's
 ``max_input_tokens`` from the proxy's model list (``model_info``) or LiteLLM's model map,
 unless the settings override it; the output reserve is the request's
-``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` are counted as
+``max_completion_tokens``, ``max_tokens`` or ``max_output_tokens``; the request's ``tools`` are counted as
 :func:`contextfold.pack_handoff`'s ``tools=`` (never dropped), and a ``tool_choice``
 naming one by its compact JSON, added to the reserve.
 A request that already fits is left as it came, and so is one whose messages contextfold
@@ -67,6 +69,15 @@ SETTINGS_KEY = "contextfold"
 
 OPENAI_CHAT_CALLS = frozenset({"completion", "acompletion"})
 ANTHROPIC_CHAT_CALLS = frozenset({"anthropic_messages", "aanthropic_messages"})
+RESPONSES_CALLS = frozenset({"responses", "aresponses"})
+
+RequestShape = Literal["openai", "anthropic", "responses"]
+SHAPE_OF_CALL: dict[str, RequestShape] = {
+    **{call: "openai" for call in OPENAI_CHAT_CALLS},
+    **{call: "anthropic" for call in ANTHROPIC_CHAT_CALLS},
+    **{call: "responses" for call in RESPONSES_CALLS},
+}
+"""The LiteLLM call types the hook packs, and the shape of each one's transcript."""
 _SETTINGS = (
     "cut",
     "chunk_tokens",
@@ -124,8 +135,9 @@ def tools_tokens(data: Mapping[str, Any], estimate: Estimator | None) -> int:
 
 
 def output_reserve(data: Mapping[str, Any], default: int) -> int:
-    """The request's own output cap (``max_completion_tokens``, else ``max_tokens``)."""
-    for key in ("max_completion_tokens", "max_tokens"):
+    """The request's own output cap (``max_completion_tokens``, else ``max_tokens``, else a
+    Responses request's ``max_output_tokens``), or ``default``."""
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         value = data.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
@@ -211,15 +223,20 @@ class ContextfoldHook(CustomLogger):
         self._windows[model] = (window, now)
         return window
 
-    def pack_request(self, data: dict[str, Any], *, anthropic: bool = False) -> cf.HandoffPack | None:
-        """Packs ``data["messages"]`` in place of the list (the message objects are reused).
+    def pack_request(self, data: dict[str, Any], *, shape: RequestShape = "openai") -> cf.HandoffPack | None:
+        """Packs the request's transcript in place of its list (the message objects are reused).
 
-        Returns the pack, or None when the request was left as it came: no messages list,
-        no known window, or a reserve that leaves no room.
+        The transcript is ``data["messages"]`` for a chat request (``shape="openai"``) and
+        an Anthropic one (``"anthropic"``, its top-level ``system`` counted), and
+        ``data["input"]`` for a Responses request (``"responses"``, its ``instructions``
+        counted). Returns the pack, or None when the request was left as it came: no list
+        to pack (a Responses ``input`` that is a plain string), no known window, or a
+        reserve that leaves no room.
         """
-        messages = data.get("messages")
+        key, system = ("input", data.get("instructions")) if shape == "responses" else ("messages", data.get("system"))
+        transcript = data.get(key)
         window = self.window_for(str(data.get("model") or ""))
-        if not isinstance(messages, list) or window is None:
+        if not isinstance(transcript, list) or window is None:
             return None
         settings = self._settings
         choice = tools_tokens({"tool_choice": data.get("tool_choice")}, self._estimate)
@@ -228,18 +245,18 @@ class ContextfoldHook(CustomLogger):
             log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
             return None
         pack = cf.pack_handoff(
-            messages,
+            transcript,
             target_context_tokens=window,
             reserve_output_tokens=reserve,
             estimate_tokens=self._estimate,
-            system=data.get("system") if anthropic else None,
-            shape="anthropic" if anthropic else "openai",
+            system=system if shape != "openai" else None,
+            shape=shape,
             cut=settings["cut"],
             chunk_tokens=settings["chunk_tokens"],
             tools=data.get("tools") or None,
         )
         if pack.dropped:
-            data["messages"] = pack.messages
+            data[key] = pack.messages
             log.debug("contextfold: %s packed to %d tokens, %d dropped", data.get("model"), pack.tokens, pack.dropped)
         if not pack.fits:
             log.warning("contextfold: %s request's core alone exceeds %d tokens", data.get("model"), pack.budget)
@@ -248,10 +265,10 @@ class ContextfoldHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
     ) -> dict[str, Any]:
-        kind = getattr(call_type, "value", call_type)
-        if kind in OPENAI_CHAT_CALLS or kind in ANTHROPIC_CHAT_CALLS:
+        shape = SHAPE_OF_CALL.get(getattr(call_type, "value", call_type))
+        if shape is not None:
             try:
-                self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+                self.pack_request(data, shape=shape)
             except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
                 log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
         return data
