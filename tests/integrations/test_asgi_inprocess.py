@@ -39,7 +39,7 @@ def forward(
     async def receive() -> dict[str, Any]:
         return incoming.pop(0)
 
-    middleware = PackingMiddleware(app, target_context_tokens=300, **options)
+    middleware = PackingMiddleware(app, **{"target_context_tokens": 300, **options})
     scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers)}
     asyncio.run(middleware(scope, receive, None))  # type: ignore[arg-type]
     return seen["body"], seen["headers"]
@@ -78,6 +78,41 @@ def test_json_content_types_with_parameters_or_suffixes_are_packed(content_type:
     assert forward([BODY], [(b"content-type", content_type)])[0] == packed(BODY)
 
 
+SCREENSHOT = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 10_000}}
+IMAGE_BODY = json.dumps(
+    {
+        "model": "m",
+        "messages": [*MESSAGES[:2], {"role": "user", "content": [{"type": "text", "text": "?"}, SCREENSHOT]}],
+    }
+).encode()
+
+
+def test_images_are_sized_as_providers_bill_by_default() -> None:
+    provider = cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, sizing="provider", shape="openai")
+    seed = cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, shape="openai")
+    assert provider.body == IMAGE_BODY and provider.fits and not seed.fits  # the image fits as billed
+    assert forward([IMAGE_BODY], target_context_tokens=4_000)[0] == provider.body
+    assert forward([IMAGE_BODY], target_context_tokens=4_000, sizing="seed")[0] == seed.body
+    assert forward([IMAGE_BODY], target_context_tokens=4_000, estimate_tokens="o200k_base")[0] == (
+        cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, estimate_tokens="o200k_base", shape="openai").body
+    )  # exact counts: sized by length (the core sizes images flat with the default estimate only)
+
+
+def test_every_pack_option_is_taken() -> None:
+    options: dict[str, Any] = {
+        "summary": "Earlier: setup done.",
+        "pinned": [1],
+        "edits": [cf.ClearToolUses(keep=1)],
+        "image_tokens": 900,
+        "cut": "chunked",
+        "chunk_tokens": 50,
+    }
+    body = json.dumps({"model": "m", "messages": [*MESSAGES, *MESSAGES]}).encode()
+    expected = cf.pack_request(body, target_context_tokens=300, sizing="provider", shape="openai", **options)
+    assert expected.dropped > 0 and b"setup done" in expected.body
+    assert forward([body], **options)[0] == expected.body
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
@@ -87,6 +122,12 @@ def test_json_content_types_with_parameters_or_suffixes_are_packed(content_type:
         ({"estimate_tokens": len}, "estimate_tokens"),
         ({"reserve_output_tokens": 301}, "reserve_output_tokens"),
         ({"max_body_bytes": -1}, "max_body_bytes"),
+        ({"sizing": "exact"}, "sizing"),
+        ({"sizing": "provider", "estimate_tokens": "o200k_base"}, "sizing"),
+        ({"image_tokens": -1}, "image_tokens"),
+        ({"summary": 3}, "summary"),
+        ({"pinned": [-1]}, "pinned"),
+        ({"edits": ["clear"]}, "edits"),
     ],
 )
 def test_bad_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:

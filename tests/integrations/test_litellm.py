@@ -70,7 +70,12 @@ def test_hook_packs_with_the_requests_tools_and_tool_choice() -> None:
     assert pack is not None and pack.dropped > 0 and pack.fits
     reserve = 300 + cf.estimate_tokens(cfl.compact_json(choice))
     direct = cf.pack_handoff(
-        messages, target_context_tokens=3_000, reserve_output_tokens=reserve, shape="openai", tools=tools
+        messages,
+        target_context_tokens=3_000,
+        reserve_output_tokens=reserve,
+        shape="openai",
+        tools=tools,
+        sizing="provider",
     )
     assert (pack.kept, pack.tokens, pack.budget) == (direct.kept, direct.tokens, direct.budget)
     tools_cost = cf.message_tokens({"role": "system", "content": tools})
@@ -151,6 +156,7 @@ def test_hook_packs_anthropic_messages_with_system() -> None:
             reserve_output_tokens=200,
             system=row.get("system"),
             shape="anthropic",
+            sizing="provider",  # the hook's default: a gateway sees images
         )
         assert kept_positions(messages, packed)[0] == expected.kept
         folded += expected.dropped > 0
@@ -181,6 +187,7 @@ def test_hook_packs_responses_requests(call_type: str) -> None:
         shape="responses",
         system="Be brief.",
         tools=data["tools"],
+        sizing="provider",
     )
     assert expected.dropped > 0 and expected.fits
     assert out["input"] == expected.messages
@@ -276,9 +283,75 @@ def test_a_circular_tool_choice_is_named() -> None:
         cfl.token_counter(text="x", tool_choice=choice)
 
 
+def screenshot_request() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A short run whose latest user turn carries one 600 KB base64 screenshot."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 75_000}}
+    messages = [
+        {"role": "system", "content": "You look at screens."},
+        *[{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i}: " + "x" * 400} for i in range(16)],
+        {"role": "user", "content": [{"type": "text", "text": "What is wrong here?"}, image]},
+    ]
+    return {"model": "gpt-4o", "messages": messages, "max_tokens": 500}, messages
+
+
+def test_the_hook_sizes_images_as_providers_bill_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    data, messages = screenshot_request()
+    provider = cf.tokens_of(messages, sizing="provider")
+    assert provider <= 6_000 - 500 < cf.tokens_of(messages)  # fits as billed, not by its length
+    pack = cfl.ContextfoldHook(window=6_000).pack_request(data)
+    assert pack is not None and pack.fits and pack.dropped == 0 and pack.tokens == provider
+    assert data["messages"] is messages
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": {"sizing": "seed", "window": 6_000}})
+    seed = cfl.ContextfoldHook().pack_request(dict(data))  # the seeds' sizing, as configured
+    assert seed is not None and seed.dropped > 0
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": {"sizing": "provider", "image_tokens": 5_000}})
+    costly = cfl.ContextfoldHook(window=6_000).pack_request(dict(data))
+    assert costly is not None and costly.tokens < provider + 5_000 - 1_600 and costly.dropped > 0
+    monkeypatch.setattr(litellm, "callback_settings", {})
+    exact = cfl.ContextfoldHook(window=6_000, tokenizer="o200k_base")  # exact counts size by length
+    assert exact.settings()["sizing"] == "seed"
+
+
+def test_the_hook_takes_every_pack_option_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    settings = {
+        "window": 3_000,
+        "summary": "The run so far: tests fixed.",
+        "pinned": [1],
+        "edits": [{"clear_tool_uses": {"keep": 2}}, {"clear_thinking": {}}],
+        "image_tokens": 1_000,
+    }
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": settings})
+    data = {"model": "gpt-4o", "messages": messages}
+    pack = cfl.ContextfoldHook().pack_request(data)
+    expected = cf.pack_handoff(
+        messages,
+        target_context_tokens=3_000,
+        summary="The run so far: tests fixed.",
+        pinned=[1],
+        edits=[cf.ClearToolUses(keep=2), cf.ClearThinking()],
+        sizing="provider",
+        image_tokens=1_000,
+        shape="openai",
+    )
+    assert pack is not None and pack.applied_edits and pack.applied_edits == expected.applied_edits
+    assert (pack.kept, pack.note, pack.tokens) == (expected.kept, expected.note, expected.tokens)
+    assert 1 in pack.kept and "tests fixed" in (pack.note or "")
+    edits = [cf.ClearToolUses(keep=2)]
+    assert cfl.ContextfoldHook(edits=edits).settings()["edits"] == tuple(edits)  # objects, from Python
+
+
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
+        ({"sizing": "exact"}, "sizing"),
+        ({"sizing": "provider", "tokenizer": "o200k_base"}, "sizing"),
+        ({"image_tokens": -5}, "image_tokens"),
+        ({"pinned": ["first"]}, "pinned"),
+        ({"summary": 5}, "summary"),
+        ({"edits": [{"clear_everything": {}}]}, "edits"),
+        ({"edits": [{"clear_tool_uses": {"keep": "two"}}]}, "keep"),
+        ({"edits": "clear_tool_uses"}, "edits"),
         ({"cut": "chunky"}, "cut"),
         ({"cut": "chunked", "chunk_tokens": 0}, "chunk_tokens"),
         ({"tokenizer": "no_such_encoding"}, "no_such_encoding"),

@@ -28,7 +28,7 @@ import pytest
 from ..conftest import anthropic_corpus, openai_corpus
 from . import need
 from .servers import HOST, free_port, serving
-from .test_litellm import tool_definitions
+from .test_litellm import screenshot_request, tool_definitions
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = need("litellm", "litellm")
@@ -58,6 +58,15 @@ callback_settings:
 """
 
 
+def proxy_command(config: Path, port: int) -> list[str]:
+    """The command that runs the LiteLLM proxy on ``config``, on 127.0.0.1:``port``."""
+    command = [sys.executable, "-c", "from litellm.proxy.proxy_cli import run_server; run_server()"]
+    return [*command, "--config", str(config), "--host", HOST, "--port", str(port), "--num_workers", "1"]
+
+
+PROXY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MASTER_KEY": MASTER_KEY, "LITELLM_LOG": "ERROR"}
+
+
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(proxy base URL, upstream base URL), both serving until the module's tests end."""
@@ -68,16 +77,12 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
     config.write_text(CONFIG.format(host=HOST, upstream=upstream_port, window=WINDOW))
     uvicorn = [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(__file__).parent), "fake_upstream:app"]
     uvicorn += ["--host", HOST, "--port", str(upstream_port), "--log-level", "warning"]
-    run_proxy = [sys.executable, "-c", "from litellm.proxy.proxy_cli import run_server; run_server()"]
-    run_proxy += ["--config", str(config), "--host", HOST, "--port", str(proxy_port), "--num_workers", "1"]
     with serving(uvicorn, f"{upstream}/recorded", folder / "upstream.log", timeout=30):
         with serving(
-            run_proxy,
+            proxy_command(config, proxy_port),
             f"http://{HOST}:{proxy_port}/health/liveliness",
             folder / "proxy.log",
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-            LITELLM_MASTER_KEY=MASTER_KEY,
-            LITELLM_LOG="ERROR",
+            **PROXY_ENV,
         ):
             yield f"http://{HOST}:{proxy_port}", upstream
 
@@ -252,3 +257,29 @@ def test_proxy_packs_responses_requests(proxy: tuple[str, str]) -> None:
     assert expected.dropped > 0 and expected.fits
     assert sent == expected.messages
     assert received["body"]["instructions"] == "Be brief."
+
+
+def test_proxy_sizes_an_image_as_the_provider_bills_it(proxy: tuple[str, str]) -> None:
+    """A 600 KB screenshot costs a flat 1,600 tokens (``sizing="provider"``, the hook's
+    default), so a request that fits as billed arrives whole, not cut to its core."""
+    base, upstream = proxy
+    _, messages = screenshot_request()
+    assert cf.tokens_of(messages, sizing="provider") <= WINDOW - MAX_TOKENS < cf.tokens_of(messages)
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS)  # type: ignore[arg-type]
+    assert recorded(upstream)[-1]["messages"] == messages
+
+
+def test_a_bad_setting_stops_the_proxy_at_start_up(tmp_path: Path) -> None:
+    """Settings are checked when the proxy loads the hook: a bad one is an error naming it
+    at start-up, not a 500 on every request of a proxy that looks healthy."""
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    bad = CONFIG.format(host=HOST, upstream=free_port(), window=WINDOW).replace("cut: greedy", "sizing: exact")
+    config.write_text(bad)
+    with pytest.raises(RuntimeError, match="exited") as stopped:
+        with serving(
+            proxy_command(config, port), f"http://{HOST}:{port}/health/liveliness", tmp_path / "proxy.log", **PROXY_ENV
+        ):
+            pass
+    assert "ArgumentError: sizing must be" in str(stopped.value)

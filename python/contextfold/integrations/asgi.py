@@ -19,6 +19,11 @@ chunks), and bodies contextfold cannot read (logged; the server behind answers t
 would have). Bad settings raise :class:`~contextfold.ArgumentError` when the middleware is
 built, not at each request.
 
+Every packing option of :class:`contextfold.PackOptions` is taken (the shape comes from
+the path). Images are sized as providers bill them by default (``sizing="provider"``: a
+flat ``image_tokens`` each, signatures and encrypted reasoning left out), except with
+``estimate_tokens`` set: the core sizes by length then (``sizing="seed"``).
+
 The body's ``tools`` are counted and never dropped. The window is fixed per middleware,
 since the body is not parsed: set ``target_context_tokens`` to the served model's window
 and ``reserve_output_tokens`` to the largest ``max_tokens`` your clients ask for (vLLM
@@ -31,10 +36,14 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, bytes_options, whole
+from contextfold._edits import Edit
+
+from ._common import gateway_sizing
 
 __all__ = ["PackingMiddleware"]
 
@@ -64,22 +73,33 @@ class PackingMiddleware:
         cut: Literal["greedy", "chunked"] = "greedy",
         chunk_tokens: int | None = None,
         estimate_tokens: Literal["o200k_base", "cl100k_base"] | None = None,
+        sizing: SizingName | None = None,
+        image_tokens: int = DEFAULT_IMAGE_TOKENS,
+        pinned: Sequence[int] = (),
+        summary: str | None = None,
+        edits: Sequence[Edit] = (),
         chat_paths: Sequence[str] = CHAT_PATHS,
         messages_paths: Sequence[str] = MESSAGES_PATHS,
         responses_paths: Sequence[str] = RESPONSES_PATHS,
         max_body_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.app = app
-        self.options: dict[str, Any] = {
-            "target_context_tokens": target_context_tokens,
-            "reserve_output_tokens": reserve_output_tokens,
-            "cut": cut,
-            "chunk_tokens": chunk_tokens,
-            "estimate_tokens": estimate_tokens,
-        }
         # Checked once, here, as every request checks them: a bad one would leave every
         # request unpacked, each with a warning.
-        cf.pack_request(b'{"messages":[]}', **self.options)
+        self.options = cf.PackOptions(
+            target_context_tokens=target_context_tokens,
+            reserve_output_tokens=reserve_output_tokens,
+            cut=cut,
+            chunk_tokens=chunk_tokens,
+            estimate_tokens=estimate_tokens,
+            sizing=gateway_sizing(sizing, estimate_tokens),
+            image_tokens=image_tokens,
+            pinned=pinned,
+            summary=summary,
+            edits=edits,
+        )
+        bytes_options(self.options)  # the bytes path counts with chars/4 or an embedded encoding only
+        self.by_shape = {shape: replace(self.options, shape=shape) for shape in ("openai", "anthropic", "responses")}
         self.shapes = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
@@ -106,7 +126,7 @@ class PackingMiddleware:
 
     def _packed(self, body: bytes, shape: str, path: str) -> bytes:
         try:
-            packed = cf.pack_request(body, shape=shape, **self.options)  # type: ignore[arg-type]
+            packed = cf.pack_request(body, options=self.by_shape[shape])
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have
             log.warning("contextfold: %s body forwarded unpacked: %s", path, exc)
             return body

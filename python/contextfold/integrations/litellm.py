@@ -11,6 +11,15 @@ Proxy (``config.yaml``)::
         cut: chunked               # greedy (default) or chunked: prompt-cache-stable cut points
         tokenizer: o200k_base      # exact counts (o200k_base, cl100k_base: native; other
                                    # tiktoken encodings through tiktoken); default ⌈UTF-16 length / 4⌉
+        sizing: provider           # provider (default without a tokenizer): images a flat
+                                   # image_tokens, signatures and encrypted reasoning left out;
+                                   # seed: by length (the only one with a tokenizer)
+        image_tokens: 1600         # what an image costs with provider sizing
+        pinned: [1]                # message indices kept with their exchanges, in every request
+        summary: null              # the note's body instead of the listed turns
+        edits:                     # context edits before folding (contextfold.ClearToolUses, ClearThinking)
+          - clear_tool_uses: {keep: 3}
+          - clear_thinking: {keep: 1}
         fallback_window: 32000     # for models whose window LiteLLM does not know
         windows: {my-model: 8000}  # per-model windows, over LiteLLM's model map
         window: null               # one window for every model, over all of the above
@@ -43,13 +52,15 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, whole
+from contextfold._edits import Edit
 from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
 
-from ._common import Estimator, missing_extra, text_tokens
+from ._common import Estimator, edits_from_settings, gateway_sizing, missing_extra, text_tokens
 
 try:
     import litellm
@@ -82,12 +93,19 @@ _SETTINGS = (
     "cut",
     "chunk_tokens",
     "tokenizer",
+    "sizing",
+    "image_tokens",
+    "pinned",
+    "summary",
+    "edits",
     "fallback_window",
     "windows",
     "window",
     "default_reserve",
     "window_cache_seconds",
 )
+_OPTIONS_CACHE_MAX = 1_024
+"""Packing options built per (window, reserve, shape) are kept up to this many, then renewed."""
 
 
 def model_window(model: str) -> int | None:
@@ -160,6 +178,11 @@ class ContextfoldHook(CustomLogger):
         cut: Literal["greedy", "chunked"] | None = None,
         chunk_tokens: int | None = None,
         tokenizer: str | None = None,
+        sizing: SizingName | None = None,
+        image_tokens: int | None = None,
+        pinned: Sequence[int] | None = None,
+        summary: str | None = None,
+        edits: Sequence[Edit | Mapping[str, Any]] | None = None,
         fallback_window: int | None = None,
         windows: Mapping[str, int] | None = None,
         window: int | None = None,
@@ -171,6 +194,11 @@ class ContextfoldHook(CustomLogger):
             "cut": cut,
             "chunk_tokens": chunk_tokens,
             "tokenizer": tokenizer,
+            "sizing": sizing,
+            "image_tokens": image_tokens,
+            "pinned": pinned,
+            "summary": summary,
+            "edits": edits,
             "fallback_window": fallback_window,
             "windows": windows,
             "window": window,
@@ -184,19 +212,39 @@ class ContextfoldHook(CustomLogger):
         settings: dict[str, Any] = {
             "cut": "greedy",
             "chunk_tokens": None,
+            "tokenizer": None,
+            "sizing": None,
+            "image_tokens": DEFAULT_IMAGE_TOKENS,
+            "pinned": (),
+            "summary": None,
+            "edits": (),
             "windows": {},
             "default_reserve": 0,
             "window_cache_seconds": 60.0,
         }
         settings.update(configured)
         settings.update({k: v for k, v in given.items() if v is not None})
-        self._settings = _checked(settings)
-        self._estimate = named_estimator(settings.get("tokenizer"))
+        self._estimate = named_estimator(settings["tokenizer"])
+        self._settings, self._template = _checked(settings, self._estimate)
+        self._options: dict[tuple[int, int, RequestShape], cf.PackOptions] = {}
         self._windows: dict[str, tuple[int | None, float]] = {}
 
     def settings(self) -> dict[str, Any]:
-        """The settings in force (checked): the arguments over ``callback_settings.contextfold``."""
+        """The settings in force (checked): the arguments over ``callback_settings.contextfold``,
+        ``sizing`` resolved (``"provider"`` unless a ``tokenizer`` counts exactly)."""
         return self._settings
+
+    def options_for(self, window: int, reserve: int, shape: RequestShape) -> cf.PackOptions:
+        """The packing options of a request: the settings' with this window, reserve and
+        shape (built once per combination; a handful of models make a handful)."""
+        key = (window, reserve, shape)
+        options = self._options.get(key)
+        if options is None:
+            if len(self._options) >= _OPTIONS_CACHE_MAX:
+                self._options.clear()
+            options = replace(self._template, target_context_tokens=window, reserve_output_tokens=reserve, shape=shape)
+            self._options[key] = options
+        return options
 
     def window_for(self, model: str) -> int | None:
         """The window a request for ``model`` is packed into, or None (left as it came)."""
@@ -246,13 +294,8 @@ class ContextfoldHook(CustomLogger):
             return None
         pack = cf.pack_handoff(
             transcript,
-            target_context_tokens=window,
-            reserve_output_tokens=reserve,
-            estimate_tokens=self._estimate,
+            options=self.options_for(window, reserve, shape),
             system=system if shape != "openai" else None,
-            shape=shape,
-            cut=settings["cut"],
-            chunk_tokens=settings["chunk_tokens"],
             tools=data.get("tools") or None,
         )
         if pack.dropped:
@@ -274,10 +317,27 @@ class ContextfoldHook(CustomLogger):
         return data
 
 
-def _checked(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` with each value checked, an error naming its key (``cut`` and
-    ``chunk_tokens`` exactly as packing checks them, by packing nothing with them)."""
-    cf.pack_handoff([], target_context_tokens=0, cut=settings["cut"], chunk_tokens=settings["chunk_tokens"])
+def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict[str, Any], cf.PackOptions]:
+    """``settings`` with each value checked, an error naming its key, and the packing
+    options they make (window and reserve still 0: each request sets its own). The pack
+    options are checked as :class:`contextfold.PackOptions` checks them, ``sizing``
+    resolved for a gateway (:func:`~._common.gateway_sizing`)."""
+    settings["sizing"] = gateway_sizing(settings["sizing"], estimate)
+    if not isinstance(settings["pinned"], Sequence) or isinstance(settings["pinned"], (str, bytes)):
+        raise cf.ArgumentError(f"pinned must be a list of message indices, got {settings['pinned']!r}")
+    settings["edits"] = edits_from_settings(settings["edits"])
+    template = cf.PackOptions(
+        target_context_tokens=0,
+        estimate_tokens=estimate,
+        pinned=settings["pinned"],
+        summary=settings["summary"],
+        cut=settings["cut"],
+        chunk_tokens=settings["chunk_tokens"],
+        sizing=settings["sizing"],
+        image_tokens=settings["image_tokens"],
+        edits=settings["edits"],
+    )
+    settings["pinned"] = template.pinned
     for key in ("window", "fallback_window"):
         if settings.get(key) is not None:
             settings[key] = whole(key, settings[key], 1)
@@ -289,7 +349,7 @@ def _checked(settings: dict[str, Any]) -> dict[str, Any]:
     seconds = settings["window_cache_seconds"]
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
         raise cf.ArgumentError(f"window_cache_seconds must be a number of seconds from 0, got {seconds!r}")
-    return settings
+    return settings, template
 
 
 proxy_handler_instance = ContextfoldHook()
