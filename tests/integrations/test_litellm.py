@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 from typing import Any
 
@@ -220,7 +221,7 @@ def test_token_counter_drop_in() -> None:
     messages = openai_corpus()[0]
     tools = tool_definitions(max(openai_corpus(), key=lambda m: len(tool_definitions(m))))
     assert cfl.token_counter(messages=messages) == cf.tokens_of(messages)
-    assert cfl.token_counter(model="gpt-4o", text="hello world") == cf.estimate_tokens("hello world")
+    assert cfl.token_counter(model="claude-sonnet-4", text="hello world") == cf.estimate_tokens("hello world")
     assert cfl.token_counter(text=["ab", "cdefg"]) == 1 + 2
     with_tools = cfl.token_counter(messages=messages, tools=tools, tool_choice="auto")
     assert with_tools == cf.tokens_of(messages) + cf.estimate_tokens(cfl.compact_json(tools))
@@ -231,6 +232,55 @@ def test_token_counter_drop_in() -> None:
         cfl.token_counter(model="gpt-4o")
     with pytest.raises(cf.ArgumentError, match="custom_tokenizer"):
         cfl.token_counter(text="x", custom_tokenizer={"type": "sentencepiece"})
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("openai/gpt-4o-mini", "o200k_base"),
+        ("gpt-4.1-nano", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("azure/gpt-5.1-codex", "o200k_base"),
+        ("o1-preview", "o200k_base"),
+        ("o3", "o200k_base"),
+        ("o4-mini", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo-2024-04-09", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("claude-sonnet-4", None),
+        ("o3x", None),
+        ("", None),
+    ],
+)
+def test_token_counter_counts_in_the_models_encoding(model: str, encoding: str | None) -> None:
+    from ..offline_tiktoken import tiktoken_encoding
+
+    messages = [
+        m for m in max(openai_corpus(), key=len) if isinstance(m.get("content"), str) and not m.get("tool_calls")
+    ]
+    if encoding is None:  # a model outside OpenAI's families: ⌈UTF-16 length / 4⌉, as before
+        assert cfl.token_counter(model=model, messages=messages) == cf.tokens_of(messages)
+        return
+    exact = tiktoken_encoding(encoding)
+    expected = sum(len(exact.encode(m["content"], disallowed_special=())) + 4 for m in messages)
+    assert cfl.token_counter(model=model, messages=messages) == expected != cf.tokens_of(messages)
+    assert cfl.token_counter(model=model, text="hello world") == len(exact.encode("hello world"))
+
+
+def test_token_counter_sizes_images_as_the_provider_bills() -> None:
+    from ..offline_tiktoken import tiktoken_encoding
+
+    _, messages = screenshot_request()
+    before = copy.deepcopy(messages)
+    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages, sizing="provider")
+    o200k = tiktoken_encoding("o200k_base")
+    *texts, last = messages
+    question = json.dumps(last["content"][:1], separators=(",", ":"), ensure_ascii=False)  # the image left out
+    expected = sum(len(o200k.encode(m["content"])) + 4 for m in texts) + len(o200k.encode(question)) + 4 + 1_600
+    assert cfl.token_counter(model="gpt-4o", messages=messages) == expected
+    assert cfl.token_counter(model="gpt-4o", messages=messages, image_tokens=85) == expected - 1_600 + 85
+    assert messages == before  # the caller's messages are not changed
 
 
 def test_looked_up_windows_are_reused_for_window_cache_seconds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,6 +49,7 @@ Library drop-ins, same parameters and return shapes as LiteLLM's:
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,9 +57,10 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, EncodingName, SizingName, whole
 from contextfold._edits import Edit
 from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
+from contextfold.reference.provider import LEFT_OUT, OPAQUE_BLOCKS
 
 from ._common import Estimator, edits_from_settings, gateway_sizing, missing_extra, text_tokens
 
@@ -370,6 +372,53 @@ def _tokenizer_estimator(custom_tokenizer: Any) -> Callable[[str], int] | None:
     raise cf.ArgumentError(f"custom_tokenizer: expected {expected}, got {custom_tokenizer!r}")
 
 
+_O200K_MODELS = re.compile(r"(?:chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1|o3|o4)(?:[-.:@]|$)")
+_CL100K_MODELS = re.compile(r"(?:gpt-4|gpt-3\.5|gpt-35)(?:[-.:@]|$)")
+
+
+def model_encoding(model: str | None) -> EncodingName | None:
+    """The OpenAI encoding ``model`` counts in: ``o200k_base`` for the gpt-4o, gpt-4.1,
+    gpt-4.5, gpt-5 and o1/o3/o4 families, ``cl100k_base`` for gpt-4 and gpt-3.5, None for
+    any other model (a provider prefix such as ``openai/`` or ``azure/`` is ignored)."""
+    name = (model or "").rsplit("/", 1)[-1].lower()
+    if _O200K_MODELS.match(name):
+        return "o200k_base"
+    if _CL100K_MODELS.match(name):
+        return "cl100k_base"
+    return None
+
+
+def billed_view(value: Any) -> tuple[Any, int]:
+    """``value`` as a provider bills it, for counting with an exact or custom estimator
+    (the core sizes images flat with its default estimate only): a copy without its image
+    and document blocks, ``thinking`` signatures, ``redacted_thinking`` data and
+    ``reasoning`` items' ``encrypted_content``, and how many image and document blocks it
+    held. ``value`` itself is not changed; what holds none of these is returned as it is."""
+    if isinstance(value, list):
+        parts: list[Any] = []
+        blocks = 0
+        for part in value:
+            if isinstance(part, dict) and part.get("type") in OPAQUE_BLOCKS:
+                blocks += 1
+                continue
+            view, inside = billed_view(part)
+            parts.append(view)
+            blocks += inside
+        return (parts, blocks) if blocks or any(p is not q for p, q in zip(parts, value, strict=True)) else (value, 0)
+    if isinstance(value, dict):
+        kind = value.get("type")
+        left_out = LEFT_OUT.get(kind) if isinstance(kind, str) else None
+        copied: dict[Any, Any] = {}
+        blocks = 0
+        for key, item in value.items():
+            if key != left_out:
+                copied[key], inside = billed_view(item)
+                blocks += inside
+        changed = left_out in value or blocks or any(copied[k] is not value[k] for k in copied)
+        return (copied, blocks) if changed else (value, 0)
+    return value, 0
+
+
 def token_counter(
     model: str = "",
     custom_tokenizer: Any = None,
@@ -380,22 +429,30 @@ def token_counter(
     tool_choice: Any = None,
     use_default_image_token_count: bool | None = False,
     default_token_count: int | None = None,
+    *,
+    image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> int:
     """``litellm.token_counter``'s signature, counted as contextfold packs.
 
-    Messages cost what :func:`contextfold.tokens_of` says (⌈UTF-16 length / 4⌉ + 4 a
-    message, or a ``custom_tokenizer``'s count + 4); ``text`` is counted bare; ``tools``
-    and ``tool_choice`` add their compact JSON. ``model`` is not needed for the default
-    estimate; the image and default-count options are accepted and not used (images are
-    sized by their JSON length, as the packer sizes them).
+    Counts in the encoding ``model`` uses (:func:`model_encoding`: o200k_base for
+    gpt-4o, 4.1, 5 and the o-series, cl100k_base for gpt-4 and gpt-3.5, exactly, natively),
+    else by a ``custom_tokenizer``, else ⌈UTF-16 length / 4⌉. A message costs its text's
+    count + 4 (:func:`contextfold.tokens_of`); ``text`` is counted bare; ``tools`` and
+    ``tool_choice`` add their compact JSON. Images and documents are sized as a provider
+    bills them, a flat ``image_tokens`` each (not by their base64), and thinking
+    signatures and encrypted reasoning cost nothing. LiteLLM's image and default-count
+    options are accepted and not used.
     """
-    del model, count_response_tokens, use_default_image_token_count, default_token_count
+    del count_response_tokens, use_default_image_token_count, default_token_count
     if text is None and messages is None:
         raise ValueError("text and messages cannot both be None")
-    estimate = _tokenizer_estimator(custom_tokenizer)
+    estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or model_encoding(model)
     total = 0
-    if messages is not None:
-        total += cf.tokens_of(list(messages), estimate_tokens=estimate)  # type: ignore[arg-type]
+    if messages is not None and estimate is None:
+        total += cf.tokens_of(list(messages), sizing="provider", image_tokens=image_tokens)  # type: ignore[arg-type]
+    elif messages is not None:
+        views, blocks = billed_view(list(messages))
+        total += cf.tokens_of(views, estimate_tokens=estimate) + blocks * whole("image_tokens", image_tokens)
     if text is not None:
         total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)
