@@ -21,9 +21,10 @@ JSON = [(b"content-type", b"application/json")]
 
 
 def forward(
-    chunks: list[bytes], headers: list[tuple[bytes, bytes]] = JSON, **options: Any
+    chunks: list[bytes], headers: list[tuple[bytes, bytes]] = JSON, middleware: Any = None, **options: Any
 ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """The body and headers the app behind the middleware gets for a POST sent in ``chunks``."""
+    """The body and headers the app behind the middleware gets for a POST sent in ``chunks``
+    (through ``middleware``, a :class:`PackingMiddleware` built around ``app``, when given)."""
     seen: dict[str, Any] = {}
     incoming = [{"type": "http.request", "body": c, "more_body": i + 1 < len(chunks)} for i, c in enumerate(chunks)]
 
@@ -39,7 +40,10 @@ def forward(
     async def receive() -> dict[str, Any]:
         return incoming.pop(0)
 
-    middleware = PackingMiddleware(app, **{"target_context_tokens": 300, **options})
+    if middleware is None:
+        middleware = PackingMiddleware(app, **{"target_context_tokens": 300, **options})
+    else:
+        middleware.app = app
     scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers)}
     asyncio.run(middleware(scope, receive, None))  # type: ignore[arg-type]
     return seen["body"], seen["headers"]
@@ -133,3 +137,32 @@ def test_every_pack_option_is_taken() -> None:
 def test_bad_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:
     with pytest.raises(cf.ArgumentError, match=named):
         PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]
+
+
+def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    middleware = PackingMiddleware(lambda *_: None, target_context_tokens=300)  # type: ignore[arg-type,return-value]
+    out, _ = forward([BODY], middleware=middleware)
+    forward([json.dumps({"model": "m", "messages": MESSAGES[1:]}).encode()], middleware=middleware)
+    reports = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+    tokens_in = cf.tokens_of(MESSAGES, sizing="provider")
+    tokens_out = cf.tokens_of(json.loads(out)["messages"], sizing="provider")
+    assert reports[0] == {
+        "adapter": "asgi",
+        "model": None,
+        "route": "/v1/chat/completions",
+        "messages_in": 3,
+        "messages_out": len(json.loads(out)["messages"]),
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "budget": 300,
+        "folded": True,
+        "fits": True,
+    }
+    assert reports[1]["folded"] is False and reports[1]["tokens_in"] == reports[1]["tokens_out"]
+    assert middleware.counters.snapshot() == {
+        "requests": 2,
+        "folded": 1,
+        "not_fitting": 0,
+        "tokens_dropped": tokens_in - tokens_out,
+    }

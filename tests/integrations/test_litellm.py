@@ -199,6 +199,52 @@ def test_hook_packs_responses_requests(call_type: str) -> None:
     assert hook_call(cfl.ContextfoldHook(window=3_000), text, call_type)["input"] == "just a question"
 
 
+def gateway_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The reports logged by the ``contextfold.gateway`` logger, oldest first."""
+    return [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+
+
+def test_each_packed_request_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    hook = cfl.ContextfoldHook(window=3_000)
+    data = {"model": "gpt-4o", "messages": messages, "max_tokens": 300, "metadata": {"user": "u1"}}
+    hook_call(hook, data)
+    tokens_in = cf.tokens_of(messages, sizing="provider")
+    expected = {
+        "adapter": "litellm",
+        "model": "gpt-4o",
+        "route": "acompletion",
+        "messages_in": len(messages),
+        "messages_out": len(data["messages"]),
+        "tokens_in": tokens_in,
+        "tokens_out": cf.tokens_of(data["messages"], sizing="provider"),
+        "budget": 2_700,
+        "folded": True,
+        "fits": True,
+    }
+    assert data["metadata"] == {"user": "u1", "contextfold": expected}  # where LiteLLM's loggers read it
+    assert gateway_records(caplog) == [expected]
+    small = {"model": "gpt-4o", "messages": messages[:2]}
+    hook_call(hook, small)
+    assert small["metadata"]["contextfold"]["folded"] is False
+    assert small["metadata"]["contextfold"]["tokens_in"] == small["metadata"]["contextfold"]["tokens_out"]
+    core = {"model": "gpt-4o", "messages": [messages[0], {"role": "user", "content": "x" * 20_000}]}
+    hook_call(hook, core)
+    assert [r.levelname for r in caplog.records if r.name == "contextfold.gateway"] == ["INFO", "INFO", "WARNING"]
+    assert hook.counters.snapshot() == {
+        "requests": 3,
+        "folded": 1,
+        "not_fitting": 1,
+        "tokens_dropped": tokens_in - expected["tokens_out"],
+    }
+    responses, _ = responses_request(3_000)
+    responses["litellm_metadata"] = {}  # where the proxy keeps a Responses request's metadata
+    hook_call(hook, responses, "aresponses")
+    assert responses["litellm_metadata"]["contextfold"]["route"] == "aresponses"
+    assert "metadata" not in responses
+
+
 def test_trim_messages_drop_in() -> None:
     messages = max(openai_corpus(), key=cf.tokens_of)
     before = copy.deepcopy(messages)

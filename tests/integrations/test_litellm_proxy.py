@@ -50,7 +50,7 @@ model_list:
     model_info:
       max_input_tokens: {window}
 litellm_settings:
-  callbacks: ["contextfold.integrations.litellm.proxy_handler_instance"]
+  callbacks: ["contextfold.integrations.litellm.proxy_handler_instance", "metadata_logger.recorder"]
   use_chat_completions_url_for_anthropic_messages: true  # the fake upstream speaks chat completions
 callback_settings:
   contextfold:
@@ -64,11 +64,25 @@ def proxy_command(config: Path, port: int) -> list[str]:
     return [*command, "--config", str(config), "--host", HOST, "--port", str(port), "--num_workers", "1"]
 
 
-PROXY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MASTER_KEY": MASTER_KEY, "LITELLM_LOG": "ERROR"}
+HERE = Path(__file__).parent
+PROXY_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_MASTER_KEY": MASTER_KEY,
+    "LITELLM_LOG": "ERROR",
+    "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),  # metadata_logger
+}
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The file the proxy's ``metadata_logger`` appends each logged call's report to."""
+    path = tmp_path_factory.mktemp("reports") / "reports.jsonl"
+    path.touch()
+    return path
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory, reports: Path) -> Iterator[tuple[str, str]]:
     """(proxy base URL, upstream base URL), both serving until the module's tests end."""
     folder = tmp_path_factory.mktemp("litellm")
     upstream_port, proxy_port = free_port(), free_port()
@@ -82,6 +96,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
             proxy_command(config, proxy_port),
             f"http://{HOST}:{proxy_port}/health/liveliness",
             folder / "proxy.log",
+            CONTEXTFOLD_TEST_REPORTS=str(reports),
             **PROXY_ENV,
         ):
             yield f"http://{HOST}:{proxy_port}", upstream
@@ -283,3 +298,41 @@ def test_a_bad_setting_stops_the_proxy_at_start_up(tmp_path: Path) -> None:
         ):
             pass
     assert "ArgumentError: sizing must be" in str(stopped.value)
+
+
+def logged_reports(path: Path, count: int) -> list[dict[str, Any]]:
+    """The reports LiteLLM's logger wrote to ``path``, once there are ``count`` of them (it
+    logs after answering: waits up to 30 s for them)."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) >= count or time.monotonic() > deadline:
+            return [json.loads(line) for line in lines]
+        time.sleep(0.1)
+
+
+def test_the_pack_report_reaches_litellms_logged_metadata(proxy: tuple[str, str], reports: Path) -> None:
+    base, _ = proxy
+    messages = agent_request()
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    before = len(logged_reports(reports, 0))
+    client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS)
+    logged = logged_reports(reports, before + 1)[before:]
+    assert len(logged) == 1
+    report = logged[0]["contextfold"]
+    assert report is not None, logged
+    sent = cf.pack_handoff(
+        messages, target_context_tokens=WINDOW, reserve_output_tokens=MAX_TOKENS, shape="openai", sizing="provider"
+    )
+    assert report == {
+        "adapter": "litellm",
+        "model": "packed-model",
+        "route": "acompletion",
+        "messages_in": len(messages),
+        "messages_out": len(sent.messages),
+        "tokens_in": cf.tokens_of(messages, sizing="provider"),
+        "tokens_out": sent.tokens,
+        "budget": WINDOW - MAX_TOKENS,
+        "folded": True,
+        "fits": True,
+    }

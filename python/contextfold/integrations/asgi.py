@@ -24,6 +24,9 @@ the path). Images are sized as providers bill them by default (``sizing="provide
 flat ``image_tokens`` each, signatures and encrypted reasoning left out), except with
 ``estimate_tokens`` set: the core sizes by length then (``sizing="seed"``).
 
+Each packed body is reported: a record of the ``contextfold.gateway`` logger (its fields
+in the record's ``contextfold`` attribute) and :attr:`PackingMiddleware.counters`.
+
 The body's ``tools`` are counted and never dropped. The window is fixed per middleware,
 since the body is not parsed: set ``target_context_tokens`` to the served model's window
 and ``reserve_output_tokens`` to the largest ``max_tokens`` your clients ask for (vLLM
@@ -44,6 +47,7 @@ from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, bytes_option
 from contextfold._edits import Edit
 
 from ._common import gateway_sizing
+from ._report import PackCounters, PackReport, whole_request_options
 
 __all__ = ["PackingMiddleware"]
 
@@ -106,6 +110,8 @@ class PackingMiddleware:
             **{p: "responses" for p in responses_paths},
         }
         self.max_body_bytes = whole("max_body_bytes", max_body_bytes)
+        self.counters = PackCounters()
+        """What this middleware packed since it was built (:meth:`PackCounters.snapshot`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         shape = self.shapes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -125,13 +131,27 @@ class PackingMiddleware:
         await self.app(scope, _replay(messages, receive), send)
 
     def _packed(self, body: bytes, shape: str, path: str) -> bytes:
+        options = self.by_shape[shape]
         try:
-            packed = cf.pack_request(body, options=self.by_shape[shape])
+            packed = cf.pack_request(body, options=options)
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have
             log.warning("contextfold: %s body forwarded unpacked: %s", path, exc)
             return body
-        if not packed.fits:
-            log.warning("contextfold: %s request's core alone exceeds %d tokens", path, packed.budget)
+        changed = bool(packed.dropped or packed.applied_edits)
+        tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if changed else packed.tokens
+        report = PackReport(
+            adapter="asgi",
+            model=None,
+            route=path,
+            messages_in=len(packed.kept) + packed.dropped,
+            messages_out=len(packed.kept) + (packed.note is not None),
+            tokens_in=tokens_in,
+            tokens_out=packed.tokens,
+            budget=packed.budget,
+            folded=changed,
+            fits=packed.fits,
+        )
+        self.counters.record(report)
         return packed.body
 
 

@@ -42,6 +42,10 @@ part (system, latest user message and its tool exchange) is over the window is s
 packed to that core (the provider will refuse it either way). Packing runs on the event
 loop: it is native code, tens of microseconds a request (see docs/integrations.md).
 
+Each packed request is reported (:meth:`ContextfoldHook.report`): in its metadata as
+``metadata["contextfold"]`` for LiteLLM's loggers, as a ``contextfold.gateway`` log record,
+and in :attr:`ContextfoldHook.counters`.
+
 Library drop-ins, same parameters and return shapes as LiteLLM's:
 ``from contextfold.integrations.litellm import trim_messages, token_counter``.
 """
@@ -63,6 +67,7 @@ from contextfold._js import compact_json  # JSON.stringify, as the packer sizes 
 from contextfold.reference.provider import LEFT_OUT, OPAQUE_BLOCKS
 
 from ._common import Estimator, edits_from_settings, gateway_sizing, missing_extra, text_tokens
+from ._report import PackCounters, PackReport, whole_request_options
 
 try:
     import litellm
@@ -229,6 +234,8 @@ class ContextfoldHook(CustomLogger):
         self._estimate = named_estimator(settings["tokenizer"])
         self._settings, self._template = _checked(settings, self._estimate)
         self._options: dict[tuple[int, int, RequestShape], cf.PackOptions] = {}
+        self.counters = PackCounters()
+        """What this hook packed since it was built (:meth:`PackCounters.snapshot`)."""
         self._windows: dict[str, tuple[int | None, float]] = {}
 
     def settings(self) -> dict[str, Any]:
@@ -273,7 +280,9 @@ class ContextfoldHook(CustomLogger):
         self._windows[model] = (window, now)
         return window
 
-    def pack_request(self, data: dict[str, Any], *, shape: RequestShape = "openai") -> cf.HandoffPack | None:
+    def pack_request(
+        self, data: dict[str, Any], *, shape: RequestShape = "openai", call_type: str | None = None
+    ) -> cf.HandoffPack | None:
         """Packs the request's transcript in place of its list (the message objects are reused).
 
         The transcript is ``data["messages"]`` for a chat request (``shape="openai"``) and
@@ -282,6 +291,8 @@ class ContextfoldHook(CustomLogger):
         counted). Returns the pack, or None when the request was left as it came: no list
         to pack (a Responses ``input`` that is a plain string), no known window, or a
         reserve that leaves no room.
+
+        A packed request is reported (:meth:`report`) under ``call_type`` (default: the shape).
         """
         key, system = ("input", data.get("instructions")) if shape == "responses" else ("messages", data.get("system"))
         transcript = data.get(key)
@@ -294,26 +305,52 @@ class ContextfoldHook(CustomLogger):
         if reserve >= window:
             log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
             return None
-        pack = cf.pack_handoff(
-            transcript,
-            options=self.options_for(window, reserve, shape),
-            system=system if shape != "openai" else None,
-            tools=data.get("tools") or None,
-        )
-        if pack.dropped:
+        options = self.options_for(window, reserve, shape)
+        system = system if shape != "openai" else None
+        tools = data.get("tools") or None
+        pack = cf.pack_handoff(transcript, options=options, system=system, tools=tools)
+        changed = bool(pack.dropped or pack.applied_edits)
+        tokens_in = pack.tokens
+        if changed:
             data[key] = pack.messages
-            log.debug("contextfold: %s packed to %d tokens, %d dropped", data.get("model"), pack.tokens, pack.dropped)
-        if not pack.fits:
-            log.warning("contextfold: %s request's core alone exceeds %d tokens", data.get("model"), pack.budget)
+            whole_request = whole_request_options(options)
+            tokens_in = cf.pack_handoff(transcript, options=whole_request, system=system, tools=tools).tokens
+        report = PackReport(
+            adapter="litellm",
+            model=str(data.get("model") or "") or None,
+            route=call_type or shape,
+            messages_in=len(transcript),
+            messages_out=len(pack.messages),
+            tokens_in=tokens_in,
+            tokens_out=pack.tokens,
+            budget=pack.budget,
+            folded=changed,
+            fits=pack.fits,
+        )
+        self.report(data, report)
         return pack
+
+    def report(self, data: dict[str, Any], report: PackReport) -> None:
+        """Reports a packed request: into its metadata, as ``metadata["contextfold"]``
+        (``litellm_metadata`` on the routes where the proxy keeps it there: Responses,
+        ``/v1/messages``), where LiteLLM's loggers read it (a ``CustomLogger`` finds it in
+        ``kwargs["litellm_params"]["metadata"]``); as a ``contextfold.gateway`` log record;
+        and in :attr:`counters`."""
+        key = "litellm_metadata" if isinstance(data.get("litellm_metadata"), dict) else "metadata"
+        metadata = data.get(key)
+        if not isinstance(metadata, dict):
+            metadata = data[key] = {}
+        metadata[SETTINGS_KEY] = report.as_dict()
+        self.counters.record(report)
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
     ) -> dict[str, Any]:
-        shape = SHAPE_OF_CALL.get(getattr(call_type, "value", call_type))
+        kind = str(getattr(call_type, "value", call_type))
+        shape = SHAPE_OF_CALL.get(kind)
         if shape is not None:
             try:
-                self.pack_request(data, shape=shape)
+                self.pack_request(data, shape=shape, call_type=kind)
             except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
                 log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
         return data
