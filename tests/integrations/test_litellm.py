@@ -199,6 +199,18 @@ def test_hook_packs_responses_requests(call_type: str) -> None:
     assert hook_call(cfl.ContextfoldHook(window=3_000), text, call_type)["input"] == "just a question"
 
 
+def test_a_request_only_edited_is_forwarded_edited() -> None:
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    window = cf.tokens_of(messages, sizing="provider") - 1  # one token over: clearing old results is enough
+    hook = cfl.ContextfoldHook(window=window, edits=[cf.ClearToolUses(keep=1)])
+    data = {"model": "gpt-4o", "messages": messages}
+    pack = hook.pack_request(data)
+    assert pack is not None and pack.dropped == 0 and pack.applied_edits  # edited, nothing folded
+    assert data["messages"] is not messages and len(data["messages"]) == len(messages)
+    assert any(m.get("content") == "[cleared]" for m in data["messages"])
+    assert data["metadata"]["contextfold"]["folded"] is True
+
+
 def gateway_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
     """The reports logged by the ``contextfold.gateway`` logger, oldest first."""
     return [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
