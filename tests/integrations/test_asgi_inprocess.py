@@ -149,7 +149,7 @@ def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture
     tokens_out = cf.tokens_of(json.loads(out)["messages"], sizing="provider")
     assert reports[0] == {
         "adapter": "asgi",
-        "model": None,
+        "model": "m",
         "route": "/v1/chat/completions",
         "messages_in": 3,
         "messages_out": len(json.loads(out)["messages"]),
@@ -166,3 +166,84 @@ def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture
         "not_fitting": 0,
         "tokens_dropped": tokens_in - tokens_out,
     }
+
+
+def body_for(model: str | None, **fields: Any) -> bytes:
+    """A chat body over 300 tokens, its ``model`` last (as the OpenAI SDK orders a body)."""
+    request: dict[str, Any] = {"messages": MESSAGES, **fields}
+    if model is not None:
+        request["model"] = model
+    return json.dumps(request).encode()
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "window", "reserve"),
+    [
+        ("small", {}, 300, 0),
+        ("large", {}, 900, 0),
+        ("unlisted", {}, 600, 0),
+        (None, {}, 600, 0),
+        ("large", {"max_tokens": 100}, 900, 100),
+        ("large", {"max_completion_tokens": 150, "max_tokens": 100}, 900, 150),
+        ("large", {"max_output_tokens": 200}, 900, 200),
+        ("large", {"max_tokens": True}, 900, 0),  # not a count: the default reserve
+    ],
+)
+def test_the_window_and_reserve_come_from_the_bodys_model_and_max_tokens(
+    model: str | None, fields: dict[str, Any], window: int, reserve: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    body = body_for(model, **fields)
+    options = {"target_context_tokens": 600, "windows": {"small": 300, "large": 900}}
+    expected = cf.pack_request(body, target_context_tokens=window, reserve_output_tokens=reserve, sizing="provider")
+    assert forward([body], **options)[0] == expected.body
+    (report,) = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+    assert report["model"] == model and report["budget"] == window - reserve
+
+
+def test_members_are_read_at_the_top_level_only() -> None:
+    nested = {"role": "user", "content": "x", "model": "small", "max_tokens": 250}
+    body = json.dumps(
+        {"messages": [*MESSAGES, nested], "metadata": {"model": "small"}, "model": 'la\\rge"', "stop": ["\\", "]"]}
+    ).encode()
+    options = {"target_context_tokens": 600, "windows": {"small": 300, 'la\\rge"': 900}}
+    expected = cf.pack_request(body, target_context_tokens=900, sizing="provider")
+    assert forward([body], **options)[0] == expected.body
+
+
+def test_a_reserve_over_the_window_passes_the_body_untouched() -> None:
+    body = body_for("small", max_tokens=5_000)
+    assert forward([body], target_context_tokens=600, windows={"small": 300})[0] == body
+
+
+def test_large_bodies_are_packed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    threads: list[int] = []
+    real = cf.pack_request
+
+    def recording(body: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(body, **kwargs)
+
+    expected = packed(BODY)
+    monkeypatch.setattr(cf, "pack_request", recording)
+    loop_thread = threading.get_ident()  # asyncio.run runs the loop in this thread
+    forward([BODY], offload_bytes=len(BODY))  # at the threshold: on the loop
+    assert threads and set(threads) == {loop_thread}
+    threads.clear()
+    assert forward([BODY], offload_bytes=len(BODY) - 1)[0] == expected  # over it: in a worker thread
+    assert threads and loop_thread not in threads
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"windows": {"m": 0}}, "windows"),
+        ({"windows": ["m"]}, "windows"),
+        ({"offload_bytes": -1}, "offload_bytes"),
+    ],
+)
+def test_bad_model_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(cf.ArgumentError, match=named):
+        PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]

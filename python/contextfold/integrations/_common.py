@@ -84,6 +84,38 @@ def edits_from_settings(value: Any, setting: str = "edits") -> tuple[Edit, ...]:
     return tuple(edits)
 
 
+def output_reserve(request: Mapping[str, Any], default: int) -> int:
+    """A request's own output cap (``max_completion_tokens``, else ``max_tokens``, else a
+    Responses request's ``max_output_tokens``: the first that is a count), or ``default``."""
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = request.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return default
+
+
+class RequestOptions:
+    """A gateway's packing options for each request: its ``template`` with the request's
+    window, reserve and shape, each combination built (and checked) once and kept; a
+    handful of models make a handful. Past ``limit`` combinations the kept ones are dropped."""
+
+    def __init__(self, template: cf.PackOptions, limit: int = 1_024) -> None:
+        self.template = template
+        self.limit = limit
+        self._built: dict[tuple[int, int, str], cf.PackOptions] = {}
+
+    def get(self, window: int, reserve: int, shape: Literal["openai", "anthropic", "responses"]) -> cf.PackOptions:
+        """The options for a request packed into ``window`` with ``reserve`` kept free."""
+        key = (window, reserve, shape)
+        options = self._built.get(key)
+        if options is None:
+            if len(self._built) >= self.limit:
+                self._built.clear()
+            options = replace(self.template, target_context_tokens=window, reserve_output_tokens=reserve, shape=shape)
+            self._built[key] = options
+        return options
+
+
 def window_options(max_tokens: int, options: Mapping[str, Any]) -> cf.PackOptions:
     """The options an adapter packs with: a window of ``max_tokens`` (the name the
     frameworks' own trimmers use) and any other :class:`contextfold.PackOptions` field

@@ -27,26 +27,28 @@ flat ``image_tokens`` each, signatures and encrypted reasoning left out), except
 Each packed body is reported: a record of the ``contextfold.gateway`` logger (its fields
 in the record's ``contextfold`` attribute) and :attr:`PackingMiddleware.counters`.
 
-The body's ``tools`` are counted and never dropped. The window is fixed per middleware,
-since the body is not parsed: set ``target_context_tokens`` to the served model's window
-and ``reserve_output_tokens`` to the largest ``max_tokens`` your clients ask for (vLLM
-refuses a prompt whose tokens plus ``max_tokens`` exceed ``max_model_len``).
-``estimate_tokens="o200k_base"`` (or ``"cl100k_base"``) counts exactly, natively.
+The body's ``tools`` are counted and never dropped. The window is the body's ``model``'s
+in ``windows``, else ``target_context_tokens``; the output reserve is the body's
+``max_completion_tokens``, ``max_tokens`` or ``max_output_tokens``, else
+``reserve_output_tokens`` (vLLM refuses a prompt whose tokens plus ``max_tokens`` exceed
+``max_model_len``). ``estimate_tokens="o200k_base"`` (or ``"cl100k_base"``) counts
+exactly, natively; a body over ``offload_bytes`` is read and packed in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
 from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, bytes_options, whole
 from contextfold._edits import Edit
 
-from ._common import gateway_sizing
+from ._common import RequestOptions, gateway_sizing, output_reserve
 from ._report import PackCounters, PackReport, whole_request_options
 
 __all__ = ["PackingMiddleware"]
@@ -59,6 +61,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+RequestShape = Literal["openai", "anthropic", "responses"]
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MESSAGES_PATHS = ("/v1/messages", "/messages")
 RESPONSES_PATHS = ("/v1/responses", "/responses")
@@ -86,6 +89,8 @@ class PackingMiddleware:
         messages_paths: Sequence[str] = MESSAGES_PATHS,
         responses_paths: Sequence[str] = RESPONSES_PATHS,
         max_body_bytes: int = 64 * 1024 * 1024,
+        windows: Mapping[str, int] | None = None,
+        offload_bytes: int = 256 * 1024,
     ) -> None:
         self.app = app
         # Checked once, here, as every request checks them: a bad one would leave every
@@ -103,8 +108,12 @@ class PackingMiddleware:
             edits=edits,
         )
         bytes_options(self.options)  # the bytes path counts with chars/4 or an embedded encoding only
-        self.by_shape = {shape: replace(self.options, shape=shape) for shape in ("openai", "anthropic", "responses")}
-        self.shapes = {
+        self.request_options = RequestOptions(self.options)
+        if windows is not None and not isinstance(windows, Mapping):
+            raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
+        self.windows = {model: whole(f"windows[{model!r}]", size, 1) for model, size in (windows or {}).items()}
+        self.offload_bytes = whole("offload_bytes", offload_bytes)
+        self.shapes: dict[str, RequestShape] = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
             **{p: "responses" for p in responses_paths},
@@ -125,13 +134,28 @@ class PackingMiddleware:
             return
         messages, body = await _read_body(receive, self.max_body_bytes)
         if body is not None:
-            body = self._packed(body, shape, scope.get("path", ""))
+            path = scope.get("path", "")
+            if len(body) > self.offload_bytes:  # reading and counting a large body: off the event loop
+                body = await _in_worker_thread(self._packed, body, shape, path)
+            else:
+                body = self._packed(body, shape, path)
             scope = {**scope, "headers": _with_length(scope.get("headers", []), len(body))}
             messages = [{"type": "http.request", "body": body, "more_body": False}]
         await self.app(scope, _replay(messages, receive), send)
 
-    def _packed(self, body: bytes, shape: str, path: str) -> bytes:
-        options = self.by_shape[shape]
+    def _packed(self, body: bytes, shape: RequestShape, path: str) -> bytes:
+        """The body packed for its model's window and its own output cap (the body as it
+        came when it cannot be read, or its cap leaves no room), reported."""
+        model, members = _request_members(body)
+        window = self.windows.get(model, self.options.target_context_tokens) if model is not None else None
+        window = self.options.target_context_tokens if window is None else window
+        reserve = output_reserve(members, self.options.reserve_output_tokens)
+        if reserve >= window:
+            log.warning(
+                "contextfold: %s output reserve %d leaves no room in the %d-token window", path, reserve, window
+            )
+            return body
+        options = self.request_options.get(window, reserve, shape)
         try:
             packed = cf.pack_request(body, options=options)
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have
@@ -141,7 +165,7 @@ class PackingMiddleware:
         tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if changed else packed.tokens
         report = PackReport(
             adapter="asgi",
-            model=None,
+            model=model,
             route=path,
             messages_in=len(packed.kept) + packed.dropped,
             messages_out=len(packed.kept) + (packed.note is not None),
@@ -153,6 +177,34 @@ class PackingMiddleware:
         )
         self.counters.record(report)
         return packed.body
+
+
+def _request_members(body: bytes) -> tuple[str | None, dict[str, Any]]:
+    """The body's ``model`` (None when absent or not a string) and its top-level members,
+    read with ``json.loads`` (a body it cannot read: None and none; packing then says why).
+
+    Loading is the fastest way Python has to read top-level members exactly (0.6 ms for a
+    373 KB body, half of what packing it costs; a regular-expression scan that skips
+    strings took 2 ms, a substitution 5.6 ms); packing still runs on the body's bytes."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, {}
+    if not isinstance(request, dict):
+        return None, {}
+    model = request.get("model")
+    return (model if isinstance(model, str) else None), request
+
+
+async def _in_worker_thread(work: Callable[..., bytes], *args: Any) -> bytes:
+    """``work(*args)`` in a worker thread of the running event loop's library (anyio's, which
+    serves asyncio and trio, when it is installed; else asyncio's): the native packer
+    releases the GIL, so the loop goes on serving other requests meanwhile."""
+    try:
+        from anyio import to_thread
+    except ImportError:
+        return await asyncio.to_thread(work, *args)
+    return await to_thread.run_sync(work, *args)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

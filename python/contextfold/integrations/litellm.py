@@ -57,7 +57,6 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
 import contextfold as cf
@@ -66,7 +65,15 @@ from contextfold._edits import Edit
 from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
 from contextfold.reference.provider import LEFT_OUT, OPAQUE_BLOCKS
 
-from ._common import Estimator, edits_from_settings, gateway_sizing, missing_extra, text_tokens
+from ._common import (
+    Estimator,
+    RequestOptions,
+    edits_from_settings,
+    gateway_sizing,
+    missing_extra,
+    output_reserve,
+    text_tokens,
+)
 from ._report import PackCounters, PackReport, whole_request_options
 
 try:
@@ -111,8 +118,6 @@ _SETTINGS = (
     "default_reserve",
     "window_cache_seconds",
 )
-_OPTIONS_CACHE_MAX = 1_024
-"""Packing options built per (window, reserve, shape) are kept up to this many, then renewed."""
 
 
 def model_window(model: str) -> int | None:
@@ -157,16 +162,6 @@ def tools_tokens(data: Mapping[str, Any], estimate: Estimator | None) -> int:
         if isinstance(value, (list, dict)) and value:
             total += text_tokens(compact_json(value, key), estimate)
     return total
-
-
-def output_reserve(data: Mapping[str, Any], default: int) -> int:
-    """The request's own output cap (``max_completion_tokens``, else ``max_tokens``, else a
-    Responses request's ``max_output_tokens``), or ``default``."""
-    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        value = data.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return default
 
 
 class ContextfoldHook(CustomLogger):
@@ -233,7 +228,7 @@ class ContextfoldHook(CustomLogger):
         settings.update({k: v for k, v in given.items() if v is not None})
         self._estimate = named_estimator(settings["tokenizer"])
         self._settings, self._template = _checked(settings, self._estimate)
-        self._options: dict[tuple[int, int, RequestShape], cf.PackOptions] = {}
+        self._options = RequestOptions(self._template)
         self.counters = PackCounters()
         """What this hook packed since it was built (:meth:`PackCounters.snapshot`)."""
         self._windows: dict[str, tuple[int | None, float]] = {}
@@ -242,18 +237,6 @@ class ContextfoldHook(CustomLogger):
         """The settings in force (checked): the arguments over ``callback_settings.contextfold``,
         ``sizing`` resolved (``"provider"`` unless a ``tokenizer`` counts exactly)."""
         return self._settings
-
-    def options_for(self, window: int, reserve: int, shape: RequestShape) -> cf.PackOptions:
-        """The packing options of a request: the settings' with this window, reserve and
-        shape (built once per combination; a handful of models make a handful)."""
-        key = (window, reserve, shape)
-        options = self._options.get(key)
-        if options is None:
-            if len(self._options) >= _OPTIONS_CACHE_MAX:
-                self._options.clear()
-            options = replace(self._template, target_context_tokens=window, reserve_output_tokens=reserve, shape=shape)
-            self._options[key] = options
-        return options
 
     def window_for(self, model: str) -> int | None:
         """The window a request for ``model`` is packed into, or None (left as it came)."""
@@ -305,7 +288,7 @@ class ContextfoldHook(CustomLogger):
         if reserve >= window:
             log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
             return None
-        options = self.options_for(window, reserve, shape)
+        options = self._options.get(window, reserve, shape)
         system = system if shape != "openai" else None
         tools = data.get("tools") or None
         pack = cf.pack_handoff(transcript, options=options, system=system, tools=tools)
