@@ -166,6 +166,9 @@ def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture
         "not_fitting": 0,
         "tokens_dropped": tokens_in - tokens_out,
     }
+    uncounted = PackingMiddleware(lambda *_: None, target_context_tokens=300, count_tokens_in=False)  # type: ignore[arg-type,return-value]
+    forward([BODY], middleware=uncounted)
+    assert [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"][-1]["tokens_in"] is None  # type: ignore[attr-defined]
 
 
 def body_for(model: str | None, **fields: Any) -> bytes:
@@ -242,6 +245,7 @@ def test_large_bodies_are_packed_off_the_event_loop(monkeypatch: pytest.MonkeyPa
         ({"windows": {"m": 0}}, "windows"),
         ({"windows": ["m"]}, "windows"),
         ({"offload_bytes": -1}, "offload_bytes"),
+        ({"count_tokens_in": 1}, "count_tokens_in"),
     ],
 )
 def test_bad_model_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:

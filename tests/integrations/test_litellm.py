@@ -250,6 +250,11 @@ def test_each_packed_request_is_reported(caplog: pytest.LogCaptureFixture) -> No
         "not_fitting": 1,
         "tokens_dropped": tokens_in - expected["tokens_out"],
     }
+    uncounted = cfl.ContextfoldHook(window=3_000, count_tokens_in=False)  # spares a pass over the request
+    quick = {"model": "gpt-4o", "messages": messages, "max_tokens": 300}
+    hook_call(uncounted, quick)
+    assert quick["metadata"]["contextfold"] == {**expected, "tokens_in": None}
+    assert uncounted.counters.snapshot() == {"requests": 1, "folded": 1, "not_fitting": 0, "tokens_dropped": 0}
     responses, _ = responses_request(3_000)
     responses["litellm_metadata"] = {}  # where the proxy keeps a Responses request's metadata
     hook_call(hook, responses, "aresponses")
@@ -470,6 +475,7 @@ def test_the_hook_takes_every_pack_option_from_the_settings(monkeypatch: pytest.
         ({"default_reserve": -1}, "default_reserve"),
         ({"window_cache_seconds": "a minute"}, "window_cache_seconds"),
         ({"window_cache_seconds": -1}, "window_cache_seconds"),
+        ({"count_tokens_in": "yes"}, "count_tokens_in"),
     ],
 )
 def test_bad_settings_fail_when_the_hook_is_built(

@@ -33,8 +33,11 @@ class PackReport:
     """Messages (Responses items) the request came with."""
     messages_out: int
     """Messages sent on: the kept ones, plus the note."""
-    tokens_in: int
-    """The request's tokens as packing counts them (system, instructions and tools included)."""
+    tokens_in: int | None
+    """The request's tokens as packing counts them (system, instructions and tools included);
+    None for a folded request when the adapter was told not to count them (the count is a
+    pass over the whole request: 70 µs more for an 88,000-token request with chars/4, 6.6 ms
+    with o200k_base)."""
     tokens_out: int
     """The packed request's tokens, counted the same way."""
     budget: int
@@ -55,7 +58,7 @@ class PackReport:
             return
         GATEWAY_LOG.log(
             level,
-            "contextfold %s %s %s: %d -> %d messages, %d -> %d tokens (budget %d)%s%s",
+            "contextfold %s %s %s: %d -> %d messages, %s -> %d tokens (budget %d)%s%s",
             self.adapter,
             self.route,
             self.model or "-",
@@ -86,12 +89,14 @@ class PackCounters:
             self._requests += 1
             self._folded += report.folded
             self._not_fitting += not report.fits
-            self._tokens_dropped += max(0, report.tokens_in - report.tokens_out)
+            if report.tokens_in is not None:
+                self._tokens_dropped += max(0, report.tokens_in - report.tokens_out)
 
     def snapshot(self) -> dict[str, int]:
         """``requests`` packed, how many were ``folded``, how many did not fit
         (``not_fitting``), and the ``tokens_dropped`` by folding (tokens in minus tokens
-        out, the notes counted), since the adapter was built."""
+        out, the notes counted; requests whose tokens in were not counted left out), since
+        the adapter was built."""
         with self._lock:
             return {
                 "requests": self._requests,

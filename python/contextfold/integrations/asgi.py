@@ -91,6 +91,7 @@ class PackingMiddleware:
         max_body_bytes: int = 64 * 1024 * 1024,
         windows: Mapping[str, int] | None = None,
         offload_bytes: int = 256 * 1024,
+        count_tokens_in: bool = True,
     ) -> None:
         self.app = app
         # Checked once, here, as every request checks them: a bad one would leave every
@@ -113,6 +114,9 @@ class PackingMiddleware:
             raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
         self.windows = {model: whole(f"windows[{model!r}]", size, 1) for model, size in (windows or {}).items()}
         self.offload_bytes = whole("offload_bytes", offload_bytes)
+        if not isinstance(count_tokens_in, bool):
+            raise cf.ArgumentError(f"count_tokens_in must be True or False, got {count_tokens_in!r}")
+        self.count_tokens_in = count_tokens_in
         self.shapes: dict[str, RequestShape] = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
@@ -162,7 +166,10 @@ class PackingMiddleware:
             log.warning("contextfold: %s body forwarded unpacked: %s", path, exc)
             return body
         changed = bool(packed.dropped or packed.applied_edits)
-        tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if changed else packed.tokens
+        tokens_in: int | None = packed.tokens
+        if changed:
+            counted = self.count_tokens_in
+            tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if counted else None
         report = PackReport(
             adapter="asgi",
             model=model,
