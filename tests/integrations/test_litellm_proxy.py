@@ -163,6 +163,12 @@ def test_proxy_forwards_a_packed_request(proxy: tuple[str, str]) -> None:
         f"p99 {percentile(timings, 99) * 1e6:.0f} us over {len(timings)}; "
         f"proxy round trip median {statistics.median(round_trips) * 1e3:.1f} ms"
     )
+    exact = hook_timings(upstream, messages, tools, tokenizer="o200k_base")
+    print(
+        f"contextfold litellm estimators ({cf.backend}, {len(timings)} calls each): "
+        f"chars/4 median {statistics.median(timings) * 1e6:.0f} us, p99 {percentile(timings, 99) * 1e6:.0f} us; "
+        f"o200k_base median {statistics.median(exact) * 1e6:.0f} us, p99 {percentile(exact, 99) * 1e6:.0f} us"
+    )
 
 
 def test_proxy_passes_a_request_that_fits_unchanged(proxy: tuple[str, str]) -> None:
@@ -173,9 +179,12 @@ def test_proxy_passes_a_request_that_fits_unchanged(proxy: tuple[str, str]) -> N
     assert recorded(upstream)[-1]["messages"] == messages
 
 
-def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[float]:
+def hook_timings(
+    upstream: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], tokenizer: str | None = None
+) -> list[float]:
     """Seconds per ``async_pre_call_hook`` call on this request, in process, with the window
-    looked up in a LiteLLM router built from the proxy's model list, as inside the proxy."""
+    looked up in a LiteLLM router built from the proxy's model list, as inside the proxy
+    (counting with ``tokenizer``, or chars/4)."""
     model = {
         "model_name": "packed-model",
         "litellm_params": {"model": "openai/gpt-4o", "api_base": f"{upstream}/v1", "api_key": "fake-key"},
@@ -183,7 +192,7 @@ def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict
     }
     server = types.ModuleType("litellm.proxy.proxy_server")
     server.llm_router = litellm.Router(model_list=[model])  # type: ignore[attr-defined]
-    hook = cfl.ContextfoldHook()
+    hook = cfl.ContextfoldHook(tokenizer=tokenizer)
 
     async def run() -> list[float]:
         times = []
@@ -192,7 +201,7 @@ def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict
             start = time.perf_counter()
             await hook.async_pre_call_hook(None, None, data, "acompletion")
             times.append(time.perf_counter() - start)
-            assert cf.tokens_of(data["messages"]) <= WINDOW - MAX_TOKENS
+            assert cf.tokens_of(data["messages"], estimate_tokens=tokenizer) <= WINDOW - MAX_TOKENS
         return times
 
     with pytest.MonkeyPatch.context() as patch:
@@ -336,3 +345,42 @@ def test_the_pack_report_reaches_litellms_logged_metadata(proxy: tuple[str, str]
         "folded": True,
         "fits": True,
     }
+
+
+def docs_config() -> str:
+    """The LiteLLM ``config.yaml`` block of docs/integrations.md, as a reader pastes it."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = docs[docs.index("### LiteLLM proxy") :]
+    return section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n", section.index("```yaml"))]
+
+
+def test_the_documented_config_starts_and_packs_as_pasted(proxy: tuple[str, str], tmp_path: Path) -> None:
+    """The docs' config, run as the docs' command runs it (its master key and the OpenAI key
+    from the environment), the upstream's address given as OpenAI's base URL."""
+    import yaml
+
+    _, upstream = proxy
+    text = docs_config()
+    config = yaml.safe_load(text)
+    master_key_variable = config["general_settings"]["master_key"].removeprefix("os.environ/")
+    model = config["model_list"][0]
+    window = model["model_info"]["max_input_tokens"]
+    (tmp_path / "config.yaml").write_text(text)
+    port = free_port()
+    env = {
+        master_key_variable: MASTER_KEY,
+        "OPENAI_API_KEY": "sk-fake",
+        "OPENAI_API_BASE": f"{upstream}/v1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+    }
+    messages = agent_request() * 3  # over the documented window
+    assert cf.tokens_of(messages) > window
+    command = proxy_command(tmp_path / "config.yaml", port)
+    with serving(command, f"http://{HOST}:{port}/health/liveliness", tmp_path / "proxy.log", **env):
+        client = openai.OpenAI(base_url=f"http://{HOST}:{port}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+        before = len(recorded(upstream))
+        client.chat.completions.create(model=model["model_name"], messages=messages, max_tokens=MAX_TOKENS)
+    (sent,) = [body["messages"] for body in recorded(upstream)[before:]]
+    assert len(sent) < len(messages) and cf.tokens_of(sent, sizing="provider") <= window - MAX_TOKENS
+    assert_no_orphans(sent)
