@@ -63,10 +63,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import DEFAULT_IMAGE_TOKENS, EncodingName, SizingName, whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, LEFT_OUT, OPAQUE_BLOCKS, EncodingName, SizingName, whole
 from contextfold._edits import Edit
 from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
-from contextfold.reference.provider import LEFT_OUT, OPAQUE_BLOCKS
 
 from ._common import (
     Estimator,
