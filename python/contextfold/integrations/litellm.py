@@ -9,11 +9,11 @@ Proxy (``config.yaml``)::
     callback_settings:
       contextfold:                 # all optional
         cut: chunked               # greedy (default) or chunked: prompt-cache-stable cut points
-        tokenizer: o200k_base      # exact counts (o200k_base, cl100k_base: native; other
+        # tokenizer: o200k_base    # exact counts (o200k_base, cl100k_base: native; other
                                    # tiktoken encodings through tiktoken); default ⌈UTF-16 length / 4⌉
         sizing: provider           # provider (default without a tokenizer): images a flat
                                    # image_tokens, signatures and encrypted reasoning left out;
-                                   # seed: by length (the only one with a tokenizer)
+                                   # seed: by length (the only one a tokenizer takes)
         image_tokens: 1600         # what an image costs with provider sizing
         pinned: [1]                # message indices kept with their exchanges, in every request
         summary: null              # the note's body instead of the listed turns
