@@ -151,8 +151,8 @@ class PackingMiddleware:
         """The body packed for its model's window and its own output cap (the body as it
         came when it cannot be read, or its cap leaves no room), reported."""
         model, members = _request_members(body)
-        window = self.windows.get(model, self.options.target_context_tokens) if model is not None else None
-        window = self.options.target_context_tokens if window is None else window
+        default = self.options.target_context_tokens
+        window = default if model is None else self.windows.get(model, default)
         reserve = output_reserve(members, self.options.reserve_output_tokens)
         if reserve >= window:
             log.warning(
