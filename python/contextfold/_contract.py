@@ -178,6 +178,12 @@ it keeps; OpenAI 1,105 for a 1024 × 1024 image at high detail), so a screenshot
 estimate stays on the safe side."""
 
 
+OPAQUE_BLOCKS = frozenset({"image_url", "file", "image", "document", "input_image", "input_file"})
+"""Block types provider sizing sizes as a flat ``image_tokens``."""
+LEFT_OUT = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content"}
+"""The entry provider sizing measures each block type without."""
+
+
 def image_tokens_for(sizing: str, image_tokens: int, estimate: Estimator | str | None) -> int | None:
     """What the backends take for ``sizing``: the image cost for provider sizing, None for
     the seeds' sizing; after checking the options."""

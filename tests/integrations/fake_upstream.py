@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible upstream (plain ASGI, run by uvicorn on 127.0.0.1).
 
 ``POST .../chat/completions`` records the JSON body and answers a canned completion;
+``POST .../responses`` answers a canned Responses API response;
 ``GET /recorded`` returns the recorded chat bodies as a JSON list; ``GET /recorded_raw``
 returns every POST seen (any path) as ``{"path", "body"}`` with the body's bytes in
 base64; anything else is a 404.
@@ -23,6 +24,32 @@ CANNED = {
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 }
+CANNED_RESPONSE = {
+    "id": "resp_fake",
+    "object": "response",
+    "created_at": 0,
+    "status": "completed",
+    "model": "fake",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_fake",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        }
+    ],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    "usage": {
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "total_tokens": 2,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    },
+}
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -39,6 +66,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["method"] == "POST" and scope["path"].endswith("/chat/completions"):
         recorded.append(json.loads(body))
         await _answer(send, 200, CANNED)
+    elif scope["method"] == "POST" and scope["path"].endswith("/responses"):
+        await _answer(send, 200, CANNED_RESPONSE)
     elif scope["method"] == "GET" and scope["path"] == "/recorded":
         await _answer(send, 200, recorded)
     elif scope["method"] == "GET" and scope["path"] == "/recorded_raw":

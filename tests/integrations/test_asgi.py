@@ -56,7 +56,9 @@ def test_chat_bodies_are_packed_on_the_bytes_path(server: str) -> None:
     body = json.dumps({"model": "served", "messages": messages, "temperature": 0}, indent=1).encode()
     assert post(server, "/v1/chat/completions", body).status_code == 200
     got = received(server)
-    expected = cf.pack_request(body, target_context_tokens=WINDOW, reserve_output_tokens=RESERVE, shape="openai")
+    expected = cf.pack_request(
+        body, target_context_tokens=WINDOW, reserve_output_tokens=RESERVE, shape="openai", sizing="provider"
+    )
     assert got == {"path": "/v1/chat/completions", "body": expected.body}
     sent = json.loads(got["body"])
     assert sent["temperature"] == 0 and sent["model"] == "served"
@@ -71,7 +73,9 @@ def test_messages_bodies_are_packed_in_anthropic_shape(server: str) -> None:
     row = max(anthropic_corpus(), key=lambda r: cf.tokens_of(r["messages"]))
     body = json.dumps({"model": "served", "system": row.get("system"), "messages": row["messages"]}).encode()
     post(server, "/v1/messages", body)  # the fake upstream records it, then answers 404
-    expected = cf.pack_request(body, target_context_tokens=WINDOW, reserve_output_tokens=RESERVE, shape="anthropic")
+    expected = cf.pack_request(
+        body, target_context_tokens=WINDOW, reserve_output_tokens=RESERVE, shape="anthropic", sizing="provider"
+    )
     assert expected.dropped > 0
     assert received(server) == {"path": "/v1/messages", "body": expected.body}
 
@@ -82,7 +86,7 @@ def test_responses_bodies_are_packed_as_items_with_their_tools(server: str) -> N
     tools = [{"type": "function", "name": "run", "parameters": {"type": "object"}, "description": "x " * 200}]
     body = json.dumps({"model": "served", "instructions": "Be brief.", "input": items, "tools": tools}).encode()
     post(server, "/v1/responses", body)
-    options = {"target_context_tokens": WINDOW, "reserve_output_tokens": RESERVE}
+    options = {"target_context_tokens": WINDOW, "reserve_output_tokens": RESERVE, "sizing": "provider"}
     expected = cf.pack_request(body, **options)  # type: ignore[arg-type]
     assert expected.dropped > 0 and expected.fits
     assert received(server) == {"path": "/v1/responses", "body": expected.body}
@@ -102,3 +106,18 @@ def test_everything_else_passes_untouched(server: str) -> None:
     small = json.dumps({"model": "served", "messages": messages[:2]}).encode()
     post(server, "/v1/chat/completions", small)
     assert received(server)["body"] == small
+
+
+def test_an_image_is_sized_as_the_provider_bills_it(server: str) -> None:
+    """A screenshot costs the flat provider count, not its base64 length: a request that
+    fits as billed passes whole, though its bytes alone are far over the window."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 75_000}}
+    messages = [
+        {"role": "user", "content": "step 1: " + "x" * 400},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "What is wrong here?"}, image]},
+    ]
+    body = json.dumps({"model": "served", "messages": messages}).encode()
+    assert cf.tokens_of(messages, sizing="provider") <= WINDOW - RESERVE < cf.tokens_of(messages)
+    assert post(server, "/v1/chat/completions", body).status_code == 200
+    assert received(server) == {"path": "/v1/chat/completions", "body": body}

@@ -21,9 +21,10 @@ JSON = [(b"content-type", b"application/json")]
 
 
 def forward(
-    chunks: list[bytes], headers: list[tuple[bytes, bytes]] = JSON, **options: Any
+    chunks: list[bytes], headers: list[tuple[bytes, bytes]] = JSON, middleware: Any = None, **options: Any
 ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """The body and headers the app behind the middleware gets for a POST sent in ``chunks``."""
+    """The body and headers the app behind the middleware gets for a POST sent in ``chunks``
+    (through ``middleware``, a :class:`PackingMiddleware` built around ``app``, when given)."""
     seen: dict[str, Any] = {}
     incoming = [{"type": "http.request", "body": c, "more_body": i + 1 < len(chunks)} for i, c in enumerate(chunks)]
 
@@ -39,7 +40,10 @@ def forward(
     async def receive() -> dict[str, Any]:
         return incoming.pop(0)
 
-    middleware = PackingMiddleware(app, target_context_tokens=300, **options)
+    if middleware is None:
+        middleware = PackingMiddleware(app, **{"target_context_tokens": 300, **options})
+    else:
+        middleware.app = app
     scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers)}
     asyncio.run(middleware(scope, receive, None))  # type: ignore[arg-type]
     return seen["body"], seen["headers"]
@@ -78,6 +82,41 @@ def test_json_content_types_with_parameters_or_suffixes_are_packed(content_type:
     assert forward([BODY], [(b"content-type", content_type)])[0] == packed(BODY)
 
 
+SCREENSHOT = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 10_000}}
+IMAGE_BODY = json.dumps(
+    {
+        "model": "m",
+        "messages": [*MESSAGES[:2], {"role": "user", "content": [{"type": "text", "text": "?"}, SCREENSHOT]}],
+    }
+).encode()
+
+
+def test_images_are_sized_as_providers_bill_by_default() -> None:
+    provider = cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, sizing="provider", shape="openai")
+    seed = cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, shape="openai")
+    assert provider.body == IMAGE_BODY and provider.fits and not seed.fits  # the image fits as billed
+    assert forward([IMAGE_BODY], target_context_tokens=4_000)[0] == provider.body
+    assert forward([IMAGE_BODY], target_context_tokens=4_000, sizing="seed")[0] == seed.body
+    assert forward([IMAGE_BODY], target_context_tokens=4_000, estimate_tokens="o200k_base")[0] == (
+        cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, estimate_tokens="o200k_base", shape="openai").body
+    )  # exact counts: sized by length (the core sizes images flat with the default estimate only)
+
+
+def test_every_pack_option_is_taken() -> None:
+    options: dict[str, Any] = {
+        "summary": "Earlier: setup done.",
+        "pinned": [1],
+        "edits": [cf.ClearToolUses(keep=1)],
+        "image_tokens": 900,
+        "cut": "chunked",
+        "chunk_tokens": 50,
+    }
+    body = json.dumps({"model": "m", "messages": [*MESSAGES, *MESSAGES]}).encode()
+    expected = cf.pack_request(body, target_context_tokens=300, sizing="provider", shape="openai", **options)
+    assert expected.dropped > 0 and b"setup done" in expected.body
+    assert forward([body], **options)[0] == expected.body
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
@@ -87,8 +126,128 @@ def test_json_content_types_with_parameters_or_suffixes_are_packed(content_type:
         ({"estimate_tokens": len}, "estimate_tokens"),
         ({"reserve_output_tokens": 301}, "reserve_output_tokens"),
         ({"max_body_bytes": -1}, "max_body_bytes"),
+        ({"sizing": "exact"}, "sizing"),
+        ({"sizing": "provider", "estimate_tokens": "o200k_base"}, "sizing"),
+        ({"image_tokens": -1}, "image_tokens"),
+        ({"summary": 3}, "summary"),
+        ({"pinned": [-1]}, "pinned"),
+        ({"edits": ["clear"]}, "edits"),
     ],
 )
 def test_bad_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(cf.ArgumentError, match=named):
+        PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]
+
+
+def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    middleware = PackingMiddleware(lambda *_: None, target_context_tokens=300)  # type: ignore[arg-type,return-value]
+    out, _ = forward([BODY], middleware=middleware)
+    forward([json.dumps({"model": "m", "messages": MESSAGES[1:]}).encode()], middleware=middleware)
+    reports = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+    tokens_in = cf.tokens_of(MESSAGES, sizing="provider")
+    tokens_out = cf.tokens_of(json.loads(out)["messages"], sizing="provider")
+    assert reports[0] == {
+        "adapter": "asgi",
+        "model": "m",
+        "route": "/v1/chat/completions",
+        "messages_in": 3,
+        "messages_out": len(json.loads(out)["messages"]),
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "budget": 300,
+        "folded": True,
+        "fits": True,
+    }
+    assert reports[1]["folded"] is False and reports[1]["tokens_in"] == reports[1]["tokens_out"]
+    assert middleware.counters.snapshot() == {
+        "requests": 2,
+        "folded": 1,
+        "not_fitting": 0,
+        "tokens_dropped": tokens_in - tokens_out,
+    }
+    uncounted = PackingMiddleware(lambda *_: None, target_context_tokens=300, count_tokens_in=False)  # type: ignore[arg-type,return-value]
+    forward([BODY], middleware=uncounted)
+    assert [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"][-1]["tokens_in"] is None  # type: ignore[attr-defined]
+
+
+def body_for(model: str | None, **fields: Any) -> bytes:
+    """A chat body over 300 tokens, its ``model`` last (as the OpenAI SDK orders a body)."""
+    request: dict[str, Any] = {"messages": MESSAGES, **fields}
+    if model is not None:
+        request["model"] = model
+    return json.dumps(request).encode()
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "window", "reserve"),
+    [
+        ("small", {}, 300, 0),
+        ("large", {}, 900, 0),
+        ("unlisted", {}, 600, 0),
+        (None, {}, 600, 0),
+        ("large", {"max_tokens": 100}, 900, 100),
+        ("large", {"max_completion_tokens": 150, "max_tokens": 100}, 900, 150),
+        ("large", {"max_output_tokens": 200}, 900, 200),
+        ("large", {"max_tokens": True}, 900, 0),  # not a count: the default reserve
+    ],
+)
+def test_the_window_and_reserve_come_from_the_bodys_model_and_max_tokens(
+    model: str | None, fields: dict[str, Any], window: int, reserve: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    body = body_for(model, **fields)
+    options = {"target_context_tokens": 600, "windows": {"small": 300, "large": 900}}
+    expected = cf.pack_request(body, target_context_tokens=window, reserve_output_tokens=reserve, sizing="provider")
+    assert forward([body], **options)[0] == expected.body
+    (report,) = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+    assert report["model"] == model and report["budget"] == window - reserve
+
+
+def test_members_are_read_at_the_top_level_only() -> None:
+    nested = {"role": "user", "content": "x", "model": "small", "max_tokens": 250}
+    body = json.dumps(
+        {"messages": [*MESSAGES, nested], "metadata": {"model": "small"}, "model": 'la\\rge"', "stop": ["\\", "]"]}
+    ).encode()
+    options = {"target_context_tokens": 600, "windows": {"small": 300, 'la\\rge"': 900}}
+    expected = cf.pack_request(body, target_context_tokens=900, sizing="provider")
+    assert forward([body], **options)[0] == expected.body
+
+
+def test_a_reserve_over_the_window_passes_the_body_untouched() -> None:
+    body = body_for("small", max_tokens=5_000)
+    assert forward([body], target_context_tokens=600, windows={"small": 300})[0] == body
+
+
+def test_large_bodies_are_packed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    threads: list[int] = []
+    real = cf.pack_request
+
+    def recording(body: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(body, **kwargs)
+
+    expected = packed(BODY)
+    monkeypatch.setattr(cf, "pack_request", recording)
+    loop_thread = threading.get_ident()  # asyncio.run runs the loop in this thread
+    forward([BODY], offload_bytes=len(BODY))  # at the threshold: on the loop
+    assert threads and set(threads) == {loop_thread}
+    threads.clear()
+    assert forward([BODY], offload_bytes=len(BODY) - 1)[0] == expected  # over it: in a worker thread
+    assert threads and loop_thread not in threads
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"windows": {"m": 0}}, "windows"),
+        ({"windows": ["m"]}, "windows"),
+        ({"offload_bytes": -1}, "offload_bytes"),
+        ({"count_tokens_in": 1}, "count_tokens_in"),
+    ],
+)
+def test_bad_model_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:
     with pytest.raises(cf.ArgumentError, match=named):
         PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from typing import Any
 import contextfold as cf
 import pytest
 from contextfold.cli import main
-from contextfold.integrations.dask import pack_jsonl, pack_lines
+from contextfold.integrations.dask import ERROR_KEY, error_line, pack_jsonl, pack_lines
 
 from ..conftest import SHARED, corpus_rows
 from . import need
@@ -46,10 +46,10 @@ def test_pack_lines_takes_bare_lists_keeps_bytes_and_reports_bad_lines() -> None
     assert pack.dropped > 0 and json.loads(line) == pack.messages
     assert all(spaced[i] in line for i in pack.kept)  # kept messages byte for byte
     with pytest.raises(cf.RequestError) as bad:
-        pack_lines([json.dumps(messages), "{oops"], target_context_tokens=2_000)
+        pack_lines([json.dumps(messages), "{oops"], target_context_tokens=2_000, errors="raise")
     assert "in line 1 of the batch" in bad.value.__notes__
     with pytest.raises(cf.RequestError, match="messages"):
-        pack_lines(['{"id": 1}'], target_context_tokens=2_000)
+        pack_lines(['{"id": 1}'], target_context_tokens=2_000, errors="raise")
 
 
 CONVERSATION = [
@@ -109,7 +109,7 @@ def test_pack_lines_refuses_a_line_as_pack_request_does(
     out, err = cli_pack(line, tmp_path, capsysbinary)
     assert out == b"" and b"1 bad line(s)" in err
     with pytest.raises(Exception) as raised:
-        pack_lines([BARE, line], target_context_tokens=100)
+        pack_lines([BARE, line], target_context_tokens=100, errors="raise")
     refused = raised.value
     assert refused.__notes__ == ["in line 1 of the batch"]
     if line.startswith(b"[") and b"line 1: not " not in err:  # a list that reads as JSON: its messages are bad
@@ -120,13 +120,64 @@ def test_pack_lines_refuses_a_line_as_pack_request_does(
             cf.pack_request(line, target_context_tokens=100)
         assert getattr(refused, "offset", None) == getattr(direct.value, "offset", None)
     assert (type(refused), str(refused)) == (type(direct.value), str(direct.value))
+    # by default the bad line's error stands in its place, and the batch goes on
+    packed = pack_lines([BARE, line, BARE], target_context_tokens=100)
+    good = pack_lines([BARE], target_context_tokens=100)[0]
+    assert packed == [good, error_line(1, refused), good]
+    assert json.loads(packed[1])[ERROR_KEY] == {
+        "line": 1,
+        "type": type(refused).__name__,
+        "message": str(refused),
+        "offset": getattr(refused, "offset", None),
+    }
 
 
 def test_pack_lines_refuses_what_is_not_one_line(backend: str) -> None:
     with pytest.raises(cf.RequestError, match="lone surrogate") as raised:
-        pack_lines([BARE.decode(), '[{"role": "user", "content": "\ud800"}]'], target_context_tokens=100)
+        pack_lines(
+            [BARE.decode(), '[{"role": "user", "content": "\ud800"}]'], target_context_tokens=100, errors="raise"
+        )
     assert raised.value.__notes__ == ["in line 1 of the batch"]
     with pytest.raises(cf.RequestError, match="newline") as raised:
-        pack_lines([b"\n", BARE + b"\n" + BARE], target_context_tokens=100)
+        pack_lines([b"\n", BARE + b"\n" + BARE], target_context_tokens=100, errors="raise")
     assert raised.value.__notes__ == ["in line 1 of the batch"]
     assert pack_lines([], target_context_tokens=100) == []
+    lines = pack_lines([BARE, b"  ", BARE + b"\n" + BARE, 7, BARE], target_context_tokens=100)  # type: ignore[list-item]
+    assert [ERROR_KEY in json.loads(line) for line in lines] == [False, True, True, False]  # the blank one skipped
+    assert [json.loads(line)[ERROR_KEY]["line"] for line in lines[1:3]] == [2, 3]
+    with pytest.raises(cf.ArgumentError, match="errors"):
+        pack_lines([BARE], target_context_tokens=100, errors="skip")  # type: ignore[arg-type]
+
+
+def test_pack_lines_takes_every_pack_option(backend: str) -> None:
+    from contextfold.synthetic import responses_items
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 2_000}}
+    shot = [*CONVERSATION[:2], {"role": "user", "content": [{"type": "text", "text": "?"}, image]}]
+    items = responses_items(CONVERSATION)
+    lines = [
+        json.dumps({"messages": shot}),
+        json.dumps({"input": items, "instructions": "Be brief."}),
+        json.dumps({"messages": CONVERSATION}),
+        '{"messages": [{"role": 5}]}',
+    ]
+    for options in (
+        {"sizing": "provider", "image_tokens": 50},
+        {"estimate_tokens": "o200k_base"},
+        {"shape": "responses", "summary": "So far: setup."},
+        {"pinned": [1], "cut": "chunked"},
+        {"edits": [cf.ClearToolUses(keep=0)], "reserve_output_tokens": 10},
+    ):
+        if backend == "python" and "estimate_tokens" in options:
+            continue  # the reference counts through tiktoken, which may need a download
+        out = pack_lines(lines, target_context_tokens=150, **options)  # type: ignore[arg-type]
+        expected = []
+        for line in lines:
+            try:
+                expected.append(cf.pack_request(line, target_context_tokens=150, **options).body.decode())  # type: ignore[arg-type]
+            except cf.ContextfoldError as exc:
+                expected.append(error_line(len(expected), exc))
+        assert out == expected, options
+        assert out == pack_lines(lines, options=cf.PackOptions(target_context_tokens=150, **options))  # type: ignore[arg-type]
+    provider = pack_lines(lines[:1], target_context_tokens=400, sizing="provider", image_tokens=50)[0]
+    assert provider == lines[0] != pack_lines(lines[:1], target_context_tokens=400)[0]  # the image fits as billed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 from typing import Any
 
@@ -70,7 +71,12 @@ def test_hook_packs_with_the_requests_tools_and_tool_choice() -> None:
     assert pack is not None and pack.dropped > 0 and pack.fits
     reserve = 300 + cf.estimate_tokens(cfl.compact_json(choice))
     direct = cf.pack_handoff(
-        messages, target_context_tokens=3_000, reserve_output_tokens=reserve, shape="openai", tools=tools
+        messages,
+        target_context_tokens=3_000,
+        reserve_output_tokens=reserve,
+        shape="openai",
+        tools=tools,
+        sizing="provider",
     )
     assert (pack.kept, pack.tokens, pack.budget) == (direct.kept, direct.tokens, direct.budget)
     tools_cost = cf.message_tokens({"role": "system", "content": tools})
@@ -151,10 +157,109 @@ def test_hook_packs_anthropic_messages_with_system() -> None:
             reserve_output_tokens=200,
             system=row.get("system"),
             shape="anthropic",
+            sizing="provider",  # the hook's default: a gateway sees images
         )
         assert kept_positions(messages, packed)[0] == expected.kept
         folded += expected.dropped > 0
     assert folded >= 5
+
+
+def responses_request(window: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A ``/v1/responses`` body over ``window`` tokens: the longest tool-using corpus run as items."""
+    from contextfold.synthetic import responses_items
+
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    items = responses_items(messages)
+    tools = [{"type": "function", "name": "run", "description": "Runs.", "parameters": {"type": "object"}}]
+    data = {"model": "gpt-4o", "input": items, "instructions": "Be brief.", "tools": tools, "max_output_tokens": 300}
+    assert cf.tokens_of(items) > window
+    return data, items
+
+
+@pytest.mark.parametrize("call_type", ["aresponses", "responses"])
+def test_hook_packs_responses_requests(call_type: str) -> None:
+    data, items = responses_request(3_000)
+    before = copy.deepcopy(items)
+    out = hook_call(cfl.ContextfoldHook(window=3_000), data, call_type)
+    expected = cf.pack_handoff(
+        items,
+        target_context_tokens=3_000,
+        reserve_output_tokens=300,
+        shape="responses",
+        system="Be brief.",
+        tools=data["tools"],
+        sizing="provider",
+    )
+    assert expected.dropped > 0 and expected.fits
+    assert out["input"] == expected.messages
+    kept, others = kept_positions(items, out["input"])
+    assert kept == expected.kept and len(others) == 1  # the caller's own items, and the note
+    assert items == before  # the caller's list and items are not changed
+    text = {"model": "gpt-4o", "input": "just a question", "max_output_tokens": 300}
+    assert hook_call(cfl.ContextfoldHook(window=3_000), text, call_type)["input"] == "just a question"
+
+
+def test_a_request_only_edited_is_forwarded_edited() -> None:
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    window = cf.tokens_of(messages, sizing="provider") - 1  # one token over: clearing old results is enough
+    hook = cfl.ContextfoldHook(window=window, edits=[cf.ClearToolUses(keep=1)])
+    data = {"model": "gpt-4o", "messages": messages}
+    pack = hook.pack_request(data)
+    assert pack is not None and pack.dropped == 0 and pack.applied_edits  # edited, nothing folded
+    assert data["messages"] is not messages and len(data["messages"]) == len(messages)
+    assert any(m.get("content") == "[cleared]" for m in data["messages"])
+    assert data["metadata"]["contextfold"]["folded"] is True
+
+
+def gateway_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The reports logged by the ``contextfold.gateway`` logger, oldest first."""
+    return [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+
+
+def test_each_packed_request_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    hook = cfl.ContextfoldHook(window=3_000)
+    data = {"model": "gpt-4o", "messages": messages, "max_tokens": 300, "metadata": {"user": "u1"}}
+    hook_call(hook, data)
+    tokens_in = cf.tokens_of(messages, sizing="provider")
+    expected = {
+        "adapter": "litellm",
+        "model": "gpt-4o",
+        "route": "acompletion",
+        "messages_in": len(messages),
+        "messages_out": len(data["messages"]),
+        "tokens_in": tokens_in,
+        "tokens_out": cf.tokens_of(data["messages"], sizing="provider"),
+        "budget": 2_700,
+        "folded": True,
+        "fits": True,
+    }
+    assert data["metadata"] == {"user": "u1", "contextfold": expected}  # where LiteLLM's loggers read it
+    assert gateway_records(caplog) == [expected]
+    small = {"model": "gpt-4o", "messages": messages[:2]}
+    hook_call(hook, small)
+    assert small["metadata"]["contextfold"]["folded"] is False
+    assert small["metadata"]["contextfold"]["tokens_in"] == small["metadata"]["contextfold"]["tokens_out"]
+    core = {"model": "gpt-4o", "messages": [messages[0], {"role": "user", "content": "x" * 20_000}]}
+    hook_call(hook, core)
+    assert [r.levelname for r in caplog.records if r.name == "contextfold.gateway"] == ["INFO", "INFO", "WARNING"]
+    assert hook.counters.snapshot() == {
+        "requests": 3,
+        "folded": 1,
+        "not_fitting": 1,
+        "tokens_dropped": tokens_in - expected["tokens_out"],
+    }
+    uncounted = cfl.ContextfoldHook(window=3_000, count_tokens_in=False)  # spares a pass over the request
+    quick = {"model": "gpt-4o", "messages": messages, "max_tokens": 300}
+    hook_call(uncounted, quick)
+    assert quick["metadata"]["contextfold"] == {**expected, "tokens_in": None}
+    assert uncounted.counters.snapshot() == {"requests": 1, "folded": 1, "not_fitting": 0, "tokens_dropped": 0}
+    responses, _ = responses_request(3_000)
+    responses["litellm_metadata"] = {}  # where the proxy keeps a Responses request's metadata
+    hook_call(hook, responses, "aresponses")
+    assert responses["litellm_metadata"]["contextfold"]["route"] == "aresponses"
+    assert "metadata" not in responses
 
 
 def test_trim_messages_drop_in() -> None:
@@ -179,7 +284,7 @@ def test_token_counter_drop_in() -> None:
     messages = openai_corpus()[0]
     tools = tool_definitions(max(openai_corpus(), key=lambda m: len(tool_definitions(m))))
     assert cfl.token_counter(messages=messages) == cf.tokens_of(messages)
-    assert cfl.token_counter(model="gpt-4o", text="hello world") == cf.estimate_tokens("hello world")
+    assert cfl.token_counter(model="claude-sonnet-4", text="hello world") == cf.estimate_tokens("hello world")
     assert cfl.token_counter(text=["ab", "cdefg"]) == 1 + 2
     with_tools = cfl.token_counter(messages=messages, tools=tools, tool_choice="auto")
     assert with_tools == cf.tokens_of(messages) + cf.estimate_tokens(cfl.compact_json(tools))
@@ -190,6 +295,55 @@ def test_token_counter_drop_in() -> None:
         cfl.token_counter(model="gpt-4o")
     with pytest.raises(cf.ArgumentError, match="custom_tokenizer"):
         cfl.token_counter(text="x", custom_tokenizer={"type": "sentencepiece"})
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("openai/gpt-4o-mini", "o200k_base"),
+        ("gpt-4.1-nano", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("azure/gpt-5.1-codex", "o200k_base"),
+        ("o1-preview", "o200k_base"),
+        ("o3", "o200k_base"),
+        ("o4-mini", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo-2024-04-09", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("claude-sonnet-4", None),
+        ("o3x", None),
+        ("", None),
+    ],
+)
+def test_token_counter_counts_in_the_models_encoding(model: str, encoding: str | None) -> None:
+    from ..offline_tiktoken import tiktoken_encoding
+
+    messages = [
+        m for m in max(openai_corpus(), key=len) if isinstance(m.get("content"), str) and not m.get("tool_calls")
+    ]
+    if encoding is None:  # a model outside OpenAI's families: ⌈UTF-16 length / 4⌉, as before
+        assert cfl.token_counter(model=model, messages=messages) == cf.tokens_of(messages)
+        return
+    exact = tiktoken_encoding(encoding)
+    expected = sum(len(exact.encode(m["content"], disallowed_special=())) + 4 for m in messages)
+    assert cfl.token_counter(model=model, messages=messages) == expected != cf.tokens_of(messages)
+    assert cfl.token_counter(model=model, text="hello world") == len(exact.encode("hello world"))
+
+
+def test_token_counter_sizes_images_as_the_provider_bills() -> None:
+    from ..offline_tiktoken import tiktoken_encoding
+
+    _, messages = screenshot_request()
+    before = copy.deepcopy(messages)
+    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages, sizing="provider")
+    o200k = tiktoken_encoding("o200k_base")
+    *texts, last = messages
+    question = json.dumps(last["content"][:1], separators=(",", ":"), ensure_ascii=False)  # the image left out
+    expected = sum(len(o200k.encode(m["content"])) + 4 for m in texts) + len(o200k.encode(question)) + 4 + 1_600
+    assert cfl.token_counter(model="gpt-4o", messages=messages) == expected
+    assert cfl.token_counter(model="gpt-4o", messages=messages, image_tokens=85) == expected - 1_600 + 85
+    assert messages == before  # the caller's messages are not changed
 
 
 def test_looked_up_windows_are_reused_for_window_cache_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,9 +396,75 @@ def test_a_circular_tool_choice_is_named() -> None:
         cfl.token_counter(text="x", tool_choice=choice)
 
 
+def screenshot_request() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A short run whose latest user turn carries one 600 KB base64 screenshot."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 75_000}}
+    messages = [
+        {"role": "system", "content": "You look at screens."},
+        *[{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i}: " + "x" * 400} for i in range(16)],
+        {"role": "user", "content": [{"type": "text", "text": "What is wrong here?"}, image]},
+    ]
+    return {"model": "gpt-4o", "messages": messages, "max_tokens": 500}, messages
+
+
+def test_the_hook_sizes_images_as_providers_bill_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    data, messages = screenshot_request()
+    provider = cf.tokens_of(messages, sizing="provider")
+    assert provider <= 6_000 - 500 < cf.tokens_of(messages)  # fits as billed, not by its length
+    pack = cfl.ContextfoldHook(window=6_000).pack_request(data)
+    assert pack is not None and pack.fits and pack.dropped == 0 and pack.tokens == provider
+    assert data["messages"] is messages
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": {"sizing": "seed", "window": 6_000}})
+    seed = cfl.ContextfoldHook().pack_request(dict(data))  # the seeds' sizing, as configured
+    assert seed is not None and seed.dropped > 0
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": {"sizing": "provider", "image_tokens": 5_000}})
+    costly = cfl.ContextfoldHook(window=6_000).pack_request(dict(data))
+    assert costly is not None and costly.tokens < provider + 5_000 - 1_600 and costly.dropped > 0
+    monkeypatch.setattr(litellm, "callback_settings", {})
+    exact = cfl.ContextfoldHook(window=6_000, tokenizer="o200k_base")  # exact counts size by length
+    assert exact.settings()["sizing"] == "seed"
+
+
+def test_the_hook_takes_every_pack_option_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = max((m for m in openai_corpus() if any(x["role"] == "tool" for x in m)), key=cf.tokens_of)
+    settings = {
+        "window": 3_000,
+        "summary": "The run so far: tests fixed.",
+        "pinned": [1],
+        "edits": [{"clear_tool_uses": {"keep": 2}}, {"clear_thinking": {}}],
+        "image_tokens": 1_000,
+    }
+    monkeypatch.setattr(litellm, "callback_settings", {"contextfold": settings})
+    data = {"model": "gpt-4o", "messages": messages}
+    pack = cfl.ContextfoldHook().pack_request(data)
+    expected = cf.pack_handoff(
+        messages,
+        target_context_tokens=3_000,
+        summary="The run so far: tests fixed.",
+        pinned=[1],
+        edits=[cf.ClearToolUses(keep=2), cf.ClearThinking()],
+        sizing="provider",
+        image_tokens=1_000,
+        shape="openai",
+    )
+    assert pack is not None and pack.applied_edits and pack.applied_edits == expected.applied_edits
+    assert (pack.kept, pack.note, pack.tokens) == (expected.kept, expected.note, expected.tokens)
+    assert 1 in pack.kept and "tests fixed" in (pack.note or "")
+    edits = [cf.ClearToolUses(keep=2)]
+    assert cfl.ContextfoldHook(edits=edits).settings()["edits"] == tuple(edits)  # objects, from Python
+
+
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
+        ({"sizing": "exact"}, "sizing"),
+        ({"sizing": "provider", "tokenizer": "o200k_base"}, "sizing"),
+        ({"image_tokens": -5}, "image_tokens"),
+        ({"pinned": ["first"]}, "pinned"),
+        ({"summary": 5}, "summary"),
+        ({"edits": [{"clear_everything": {}}]}, "edits"),
+        ({"edits": [{"clear_tool_uses": {"keep": "two"}}]}, "keep"),
+        ({"edits": "clear_tool_uses"}, "edits"),
         ({"cut": "chunky"}, "cut"),
         ({"cut": "chunked", "chunk_tokens": 0}, "chunk_tokens"),
         ({"tokenizer": "no_such_encoding"}, "no_such_encoding"),
@@ -255,6 +475,7 @@ def test_a_circular_tool_choice_is_named() -> None:
         ({"default_reserve": -1}, "default_reserve"),
         ({"window_cache_seconds": "a minute"}, "window_cache_seconds"),
         ({"window_cache_seconds": -1}, "window_cache_seconds"),
+        ({"count_tokens_in": "yes"}, "count_tokens_in"),
     ],
 )
 def test_bad_settings_fail_when_the_hook_is_built(

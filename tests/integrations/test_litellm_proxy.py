@@ -9,6 +9,7 @@ orphaned tool message, the latest user request present. The hook's own time per 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import secrets
@@ -27,7 +28,7 @@ import pytest
 from ..conftest import anthropic_corpus, openai_corpus
 from . import need
 from .servers import HOST, free_port, serving
-from .test_litellm import tool_definitions
+from .test_litellm import screenshot_request, tool_definitions
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = need("litellm", "litellm")
@@ -49,7 +50,7 @@ model_list:
     model_info:
       max_input_tokens: {window}
 litellm_settings:
-  callbacks: ["contextfold.integrations.litellm.proxy_handler_instance"]
+  callbacks: ["contextfold.integrations.litellm.proxy_handler_instance", "metadata_logger.recorder"]
   use_chat_completions_url_for_anthropic_messages: true  # the fake upstream speaks chat completions
 callback_settings:
   contextfold:
@@ -57,8 +58,31 @@ callback_settings:
 """
 
 
+def proxy_command(config: Path, port: int) -> list[str]:
+    """The command that runs the LiteLLM proxy on ``config``, on 127.0.0.1:``port``."""
+    command = [sys.executable, "-c", "from litellm.proxy.proxy_cli import run_server; run_server()"]
+    return [*command, "--config", str(config), "--host", HOST, "--port", str(port), "--num_workers", "1"]
+
+
+HERE = Path(__file__).parent
+PROXY_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_MASTER_KEY": MASTER_KEY,
+    "LITELLM_LOG": "ERROR",
+    "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),  # metadata_logger
+}
+
+
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The file the proxy's ``metadata_logger`` appends each logged call's report to."""
+    path = tmp_path_factory.mktemp("reports") / "reports.jsonl"
+    path.touch()
+    return path
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory, reports: Path) -> Iterator[tuple[str, str]]:
     """(proxy base URL, upstream base URL), both serving until the module's tests end."""
     folder = tmp_path_factory.mktemp("litellm")
     upstream_port, proxy_port = free_port(), free_port()
@@ -67,16 +91,13 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
     config.write_text(CONFIG.format(host=HOST, upstream=upstream_port, window=WINDOW))
     uvicorn = [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(__file__).parent), "fake_upstream:app"]
     uvicorn += ["--host", HOST, "--port", str(upstream_port), "--log-level", "warning"]
-    run_proxy = [sys.executable, "-c", "from litellm.proxy.proxy_cli import run_server; run_server()"]
-    run_proxy += ["--config", str(config), "--host", HOST, "--port", str(proxy_port), "--num_workers", "1"]
     with serving(uvicorn, f"{upstream}/recorded", folder / "upstream.log", timeout=30):
         with serving(
-            run_proxy,
+            proxy_command(config, proxy_port),
             f"http://{HOST}:{proxy_port}/health/liveliness",
             folder / "proxy.log",
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-            LITELLM_MASTER_KEY=MASTER_KEY,
-            LITELLM_LOG="ERROR",
+            CONTEXTFOLD_TEST_REPORTS=str(reports),
+            **PROXY_ENV,
         ):
             yield f"http://{HOST}:{proxy_port}", upstream
 
@@ -142,6 +163,12 @@ def test_proxy_forwards_a_packed_request(proxy: tuple[str, str]) -> None:
         f"p99 {percentile(timings, 99) * 1e6:.0f} us over {len(timings)}; "
         f"proxy round trip median {statistics.median(round_trips) * 1e3:.1f} ms"
     )
+    exact = hook_timings(upstream, messages, tools, tokenizer="o200k_base")
+    print(
+        f"contextfold litellm estimators ({cf.backend}, {len(timings)} calls each): "
+        f"chars/4 median {statistics.median(timings) * 1e6:.0f} us, p99 {percentile(timings, 99) * 1e6:.0f} us; "
+        f"o200k_base median {statistics.median(exact) * 1e6:.0f} us, p99 {percentile(exact, 99) * 1e6:.0f} us"
+    )
 
 
 def test_proxy_passes_a_request_that_fits_unchanged(proxy: tuple[str, str]) -> None:
@@ -152,9 +179,12 @@ def test_proxy_passes_a_request_that_fits_unchanged(proxy: tuple[str, str]) -> N
     assert recorded(upstream)[-1]["messages"] == messages
 
 
-def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[float]:
+def hook_timings(
+    upstream: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], tokenizer: str | None = None
+) -> list[float]:
     """Seconds per ``async_pre_call_hook`` call on this request, in process, with the window
-    looked up in a LiteLLM router built from the proxy's model list, as inside the proxy."""
+    looked up in a LiteLLM router built from the proxy's model list, as inside the proxy
+    (counting with ``tokenizer``, or chars/4)."""
     model = {
         "model_name": "packed-model",
         "litellm_params": {"model": "openai/gpt-4o", "api_base": f"{upstream}/v1", "api_key": "fake-key"},
@@ -162,7 +192,7 @@ def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict
     }
     server = types.ModuleType("litellm.proxy.proxy_server")
     server.llm_router = litellm.Router(model_list=[model])  # type: ignore[attr-defined]
-    hook = cfl.ContextfoldHook()
+    hook = cfl.ContextfoldHook(tokenizer=tokenizer)
 
     async def run() -> list[float]:
         times = []
@@ -171,7 +201,7 @@ def hook_timings(upstream: str, messages: list[dict[str, Any]], tools: list[dict
             start = time.perf_counter()
             await hook.async_pre_call_hook(None, None, data, "acompletion")
             times.append(time.perf_counter() - start)
-            assert cf.tokens_of(data["messages"]) <= WINDOW - MAX_TOKENS
+            assert cf.tokens_of(data["messages"], estimate_tokens=tokenizer) <= WINDOW - MAX_TOKENS
         return times
 
     with pytest.MonkeyPatch.context() as patch:
@@ -215,3 +245,142 @@ def test_proxy_packs_anthropic_messages_requests(proxy: tuple[str, str]) -> None
     assert cf.tokens_of(sent) <= WINDOW
     assert_no_orphans(sent)
     assert sum(str(m.get("content", "")).startswith("Earlier conversation, folded") for m in sent) == 1
+
+
+def recorded_raw(upstream: str) -> list[dict[str, Any]]:
+    """Every POST the upstream saw: ``{"path", "body"}``, the body as loaded JSON."""
+    with urllib.request.urlopen(f"{upstream}/recorded_raw", timeout=10) as answer:
+        return [{"path": r["path"], "body": json.loads(base64.b64decode(r["body"]))} for r in json.loads(answer.read())]
+
+
+def test_proxy_packs_responses_requests(proxy: tuple[str, str]) -> None:
+    """``/v1/responses`` (call type ``aresponses``): the ``input`` items arrive packed, the
+    ``instructions`` and tools counted."""
+    from contextfold.synthetic import responses_items
+
+    base, upstream = proxy
+    items = responses_items(agent_request())
+    tools = [{"type": "function", "name": "run", "description": "Runs.", "parameters": {"type": "object"}}]
+    assert cf.tokens_of(items) > WINDOW
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    before = len(recorded_raw(upstream))
+    answer = client.responses.create(
+        model="packed-model", input=items, instructions="Be brief.", tools=tools, max_output_tokens=MAX_TOKENS
+    )
+    assert answer.output_text == "done"
+    (received,) = [r for r in recorded_raw(upstream)[before:] if r["path"].endswith("/responses")]
+    sent = received["body"]["input"]
+    expected = cf.pack_handoff(
+        items,
+        target_context_tokens=WINDOW,
+        reserve_output_tokens=MAX_TOKENS,
+        shape="responses",
+        system="Be brief.",
+        tools=tools,
+    )
+    assert expected.dropped > 0 and expected.fits
+    assert sent == expected.messages
+    assert received["body"]["instructions"] == "Be brief."
+
+
+def test_proxy_sizes_an_image_as_the_provider_bills_it(proxy: tuple[str, str]) -> None:
+    """A 600 KB screenshot costs a flat 1,600 tokens (``sizing="provider"``, the hook's
+    default), so a request that fits as billed arrives whole, not cut to its core."""
+    base, upstream = proxy
+    _, messages = screenshot_request()
+    assert cf.tokens_of(messages, sizing="provider") <= WINDOW - MAX_TOKENS < cf.tokens_of(messages)
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS)  # type: ignore[arg-type]
+    assert recorded(upstream)[-1]["messages"] == messages
+
+
+def test_a_bad_setting_stops_the_proxy_at_start_up(tmp_path: Path) -> None:
+    """Settings are checked when the proxy loads the hook: a bad one is an error naming it
+    at start-up, not a 500 on every request of a proxy that looks healthy."""
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    bad = CONFIG.format(host=HOST, upstream=free_port(), window=WINDOW).replace("cut: greedy", "sizing: exact")
+    config.write_text(bad)
+    with pytest.raises(RuntimeError, match="exited") as stopped:
+        with serving(
+            proxy_command(config, port), f"http://{HOST}:{port}/health/liveliness", tmp_path / "proxy.log", **PROXY_ENV
+        ):
+            pass
+    assert "ArgumentError: sizing must be" in str(stopped.value)
+
+
+def logged_reports(path: Path, count: int) -> list[dict[str, Any]]:
+    """The reports LiteLLM's logger wrote to ``path``, once there are ``count`` of them (it
+    logs after answering: waits up to 30 s for them)."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) >= count or time.monotonic() > deadline:
+            return [json.loads(line) for line in lines]
+        time.sleep(0.1)
+
+
+def test_the_pack_report_reaches_litellms_logged_metadata(proxy: tuple[str, str], reports: Path) -> None:
+    base, _ = proxy
+    messages = agent_request()
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+    before = len(logged_reports(reports, 0))
+    client.chat.completions.create(model="packed-model", messages=messages, max_tokens=MAX_TOKENS)
+    logged = logged_reports(reports, before + 1)[before:]
+    assert len(logged) == 1
+    report = logged[0]["contextfold"]
+    assert report is not None, logged
+    sent = cf.pack_handoff(
+        messages, target_context_tokens=WINDOW, reserve_output_tokens=MAX_TOKENS, shape="openai", sizing="provider"
+    )
+    assert report == {
+        "adapter": "litellm",
+        "model": "packed-model",
+        "route": "acompletion",
+        "messages_in": len(messages),
+        "messages_out": len(sent.messages),
+        "tokens_in": cf.tokens_of(messages, sizing="provider"),
+        "tokens_out": sent.tokens,
+        "budget": WINDOW - MAX_TOKENS,
+        "folded": True,
+        "fits": True,
+    }
+
+
+def docs_config() -> str:
+    """The LiteLLM ``config.yaml`` block of docs/integrations.md, as a reader pastes it."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = docs[docs.index("### LiteLLM proxy") :]
+    return section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n", section.index("```yaml"))]
+
+
+def test_the_documented_config_starts_and_packs_as_pasted(proxy: tuple[str, str], tmp_path: Path) -> None:
+    """The docs' config, run as the docs' command runs it (its master key and the OpenAI key
+    from the environment), the upstream's address given as OpenAI's base URL."""
+    import yaml
+
+    _, upstream = proxy
+    text = docs_config()
+    config = yaml.safe_load(text)
+    master_key_variable = config["general_settings"]["master_key"].removeprefix("os.environ/")
+    model = config["model_list"][0]
+    window = model["model_info"]["max_input_tokens"]
+    (tmp_path / "config.yaml").write_text(text)
+    port = free_port()
+    env = {
+        master_key_variable: MASTER_KEY,
+        "OPENAI_API_KEY": "sk-fake",
+        "OPENAI_API_BASE": f"{upstream}/v1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+    }
+    messages = agent_request() * 3  # over the documented window
+    assert cf.tokens_of(messages) > window
+    command = proxy_command(tmp_path / "config.yaml", port)
+    with serving(command, f"http://{HOST}:{port}/health/liveliness", tmp_path / "proxy.log", **env):
+        client = openai.OpenAI(base_url=f"http://{HOST}:{port}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+        before = len(recorded(upstream))
+        client.chat.completions.create(model=model["model_name"], messages=messages, max_tokens=MAX_TOKENS)
+    (sent,) = [body["messages"] for body in recorded(upstream)[before:]]
+    assert len(sent) < len(messages) and cf.tokens_of(sent, sizing="provider") <= window - MAX_TOKENS
+    assert_no_orphans(sent)

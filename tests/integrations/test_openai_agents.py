@@ -237,6 +237,27 @@ def test_pinned_items_stay_with_their_exchange() -> None:
     assert pinned.messages[at : at + len(group)] == [items[i] for i in group]
 
 
+def test_every_pack_option_is_taken() -> None:
+    instructions, items = max(corpus(), key=lambda run: len(run[1]))
+    options: dict[str, Any] = {
+        "summary": "So far: the bug was found.",
+        "edits": [cf.ClearToolUses(keep=1)],
+        "sizing": "provider",
+        "image_tokens": 900,
+        "cut": "chunked",
+    }
+    packed = oa.InputFilter(target_context_tokens=3_000, tools=None, **options).pack(items, instructions=instructions)
+    direct = cf.pack_handoff(items, target_context_tokens=3_000, system=instructions, shape="responses", **options)
+    assert packed.pack.applied_edits and packed.pack == direct
+    assert "the bug was found" in (packed.pack.note or "")
+    with pytest.raises(cf.ArgumentError, match="summary"):
+        oa.InputFilter(target_context_tokens=100, summary=5)  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentError, match="edits"):
+        oa.InputFilter(target_context_tokens=100, edits=["clear"])  # type: ignore[list-item]
+    with pytest.raises(cf.ArgumentError, match="sizing"):
+        oa.InputFilter(target_context_tokens=100, sizing="provider", estimate_tokens="o200k_base")
+
+
 def test_over_the_window_sends_the_core_or_raises() -> None:
     _, items = max(corpus(), key=lambda run: len(run[1]))
     huge = "x" * 40_000

@@ -140,6 +140,22 @@ def test_agent_sends_the_model_the_packed_history() -> None:
         assert cf.tokens_of(pai.to_dicts(sent)) <= 3_000
 
 
+def test_the_packed_history_becomes_the_runs_stored_history() -> None:
+    """What docs/integrations.md warns of: Pydantic AI keeps the processor's output as the
+    run's history, so ``all_messages()`` after a folded run is the packed list, not the input."""
+    history = max((m for m in corpus() if any(returns(x) for x in m)), key=len)
+    if isinstance(history[-1], ModelResponse) and calls(history[-1]):
+        history = history[:-1]
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(content="done")]))
+    result = agent_with(model, pai.history_processor(max_tokens=3_000)).run_sync("Go on.", message_history=history)
+    stored = result.all_messages()
+    assert cf.tokens_of(pai.to_dicts(history)) > 3_000
+    assert len(stored) < len(history)  # the run's history is now the packed one, plus the new turn
+    assert any(
+        str(getattr(p, "content", "")).startswith("Earlier conversation, folded") for m in stored for p in m.parts
+    )
+
+
 def test_bad_input_names_the_index() -> None:
     with pytest.raises(cf.MessageTypeError, match="message 1: expected a pydantic_ai ModelRequest"):
         pai.pack([ModelRequest(parts=[UserPromptPart("hi")]), {"role": "user"}], max_tokens=100)  # type: ignore[list-item]

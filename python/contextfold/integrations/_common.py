@@ -10,6 +10,8 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
+from contextfold._contract import SizingName
+from contextfold._edits import Edit
 
 T = TypeVar("T")
 
@@ -36,6 +38,82 @@ def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
     if isinstance(estimate_tokens, str):
         return cf.count_tokens(text, estimate_tokens)
     return estimate_tokens(text)
+
+
+def gateway_sizing(sizing: SizingName | None, estimate_tokens: object) -> SizingName:
+    """What a gateway adapter sizes with: ``sizing`` when given; else ``"provider"``
+    (images a flat count, signatures and encrypted reasoning left out: a gateway sees
+    screenshots, which cost a provider a fixed amount, not their base64 length), except
+    with an exact or custom estimator, which the core sizes by length (``"seed"``)."""
+    if sizing is not None:
+        return sizing
+    return "provider" if estimate_tokens is None else "seed"
+
+
+EDITS_BY_NAME: dict[str, type[cf.ClearToolUses] | type[cf.ClearThinking]] = {
+    "clear_tool_uses": cf.ClearToolUses,
+    "clear_thinking": cf.ClearThinking,
+}
+"""The edits a configuration file names, each by its key (``{clear_tool_uses: {keep: 3}}``)."""
+
+
+def edits_from_settings(value: Any, setting: str = "edits") -> tuple[Edit, ...]:
+    """Edits from a configuration value: a list whose entries are edit objects or one-key
+    mappings ``{name: {field: value, …}}`` (names in :data:`EDITS_BY_NAME`, fields the
+    edit class's keywords). A bad entry raises :class:`~contextfold.ArgumentError` naming
+    ``setting[index]``."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise cf.ArgumentError(f"{setting} must be a list of edits, got {type(value).__name__}")
+    edits: list[Any] = []
+    for index, entry in enumerate(value):
+        if isinstance(entry, Mapping):
+            if len(entry) != 1 or next(iter(entry)) not in EDITS_BY_NAME:
+                raise cf.ArgumentError(
+                    f"{setting}[{index}] must name one edit of {sorted(EDITS_BY_NAME)}, got {sorted(entry)}"
+                )
+            ((name, fields),) = entry.items()
+            if fields is not None and not isinstance(fields, Mapping):
+                raise cf.ArgumentError(f"{setting}[{index}].{name} must map fields to values, got {fields!r}")
+            try:
+                entry = EDITS_BY_NAME[name](**dict(fields or {}))
+            except cf.ArgumentError as exc:
+                raise type(exc)(f"{setting}[{index}]: {exc}") from None
+            except TypeError as exc:  # a field the edit does not have
+                raise cf.ArgumentError(f"{setting}[{index}].{name}: {exc}") from None
+        edits.append(entry)
+    return tuple(edits)
+
+
+def output_reserve(request: Mapping[str, Any], default: int) -> int:
+    """A request's own output cap (``max_completion_tokens``, else ``max_tokens``, else a
+    Responses request's ``max_output_tokens``: the first that is a count), or ``default``."""
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = request.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return default
+
+
+class RequestOptions:
+    """A gateway's packing options for each request: its ``template`` with the request's
+    window, reserve and shape, each combination built (and checked) once and kept; a
+    handful of models make a handful. Past ``limit`` combinations the kept ones are dropped."""
+
+    def __init__(self, template: cf.PackOptions, limit: int = 1_024) -> None:
+        self.template = template
+        self.limit = limit
+        self._built: dict[tuple[int, int, str], cf.PackOptions] = {}
+
+    def get(self, window: int, reserve: int, shape: Literal["openai", "anthropic", "responses"]) -> cf.PackOptions:
+        """The options for a request packed into ``window`` with ``reserve`` kept free."""
+        key = (window, reserve, shape)
+        options = self._built.get(key)
+        if options is None:
+            if len(self._built) >= self.limit:
+                self._built.clear()
+            options = replace(self.template, target_context_tokens=window, reserve_output_tokens=reserve, shape=shape)
+            self._built[key] = options
+        return options
 
 
 def window_options(max_tokens: int, options: Mapping[str, Any]) -> cf.PackOptions:

@@ -19,22 +19,37 @@ chunks), and bodies contextfold cannot read (logged; the server behind answers t
 would have). Bad settings raise :class:`~contextfold.ArgumentError` when the middleware is
 built, not at each request.
 
-The body's ``tools`` are counted and never dropped. The window is fixed per middleware,
-since the body is not parsed: set ``target_context_tokens`` to the served model's window
-and ``reserve_output_tokens`` to the largest ``max_tokens`` your clients ask for (vLLM
-refuses a prompt whose tokens plus ``max_tokens`` exceed ``max_model_len``).
-``estimate_tokens="o200k_base"`` (or ``"cl100k_base"``) counts exactly, natively.
+Every packing option of :class:`contextfold.PackOptions` is taken (the shape comes from
+the path). Images are sized as providers bill them by default (``sizing="provider"``: a
+flat ``image_tokens`` each, signatures and encrypted reasoning left out), except with
+``estimate_tokens`` set: the core sizes by length then (``sizing="seed"``).
+
+Each packed body is reported: a record of the ``contextfold.gateway`` logger (its fields
+in the record's ``contextfold`` attribute) and :attr:`PackingMiddleware.counters`.
+
+The body's ``tools`` are counted and never dropped. The window is the body's ``model``'s
+in ``windows``, else ``target_context_tokens``; the output reserve is the body's
+``max_completion_tokens``, ``max_tokens`` or ``max_output_tokens``, else
+``reserve_output_tokens`` (vLLM refuses a prompt whose tokens plus ``max_tokens`` exceed
+``max_model_len``). ``estimate_tokens="o200k_base"`` (or ``"cl100k_base"``) counts
+exactly, natively; a body over ``offload_bytes`` is read and packed in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, bytes_options, whole
+from contextfold._edits import Edit
+
+from ._common import RequestOptions, gateway_sizing, output_reserve
+from ._report import PackCounters, PackReport, whole_request_options
 
 __all__ = ["PackingMiddleware"]
 
@@ -46,6 +61,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+RequestShape = Literal["openai", "anthropic", "responses"]
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MESSAGES_PATHS = ("/v1/messages", "/messages")
 RESPONSES_PATHS = ("/v1/responses", "/responses")
@@ -64,28 +80,51 @@ class PackingMiddleware:
         cut: Literal["greedy", "chunked"] = "greedy",
         chunk_tokens: int | None = None,
         estimate_tokens: Literal["o200k_base", "cl100k_base"] | None = None,
+        sizing: SizingName | None = None,
+        image_tokens: int = DEFAULT_IMAGE_TOKENS,
+        pinned: Sequence[int] = (),
+        summary: str | None = None,
+        edits: Sequence[Edit] = (),
         chat_paths: Sequence[str] = CHAT_PATHS,
         messages_paths: Sequence[str] = MESSAGES_PATHS,
         responses_paths: Sequence[str] = RESPONSES_PATHS,
         max_body_bytes: int = 64 * 1024 * 1024,
+        windows: Mapping[str, int] | None = None,
+        offload_bytes: int = 256 * 1024,
+        count_tokens_in: bool = True,
     ) -> None:
         self.app = app
-        self.options: dict[str, Any] = {
-            "target_context_tokens": target_context_tokens,
-            "reserve_output_tokens": reserve_output_tokens,
-            "cut": cut,
-            "chunk_tokens": chunk_tokens,
-            "estimate_tokens": estimate_tokens,
-        }
         # Checked once, here, as every request checks them: a bad one would leave every
         # request unpacked, each with a warning.
-        cf.pack_request(b'{"messages":[]}', **self.options)
-        self.shapes = {
+        self.options = cf.PackOptions(
+            target_context_tokens=target_context_tokens,
+            reserve_output_tokens=reserve_output_tokens,
+            cut=cut,
+            chunk_tokens=chunk_tokens,
+            estimate_tokens=estimate_tokens,
+            sizing=gateway_sizing(sizing, estimate_tokens),
+            image_tokens=image_tokens,
+            pinned=pinned,
+            summary=summary,
+            edits=edits,
+        )
+        bytes_options(self.options)  # the bytes path counts with chars/4 or an embedded encoding only
+        self.request_options = RequestOptions(self.options)
+        if windows is not None and not isinstance(windows, Mapping):
+            raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
+        self.windows = {model: whole(f"windows[{model!r}]", size, 1) for model, size in (windows or {}).items()}
+        self.offload_bytes = whole("offload_bytes", offload_bytes)
+        if not isinstance(count_tokens_in, bool):
+            raise cf.ArgumentError(f"count_tokens_in must be True or False, got {count_tokens_in!r}")
+        self.count_tokens_in = count_tokens_in
+        self.shapes: dict[str, RequestShape] = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
             **{p: "responses" for p in responses_paths},
         }
         self.max_body_bytes = whole("max_body_bytes", max_body_bytes)
+        self.counters = PackCounters()
+        """What this middleware packed since it was built (:meth:`PackCounters.snapshot`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         shape = self.shapes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -99,20 +138,80 @@ class PackingMiddleware:
             return
         messages, body = await _read_body(receive, self.max_body_bytes)
         if body is not None:
-            body = self._packed(body, shape, scope.get("path", ""))
+            path = scope.get("path", "")
+            if len(body) > self.offload_bytes:  # reading and counting a large body: off the event loop
+                body = await _in_worker_thread(self._packed, body, shape, path)
+            else:
+                body = self._packed(body, shape, path)
             scope = {**scope, "headers": _with_length(scope.get("headers", []), len(body))}
             messages = [{"type": "http.request", "body": body, "more_body": False}]
         await self.app(scope, _replay(messages, receive), send)
 
-    def _packed(self, body: bytes, shape: str, path: str) -> bytes:
+    def _packed(self, body: bytes, shape: RequestShape, path: str) -> bytes:
+        """The body packed for its model's window and its own output cap (the body as it
+        came when it cannot be read, or its cap leaves no room), reported."""
+        model, members = _request_members(body)
+        default = self.options.target_context_tokens
+        window = default if model is None else self.windows.get(model, default)
+        reserve = output_reserve(members, self.options.reserve_output_tokens)
+        if reserve >= window:
+            log.warning(
+                "contextfold: %s output reserve %d leaves no room in the %d-token window", path, reserve, window
+            )
+            return body
+        options = self.request_options.get(window, reserve, shape)
         try:
-            packed = cf.pack_request(body, shape=shape, **self.options)  # type: ignore[arg-type]
+            packed = cf.pack_request(body, options=options)
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have
             log.warning("contextfold: %s body forwarded unpacked: %s", path, exc)
             return body
-        if not packed.fits:
-            log.warning("contextfold: %s request's core alone exceeds %d tokens", path, packed.budget)
+        changed = bool(packed.dropped or packed.applied_edits)
+        tokens_in: int | None = packed.tokens
+        if changed:
+            counted = self.count_tokens_in
+            tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if counted else None
+        report = PackReport(
+            adapter="asgi",
+            model=model,
+            route=path,
+            messages_in=len(packed.kept) + packed.dropped,
+            messages_out=len(packed.kept) + (packed.note is not None),
+            tokens_in=tokens_in,
+            tokens_out=packed.tokens,
+            budget=packed.budget,
+            folded=changed,
+            fits=packed.fits,
+        )
+        self.counters.record(report)
         return packed.body
+
+
+def _request_members(body: bytes) -> tuple[str | None, dict[str, Any]]:
+    """The body's ``model`` (None when absent or not a string) and its top-level members,
+    read with ``json.loads`` (a body it cannot read: None and none; packing then says why).
+
+    Loading is the fastest way Python has to read top-level members exactly (0.6 ms for a
+    373 KB body, half of what packing it costs; a regular-expression scan that skips
+    strings took 2 ms, a substitution 5.6 ms); packing still runs on the body's bytes."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, {}
+    if not isinstance(request, dict):
+        return None, {}
+    model = request.get("model")
+    return (model if isinstance(model, str) else None), request
+
+
+async def _in_worker_thread(work: Callable[..., bytes], *args: Any) -> bytes:
+    """``work(*args)`` in a worker thread of the running event loop's library (anyio's, which
+    serves asyncio and trio, when it is installed; else asyncio's): the native packer
+    releases the GIL, so the loop goes on serving other requests meanwhile."""
+    try:
+        from anyio import to_thread
+    except ImportError:
+        return await asyncio.to_thread(work, *args)
+    return await to_thread.run_sync(work, *args)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

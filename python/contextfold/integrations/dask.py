@@ -20,48 +20,68 @@ batch, on the bytes path, so the same function is the body of a Dask
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
 import contextfold as cf
 from contextfold import _backend
-from contextfold._contract import add_note, as_bytes, whole  # add_note: exc.add_note, also on Python 3.10
+from contextfold._contract import (  # add_note: exc.add_note, also on Python 3.10
+    add_note,
+    as_bytes,
+    bytes_options,
+    pack_options,
+    whole,
+)
 
 from ._common import missing_extra
 
-__all__ = ["pack_jsonl", "pack_lines"]
+__all__ = ["ERROR_KEY", "error_line", "pack_jsonl", "pack_lines"]
+
+
+ERROR_KEY = "contextfold_error"
+"""The member of the line that stands, in :func:`pack_lines`' output, for a line it could not pack."""
 
 
 def pack_lines(
     lines: Iterable[str | bytes],
     *,
-    target_context_tokens: int,
-    reserve_output_tokens: int = 0,
-    shape: Literal["auto", "openai", "anthropic", "responses"] = "auto",
-    cut: Literal["greedy", "chunked"] = "greedy",
-    chunk_tokens: int | None = None,
+    options: cf.PackOptions | None = None,
+    errors: Literal["line", "raise"] = "line",
     threads: int | None = 1,
+    **keywords: Any,
 ) -> list[str]:
-    """Packs JSONL lines (blank lines skipped); one packed line out per line in, in order.
+    """Packs JSONL lines (blank lines skipped); one output line per line in, in order.
 
     Each item is one line (its own ending newline aside), read as ``contextfold pack``
     reads a line of a file: nothing is loaded into Python objects, the GIL is released for
     the work, and each output line is its input line with the dropped messages replaced
-    by the note, every other byte as it came. ``threads``: threads packing (default 1:
-    Dask, Ray and Spark already run one task per core; None: one a CPU). A bad line
-    raises what :func:`contextfold.pack_request` raises for it (for a bare list, for a
-    body holding it as ``messages``), with its index in ``lines`` added as a note.
+    by the note, every other byte as it came. The packing options are
+    :func:`contextfold.pack_request`'s (:class:`contextfold.PackOptions`' fields; typed
+    loosely here: ``typing_extensions``, which ``Unpack`` needs before Python 3.11, is not
+    in the ``dask`` extra), as keywords or ``options=`` a
+    :class:`contextfold.PackOptions` (``target_context_tokens``, ``reserve_output_tokens``,
+    ``estimate_tokens="o200k_base"`` for exact counts, ``sizing="provider"``,
+    ``shape="responses"``, ``cut``, ``pinned``, ``summary``, ``edits``, …); bad options
+    raise at once. ``threads``: threads packing (default 1: Dask, Ray and Spark already
+    run one task per core; None: one a CPU).
+
+    A line that cannot be packed (not JSON, a malformed message, …) does not stop the
+    batch: with ``errors="line"`` (the default) its output line is
+    ``{"contextfold_error": {"line": index, "type": ..., "message": ..., "offset": ...}}``
+    (``index`` in ``lines``; ``offset`` the byte :class:`contextfold.RequestError` names,
+    or null), the error :func:`contextfold.pack_request` raises for it (for a bare list,
+    for a body holding it as ``messages``). With ``errors="raise"`` the first bad line's
+    error is raised, its index in ``lines`` added as a note.
     """
-    options = cf.PackOptions(
-        target_context_tokens=target_context_tokens,
-        reserve_output_tokens=reserve_output_tokens,
-        shape=shape,
-        cut=cut,
-        chunk_tokens=chunk_tokens,
-    )
+    if errors not in ("line", "raise"):
+        raise cf.ArgumentError(f"errors must be 'line' or 'raise', not {errors!r}")
+    options = pack_options(options, keywords)
+    bytes_options(options)
     count = (os.cpu_count() or 1) if threads is None else whole("threads", threads, 1)
     bodies: list[bytes] = []
+    refused: dict[int, Exception] = {}
     for index, line in enumerate(lines):
         try:
             body = as_bytes(line)
@@ -69,18 +89,38 @@ def pack_lines(
             if b"\n" in body:
                 raise cf.RequestError("a line holds a newline: each item of lines must be one JSONL line")
         except (cf.ContextfoldError, TypeError, ValueError) as exc:
-            add_note(exc, f"in line {index} of the batch")
-            raise
+            if errors == "raise":
+                add_note(exc, f"in line {index} of the batch")
+                raise
+            refused[index] = exc
+            body = b""  # packed as a blank line: nothing; its error stands in its place
         bodies.append(body)
     packed = _backend.impl.pack_lines(b"\n".join(bodies), b"", options, count)
-    output: bytes = packed[0]
-    errors: list[tuple[int, str]] = packed[-1]
-    if errors:
-        index = errors[0][0]
-        refused = _refusal(bodies[index], options)
-        add_note(refused, f"in line {index} of the batch")
-        raise refused
-    return output.decode().split("\n")[:-1]  # each packed line ends with a newline
+    good = iter(packed[0].decode().split("\n")[:-1])  # each packed line ends with a newline
+    for index, _ in packed[-1]:
+        refused[index] = _refusal(bodies[index], options)
+        if errors == "raise":
+            break
+    if errors == "raise" and refused:
+        index = min(refused)
+        add_note(refused[index], f"in line {index} of the batch")
+        raise refused[index]
+    output: list[str] = []
+    for index, body in enumerate(bodies):
+        if index in refused:
+            output.append(error_line(index, refused[index]))
+        elif body.strip():
+            output.append(next(good))
+    return output
+
+
+def error_line(index: int, error: Exception) -> str:
+    """The output line standing for line ``index`` of a batch, refused with ``error``."""
+    offset = getattr(error, "offset", None)
+    return json.dumps(
+        {ERROR_KEY: {"line": index, "type": type(error).__name__, "message": str(error), "offset": offset}},
+        ensure_ascii=False,
+    )
 
 
 _BOM = b"\xef\xbb\xbf"

@@ -9,27 +9,45 @@ Proxy (``config.yaml``)::
     callback_settings:
       contextfold:                 # all optional
         cut: chunked               # greedy (default) or chunked: prompt-cache-stable cut points
-        tokenizer: o200k_base      # exact counts (o200k_base, cl100k_base: native; other
+        # tokenizer: o200k_base    # exact counts (o200k_base, cl100k_base: native; other
                                    # tiktoken encodings through tiktoken); default ⌈UTF-16 length / 4⌉
+        sizing: provider           # provider (default without a tokenizer): images a flat
+                                   # image_tokens, signatures and encrypted reasoning left out;
+                                   # seed: by length (the only one a tokenizer takes)
+        image_tokens: 1600         # what an image costs with provider sizing
+        pinned: [1]                # message indices kept with their exchanges, in every request
+        summary: null              # the note's body instead of the listed turns
+        edits:                     # context edits before folding (contextfold.ClearToolUses, ClearThinking)
+          - clear_tool_uses: {keep: 3}
+          - clear_thinking: {keep: 1}
         fallback_window: 32000     # for models whose window LiteLLM does not know
         windows: {my-model: 8000}  # per-model windows, over LiteLLM's model map
         window: null               # one window for every model, over all of the above
         default_reserve: 0         # output reserve when a request sets no max_tokens
         window_cache_seconds: 60   # how long a model's looked-up window is reused
+        count_tokens_in: true      # report a folded request's tokens in (a pass over all of it)
 
 :class:`ContextfoldHook`'s ``async_pre_call_hook`` packs ``data["messages"]`` for chat
 completions (OpenAI shape) and Anthropic ``/v1/messages`` requests (with their top-level
-``system``); every other call type passes untouched. The window is the request model's
+``system``), and ``data["input"]`` for Responses requests (``/v1/responses``, call type
+``aresponses``: the items packed as ``shape="responses"``, their ``instructions``
+counted); every other call type passes untouched. The window is the request model's
 ``max_input_tokens`` from the proxy's model list (``model_info``) or LiteLLM's model map,
 unless the settings override it; the output reserve is the request's
-``max_completion_tokens`` or ``max_tokens``; the request's ``tools`` are counted as
+``max_completion_tokens``, ``max_tokens`` or ``max_output_tokens``; the request's ``tools`` are counted as
 :func:`contextfold.pack_handoff`'s ``tools=`` (never dropped), and a ``tool_choice``
 naming one by its compact JSON, added to the reserve.
 A request that already fits is left as it came, and so is one whose messages contextfold
 cannot read (logged; the provider answers it as it would have). A request whose must-keep
 part (system, latest user message and its tool exchange) is over the window is sent
 packed to that core (the provider will refuse it either way). Packing runs on the event
-loop: it is native code, tens of microseconds a request (see docs/integrations.md).
+loop: native code, 30 µs for an 88,000-token request with chars/4, about 0.5 ms with
+o200k_base, plus a pass over the whole request when a folded one's tokens in are reported
+(``count_tokens_in``; the figures are in docs/integrations.md).
+
+Each packed request is reported (:meth:`ContextfoldHook.report`): in its metadata as
+``metadata["contextfold"]`` for LiteLLM's loggers, as a ``contextfold.gateway`` log record,
+and in :attr:`ContextfoldHook.counters`.
 
 Library drop-ins, same parameters and return shapes as LiteLLM's:
 ``from contextfold.integrations.litellm import trim_messages, token_counter``.
@@ -38,16 +56,27 @@ Library drop-ins, same parameters and return shapes as LiteLLM's:
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, LEFT_OUT, OPAQUE_BLOCKS, EncodingName, SizingName, whole
+from contextfold._edits import Edit
 from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
 
-from ._common import Estimator, missing_extra, text_tokens
+from ._common import (
+    Estimator,
+    RequestOptions,
+    edits_from_settings,
+    gateway_sizing,
+    missing_extra,
+    output_reserve,
+    text_tokens,
+)
+from ._report import PackCounters, PackReport, whole_request_options
 
 try:
     import litellm
@@ -67,15 +96,30 @@ SETTINGS_KEY = "contextfold"
 
 OPENAI_CHAT_CALLS = frozenset({"completion", "acompletion"})
 ANTHROPIC_CHAT_CALLS = frozenset({"anthropic_messages", "aanthropic_messages"})
+RESPONSES_CALLS = frozenset({"responses", "aresponses"})
+
+RequestShape = Literal["openai", "anthropic", "responses"]
+SHAPE_OF_CALL: dict[str, RequestShape] = {
+    **{call: "openai" for call in OPENAI_CHAT_CALLS},
+    **{call: "anthropic" for call in ANTHROPIC_CHAT_CALLS},
+    **{call: "responses" for call in RESPONSES_CALLS},
+}
+"""The LiteLLM call types the hook packs, and the shape of each one's transcript."""
 _SETTINGS = (
     "cut",
     "chunk_tokens",
     "tokenizer",
+    "sizing",
+    "image_tokens",
+    "pinned",
+    "summary",
+    "edits",
     "fallback_window",
     "windows",
     "window",
     "default_reserve",
     "window_cache_seconds",
+    "count_tokens_in",
 )
 
 
@@ -123,15 +167,6 @@ def tools_tokens(data: Mapping[str, Any], estimate: Estimator | None) -> int:
     return total
 
 
-def output_reserve(data: Mapping[str, Any], default: int) -> int:
-    """The request's own output cap (``max_completion_tokens``, else ``max_tokens``)."""
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = data.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return default
-
-
 class ContextfoldHook(CustomLogger):
     """A LiteLLM ``CustomLogger`` whose pre-call hook packs chat requests into the window.
 
@@ -148,22 +183,34 @@ class ContextfoldHook(CustomLogger):
         cut: Literal["greedy", "chunked"] | None = None,
         chunk_tokens: int | None = None,
         tokenizer: str | None = None,
+        sizing: SizingName | None = None,
+        image_tokens: int | None = None,
+        pinned: Sequence[int] | None = None,
+        summary: str | None = None,
+        edits: Sequence[Edit | Mapping[str, Any]] | None = None,
         fallback_window: int | None = None,
         windows: Mapping[str, int] | None = None,
         window: int | None = None,
         default_reserve: int | None = None,
         window_cache_seconds: float | None = None,
+        count_tokens_in: bool | None = None,
     ) -> None:
         super().__init__()
         given = {
             "cut": cut,
             "chunk_tokens": chunk_tokens,
             "tokenizer": tokenizer,
+            "sizing": sizing,
+            "image_tokens": image_tokens,
+            "pinned": pinned,
+            "summary": summary,
+            "edits": edits,
             "fallback_window": fallback_window,
             "windows": windows,
             "window": window,
             "default_reserve": default_reserve,
             "window_cache_seconds": window_cache_seconds,
+            "count_tokens_in": count_tokens_in,
         }
         configured = dict(litellm.callback_settings.get(SETTINGS_KEY) or {})
         unknown = sorted(set(configured) - set(_SETTINGS))
@@ -172,18 +219,29 @@ class ContextfoldHook(CustomLogger):
         settings: dict[str, Any] = {
             "cut": "greedy",
             "chunk_tokens": None,
+            "tokenizer": None,
+            "sizing": None,
+            "image_tokens": DEFAULT_IMAGE_TOKENS,
+            "pinned": (),
+            "summary": None,
+            "edits": (),
             "windows": {},
             "default_reserve": 0,
             "window_cache_seconds": 60.0,
+            "count_tokens_in": True,
         }
         settings.update(configured)
         settings.update({k: v for k, v in given.items() if v is not None})
-        self._settings = _checked(settings)
-        self._estimate = named_estimator(settings.get("tokenizer"))
+        self._estimate = named_estimator(settings["tokenizer"])
+        self._settings, self._template = _checked(settings, self._estimate)
+        self._options = RequestOptions(self._template)
+        self.counters = PackCounters()
+        """What this hook packed since it was built (:meth:`PackCounters.snapshot`)."""
         self._windows: dict[str, tuple[int | None, float]] = {}
 
     def settings(self) -> dict[str, Any]:
-        """The settings in force (checked): the arguments over ``callback_settings.contextfold``."""
+        """The settings in force (checked): the arguments over ``callback_settings.contextfold``,
+        ``sizing`` resolved (``"provider"`` unless a ``tokenizer`` counts exactly)."""
         return self._settings
 
     def window_for(self, model: str) -> int | None:
@@ -211,15 +269,24 @@ class ContextfoldHook(CustomLogger):
         self._windows[model] = (window, now)
         return window
 
-    def pack_request(self, data: dict[str, Any], *, anthropic: bool = False) -> cf.HandoffPack | None:
-        """Packs ``data["messages"]`` in place of the list (the message objects are reused).
+    def pack_request(
+        self, data: dict[str, Any], *, shape: RequestShape = "openai", call_type: str | None = None
+    ) -> cf.HandoffPack | None:
+        """Packs the request's transcript in place of its list (the message objects are reused).
 
-        Returns the pack, or None when the request was left as it came: no messages list,
-        no known window, or a reserve that leaves no room.
+        The transcript is ``data["messages"]`` for a chat request (``shape="openai"``) and
+        an Anthropic one (``"anthropic"``, its top-level ``system`` counted), and
+        ``data["input"]`` for a Responses request (``"responses"``, its ``instructions``
+        counted). Returns the pack, or None when the request was left as it came: no list
+        to pack (a Responses ``input`` that is a plain string), no known window, or a
+        reserve that leaves no room.
+
+        A packed request is reported (:meth:`report`) under ``call_type`` (default: the shape).
         """
-        messages = data.get("messages")
+        key, system = ("input", data.get("instructions")) if shape == "responses" else ("messages", data.get("system"))
+        transcript = data.get(key)
         window = self.window_for(str(data.get("model") or ""))
-        if not isinstance(messages, list) or window is None:
+        if not isinstance(transcript, list) or window is None:
             return None
         settings = self._settings
         choice = tools_tokens({"tool_choice": data.get("tool_choice")}, self._estimate)
@@ -227,40 +294,80 @@ class ContextfoldHook(CustomLogger):
         if reserve >= window:
             log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
             return None
-        pack = cf.pack_handoff(
-            messages,
-            target_context_tokens=window,
-            reserve_output_tokens=reserve,
-            estimate_tokens=self._estimate,
-            system=data.get("system") if anthropic else None,
-            shape="anthropic" if anthropic else "openai",
-            cut=settings["cut"],
-            chunk_tokens=settings["chunk_tokens"],
-            tools=data.get("tools") or None,
+        options = self._options.get(window, reserve, shape)
+        system = system if shape != "openai" else None
+        tools = data.get("tools") or None
+        pack = cf.pack_handoff(transcript, options=options, system=system, tools=tools)
+        changed = bool(pack.dropped or pack.applied_edits)
+        tokens_in: int | None = pack.tokens
+        if changed:
+            data[key] = pack.messages
+            tokens_in = None
+            if settings["count_tokens_in"]:
+                whole_request = whole_request_options(options)
+                tokens_in = cf.pack_handoff(transcript, options=whole_request, system=system, tools=tools).tokens
+        report = PackReport(
+            adapter="litellm",
+            model=str(data.get("model") or "") or None,
+            route=call_type or shape,
+            messages_in=len(transcript),
+            messages_out=len(pack.messages),
+            tokens_in=tokens_in,
+            tokens_out=pack.tokens,
+            budget=pack.budget,
+            folded=changed,
+            fits=pack.fits,
         )
-        if pack.dropped:
-            data["messages"] = pack.messages
-            log.debug("contextfold: %s packed to %d tokens, %d dropped", data.get("model"), pack.tokens, pack.dropped)
-        if not pack.fits:
-            log.warning("contextfold: %s request's core alone exceeds %d tokens", data.get("model"), pack.budget)
+        self.report(data, report)
         return pack
+
+    def report(self, data: dict[str, Any], report: PackReport) -> None:
+        """Reports a packed request: into its metadata, as ``metadata["contextfold"]``
+        (``litellm_metadata`` on the routes where the proxy keeps it there: Responses,
+        ``/v1/messages``), where LiteLLM's loggers read it (a ``CustomLogger`` finds it in
+        ``kwargs["litellm_params"]["metadata"]``); as a ``contextfold.gateway`` log record;
+        and in :attr:`counters`."""
+        key = "litellm_metadata" if isinstance(data.get("litellm_metadata"), dict) else "metadata"
+        metadata = data.get(key)
+        if not isinstance(metadata, dict):
+            metadata = data[key] = {}
+        metadata[SETTINGS_KEY] = report.as_dict()
+        self.counters.record(report)
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
     ) -> dict[str, Any]:
-        kind = getattr(call_type, "value", call_type)
-        if kind in OPENAI_CHAT_CALLS or kind in ANTHROPIC_CHAT_CALLS:
+        kind = str(getattr(call_type, "value", call_type))
+        shape = SHAPE_OF_CALL.get(kind)
+        if shape is not None:
             try:
-                self.pack_request(data, anthropic=kind in ANTHROPIC_CHAT_CALLS)
+                self.pack_request(data, shape=shape, call_type=kind)
             except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
                 log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
         return data
 
 
-def _checked(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` with each value checked, an error naming its key (``cut`` and
-    ``chunk_tokens`` exactly as packing checks them, by packing nothing with them)."""
-    cf.pack_handoff([], target_context_tokens=0, cut=settings["cut"], chunk_tokens=settings["chunk_tokens"])
+def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict[str, Any], cf.PackOptions]:
+    """``settings`` with each value checked, an error naming its key, and the packing
+    options they make (window and reserve still 0: each request sets its own). The pack
+    options are checked as :class:`contextfold.PackOptions` checks them, ``sizing``
+    resolved for a gateway (:func:`~._common.gateway_sizing`)."""
+    settings["sizing"] = gateway_sizing(settings["sizing"], estimate)
+    if not isinstance(settings["pinned"], Sequence) or isinstance(settings["pinned"], (str, bytes)):
+        raise cf.ArgumentError(f"pinned must be a list of message indices, got {settings['pinned']!r}")
+    settings["edits"] = edits_from_settings(settings["edits"])
+    template = cf.PackOptions(
+        target_context_tokens=0,
+        estimate_tokens=estimate,
+        pinned=settings["pinned"],
+        summary=settings["summary"],
+        cut=settings["cut"],
+        chunk_tokens=settings["chunk_tokens"],
+        sizing=settings["sizing"],
+        image_tokens=settings["image_tokens"],
+        edits=settings["edits"],
+    )
+    settings["pinned"] = template.pinned
     for key in ("window", "fallback_window"):
         if settings.get(key) is not None:
             settings[key] = whole(key, settings[key], 1)
@@ -269,10 +376,12 @@ def _checked(settings: dict[str, Any]) -> dict[str, Any]:
         raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
     settings["windows"] = {model: whole(f"windows[{model!r}]", size, 1) for model, size in windows.items()}
     settings["default_reserve"] = whole("default_reserve", settings["default_reserve"])
+    if not isinstance(settings["count_tokens_in"], bool):
+        raise cf.ArgumentError(f"count_tokens_in must be true or false, got {settings['count_tokens_in']!r}")
     seconds = settings["window_cache_seconds"]
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
         raise cf.ArgumentError(f"window_cache_seconds must be a number of seconds from 0, got {seconds!r}")
-    return settings
+    return settings, template
 
 
 proxy_handler_instance = ContextfoldHook()
@@ -293,6 +402,53 @@ def _tokenizer_estimator(custom_tokenizer: Any) -> Callable[[str], int] | None:
     raise cf.ArgumentError(f"custom_tokenizer: expected {expected}, got {custom_tokenizer!r}")
 
 
+_O200K_MODELS = re.compile(r"(?:chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1|o3|o4)(?:[-.:@]|$)")
+_CL100K_MODELS = re.compile(r"(?:gpt-4|gpt-3\.5|gpt-35)(?:[-.:@]|$)")
+
+
+def model_encoding(model: str | None) -> EncodingName | None:
+    """The OpenAI encoding ``model`` counts in: ``o200k_base`` for the gpt-4o, gpt-4.1,
+    gpt-4.5, gpt-5 and o1/o3/o4 families, ``cl100k_base`` for gpt-4 and gpt-3.5, None for
+    any other model (a provider prefix such as ``openai/`` or ``azure/`` is ignored)."""
+    name = (model or "").rsplit("/", 1)[-1].lower()
+    if _O200K_MODELS.match(name):
+        return "o200k_base"
+    if _CL100K_MODELS.match(name):
+        return "cl100k_base"
+    return None
+
+
+def billed_view(value: Any) -> tuple[Any, int]:
+    """``value`` as a provider bills it, for counting with an exact or custom estimator
+    (the core sizes images flat with its default estimate only): a copy without its image
+    and document blocks, ``thinking`` signatures, ``redacted_thinking`` data and
+    ``reasoning`` items' ``encrypted_content``, and how many image and document blocks it
+    held. ``value`` itself is not changed; what holds none of these is returned as it is."""
+    if isinstance(value, list):
+        parts: list[Any] = []
+        blocks = 0
+        for part in value:
+            if isinstance(part, dict) and part.get("type") in OPAQUE_BLOCKS:
+                blocks += 1
+                continue
+            view, inside = billed_view(part)
+            parts.append(view)
+            blocks += inside
+        return (parts, blocks) if blocks or any(p is not q for p, q in zip(parts, value, strict=True)) else (value, 0)
+    if isinstance(value, dict):
+        kind = value.get("type")
+        left_out = LEFT_OUT.get(kind) if isinstance(kind, str) else None
+        copied: dict[Any, Any] = {}
+        blocks = 0
+        for key, item in value.items():
+            if key != left_out:
+                copied[key], inside = billed_view(item)
+                blocks += inside
+        changed = left_out in value or blocks or any(copied[k] is not value[k] for k in copied)
+        return (copied, blocks) if changed else (value, 0)
+    return value, 0
+
+
 def token_counter(
     model: str = "",
     custom_tokenizer: Any = None,
@@ -303,22 +459,30 @@ def token_counter(
     tool_choice: Any = None,
     use_default_image_token_count: bool | None = False,
     default_token_count: int | None = None,
+    *,
+    image_tokens: int = DEFAULT_IMAGE_TOKENS,
 ) -> int:
     """``litellm.token_counter``'s signature, counted as contextfold packs.
 
-    Messages cost what :func:`contextfold.tokens_of` says (⌈UTF-16 length / 4⌉ + 4 a
-    message, or a ``custom_tokenizer``'s count + 4); ``text`` is counted bare; ``tools``
-    and ``tool_choice`` add their compact JSON. ``model`` is not needed for the default
-    estimate; the image and default-count options are accepted and not used (images are
-    sized by their JSON length, as the packer sizes them).
+    Counts in the encoding ``model`` uses (:func:`model_encoding`: o200k_base for
+    gpt-4o, 4.1, 5 and the o-series, cl100k_base for gpt-4 and gpt-3.5, exactly, natively),
+    else by a ``custom_tokenizer``, else ⌈UTF-16 length / 4⌉. A message costs its text's
+    count + 4 (:func:`contextfold.tokens_of`); ``text`` is counted bare; ``tools`` and
+    ``tool_choice`` add their compact JSON. Images and documents are sized as a provider
+    bills them, a flat ``image_tokens`` each (not by their base64), and thinking
+    signatures and encrypted reasoning cost nothing. LiteLLM's image and default-count
+    options are accepted and not used.
     """
-    del model, count_response_tokens, use_default_image_token_count, default_token_count
+    del count_response_tokens, use_default_image_token_count, default_token_count
     if text is None and messages is None:
         raise ValueError("text and messages cannot both be None")
-    estimate = _tokenizer_estimator(custom_tokenizer)
+    estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or model_encoding(model)
     total = 0
-    if messages is not None:
-        total += cf.tokens_of(list(messages), estimate_tokens=estimate)  # type: ignore[arg-type]
+    if messages is not None and estimate is None:
+        total += cf.tokens_of(list(messages), sizing="provider", image_tokens=image_tokens)  # type: ignore[arg-type]
+    elif messages is not None:
+        views, blocks = billed_view(list(messages))
+        total += cf.tokens_of(views, estimate_tokens=estimate) + blocks * whole("image_tokens", image_tokens)
     if text is not None:
         total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)

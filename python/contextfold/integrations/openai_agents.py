@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import contextfold as cf
+from contextfold._contract import DEFAULT_IMAGE_TOKENS
+from contextfold._edits import Edit
 
 from ._common import Estimator, Packed, missing_extra, originals_of
 
@@ -101,8 +103,9 @@ class InputFilter:
     (the filter does not see ``RunConfig.model_settings``: give the reserve when you set
     ``max_tokens`` there).
     ``estimate_tokens``: None (⌈UTF-16 length / 4⌉), ``"o200k_base"`` / ``"cl100k_base"``
-    (exact counts, native) or a ``callable(text) -> int``. ``cut``, ``chunk_tokens`` and
-    ``sizing`` are :func:`contextfold.pack_handoff`'s (``cut="chunked"`` keeps the packed
+    (exact counts, native) or a ``callable(text) -> int``. ``cut``, ``chunk_tokens``,
+    ``sizing``, ``image_tokens``, ``summary`` and ``edits`` are
+    :func:`contextfold.pack_handoff`'s (``cut="chunked"`` keeps the packed
     prefix stable as the run grows, for prompt-cache hits). ``tools``: ``"agent"`` counts
     :func:`agent_tools` of the calling agent, a list counts those definitions, None none.
     ``pinned``, given the items, returns indices of items to keep with their exchanges
@@ -118,12 +121,26 @@ class InputFilter:
     cut: Literal["greedy", "chunked"] = "greedy"
     chunk_tokens: int | None = None
     sizing: Literal["seed", "provider"] = "seed"
+    image_tokens: int = DEFAULT_IMAGE_TOKENS
+    summary: str | None = None
+    edits: Sequence[Edit] = ()
     tools: Literal["agent"] | list[dict[str, Any]] | None = "agent"
     pinned: Callable[[Sequence[Any]], Iterable[int]] | None = None
     on_overflow: Literal["send", "raise"] = "send"
 
     def __post_init__(self) -> None:
-        cf.handoff_budget(self.target_context_tokens, self.reserve_output_tokens or 0)
+        checked = cf.PackOptions(  # every packing option checked here, once, as packing checks it
+            target_context_tokens=self.target_context_tokens,
+            reserve_output_tokens=self.reserve_output_tokens or 0,
+            estimate_tokens=self.estimate_tokens,
+            cut=self.cut,
+            chunk_tokens=self.chunk_tokens,
+            sizing=self.sizing,
+            image_tokens=self.image_tokens,
+            summary=self.summary,
+            edits=self.edits,
+        )
+        object.__setattr__(self, "edits", checked.edits)  # a tuple: the filter stays hashable
         if self.on_overflow not in ("send", "raise"):
             raise cf.ArgumentError(f"on_overflow: expected 'send' or 'raise', got {self.on_overflow!r}")
         if self.tools != "agent" and self.tools is not None and not isinstance(self.tools, list):
@@ -153,6 +170,9 @@ class InputFilter:
             chunk_tokens=self.chunk_tokens,
             tools=self._tools(agent),
             sizing=self.sizing,
+            image_tokens=self.image_tokens,
+            summary=self.summary,
+            edits=self.edits,
         )
         if not pack.fits:
             message = f"the input's must-keep part is {pack.tokens} tokens, over the {pack.budget}-token budget"

@@ -2,12 +2,15 @@
 
 ``pip install 'contextfold[pydantic-ai]'``::
 
+    from pydantic_ai.capabilities import ProcessHistory
     from contextfold.integrations.pydantic_ai import history_processor
+    agent = Agent("openai:gpt-4o", capabilities=[ProcessHistory(history_processor(max_tokens=8_000))])
+
+    # Pydantic AI 1.x releases without the capability (removed in 2):
     agent = Agent("openai:gpt-4o", history_processors=[history_processor(max_tokens=8_000)])
 
-    # releases where history processors became a capability:
-    from pydantic_ai.capabilities import ProcessHistory
-    agent = Agent("openai:gpt-4o", capabilities=[ProcessHistory(history_processor(max_tokens=8_000))])
+Pydantic AI keeps what a processor returns as the run's history: after a run that folded,
+``result.all_messages()`` holds the packed messages, not the full transcript.
 
 Each ``ModelRequest`` / ``ModelResponse`` becomes one Anthropic-shape dict for
 :func:`contextfold.pack_handoff`: a response's ``TextPart`` → a text block, ``ToolCallPart``

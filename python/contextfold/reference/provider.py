@@ -11,16 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._contract import MESSAGE_OVERHEAD, PerMessage
+from .._contract import LEFT_OUT, MESSAGE_OVERHEAD, OPAQUE_BLOCKS, PerMessage
 from .._js import OPAQUE, Visit, json_length
 
 MessageUnits = Callable[[dict[str, Any], "int | None", Visit], int]
 """``tokens.message_units``: a message's text length, objects measured as a visitor says."""
-
-OPAQUE_BLOCKS = frozenset({"image_url", "file", "image", "document", "input_image", "input_file"})
-"""Block types sized as a flat ``image_tokens``."""
-LEFT_OUT = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content"}
-"""The entry each block type is measured without."""
 
 
 class _Opaque:
