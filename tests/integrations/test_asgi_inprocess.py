@@ -251,3 +251,14 @@ def test_large_bodies_are_packed_off_the_event_loop(monkeypatch: pytest.MonkeyPa
 def test_bad_model_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:
     with pytest.raises(cf.ArgumentError, match=named):
         PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]
+
+
+def test_pins_past_a_short_bodys_end_hold_from_the_turn_they_exist_on(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING")
+    middleware = PackingMiddleware(lambda *_: None, target_context_tokens=300, pinned=[2])  # type: ignore[arg-type,return-value]
+    first = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    forward([first], middleware=middleware)
+    body, _ = forward([BODY], middleware=middleware)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    assert middleware.counters.snapshot()["requests"] == 2
+    assert body == cf.pack_request(BODY, target_context_tokens=300, shape="openai", pinned=[2], sizing="provider").body

@@ -487,3 +487,23 @@ def test_bad_settings_fail_when_the_hook_is_built(
     monkeypatch.setattr(litellm, "callback_settings", {})
     with pytest.raises(cf.ArgumentError, match=named):
         cfl.ContextfoldHook(**settings)
+
+
+def test_pins_past_a_short_requests_end_hold_from_the_turn_they_exist_on() -> None:
+    # A route pinning message 1 gets one-message requests on the first turn of every
+    # conversation: they are packed (and counted), not failed.
+    hook = cfl.ContextfoldHook(window=2_000, pinned=[1])
+    first = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    assert hook_call(hook, first)["messages"] == [{"role": "user", "content": "hi"}]
+    messages = max(openai_corpus(), key=cf.tokens_of)
+    later = {"model": "gpt-4o", "messages": messages}
+    pack = hook.pack_request(later)
+    assert pack is not None and 1 in pack.kept and pack.dropped > 0
+    assert hook.counters.snapshot()["requests"] == 2
+
+
+def test_trim_messages_sizes_images_as_token_counter_does() -> None:
+    _, messages = screenshot_request()
+    budget = cfl.token_counter(messages=messages) + 10  # chars/4, the image a flat count
+    assert cfl.trim_messages(messages, max_tokens=budget) == messages
+    assert len(cfl.trim_messages(messages, max_tokens=budget // 2)) < len(messages)

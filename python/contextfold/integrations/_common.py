@@ -96,22 +96,31 @@ def output_reserve(request: Mapping[str, Any], default: int) -> int:
 
 class RequestOptions:
     """A gateway's packing options for each request: its ``template`` with the request's
-    window, reserve and shape, each combination built (and checked) once and kept; a
-    handful of models make a handful. Past ``limit`` combinations the kept ones are dropped."""
+    window, reserve and shape, and only the pins its transcript reaches (a pin past a short
+    request's end holds from the turn it exists on), each combination built (and checked)
+    once and kept; a handful of models make a handful. Past ``limit`` combinations the kept
+    ones are dropped."""
 
     def __init__(self, template: cf.PackOptions, limit: int = 1_024) -> None:
         self.template = template
         self.limit = limit
-        self._built: dict[tuple[int, int, str], cf.PackOptions] = {}
+        self._built: dict[tuple[int, int, str, int], cf.PackOptions] = {}
 
-    def get(self, window: int, reserve: int, shape: Literal["openai", "anthropic", "responses"]) -> cf.PackOptions:
-        """The options for a request packed into ``window`` with ``reserve`` kept free."""
-        key = (window, reserve, shape)
+    def get(
+        self, window: int, reserve: int, shape: Literal["openai", "anthropic", "responses"], length: int
+    ) -> cf.PackOptions:
+        """The options for a request of ``length`` messages packed into ``window`` with
+        ``reserve`` kept free."""
+        reached = sum(p < length for p in self.template.pinned)
+        key = (window, reserve, shape, reached)
         options = self._built.get(key)
         if options is None:
             if len(self._built) >= self.limit:
                 self._built.clear()
-            options = replace(self.template, target_context_tokens=window, reserve_output_tokens=reserve, shape=shape)
+            pinned = [p for p in self.template.pinned if p < length]
+            options = replace(
+                self.template, target_context_tokens=window, reserve_output_tokens=reserve, shape=shape, pinned=pinned
+            )
             self._built[key] = options
         return options
 

@@ -26,7 +26,7 @@ class PackReport:
     adapter: str
     """``"litellm"`` or ``"asgi"``."""
     model: str | None
-    """The request's ``model`` (the ASGI middleware does not read the body: None there)."""
+    """The request's ``model`` (None when it has none that is a string)."""
     route: str
     """The LiteLLM call type, or the request's path."""
     messages_in: int

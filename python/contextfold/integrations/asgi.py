@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Literal
@@ -159,7 +160,10 @@ class PackingMiddleware:
                 "contextfold: %s output reserve %d leaves no room in the %d-token window", path, reserve, window
             )
             return body
-        options = self.request_options.get(window, reserve, shape)
+        transcript = members.get("input" if shape == "responses" else "messages")
+        # A body it cannot read as a list keeps every pin (packing then says what is wrong).
+        length = len(transcript) if isinstance(transcript, list) else sys.maxsize
+        options = self.request_options.get(window, reserve, shape, length)
         try:
             packed = cf.pack_request(body, options=options)
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have

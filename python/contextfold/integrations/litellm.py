@@ -294,7 +294,7 @@ class ContextfoldHook(CustomLogger):
         if reserve >= window:
             log.warning("contextfold: output reserve %d leaves no room in the %d-token window", reserve, window)
             return None
-        options = self._options.get(window, reserve, shape)
+        options = self._options.get(window, reserve, shape, len(transcript))
         system = system if shape != "openai" else None
         tools = data.get("tools") or None
         pack = cf.pack_handoff(transcript, options=options, system=system, tools=tools)
@@ -501,15 +501,17 @@ def trim_messages(
     LiteLLM's model map; a model LiteLLM does not know, with no ``max_tokens``, leaves the
     messages as they are and returns just them (as LiteLLM does). Unlike LiteLLM's, tool calls stay with their
     results, the latest user message is kept, the dropped middle becomes one note, and the
-    returned list holds the caller's own message objects. With ``return_response_tokens``,
-    returns ``(messages, max_tokens - tokens of the result)``.
+    returned list holds the caller's own message objects. Sized as :func:`token_counter`
+    sizes images (a flat ``DEFAULT_IMAGE_TOKENS`` each, not their base64), by
+    ⌈UTF-16 length / 4⌉ (the packer counts exactly only by the seeds' sizing). With
+    ``return_response_tokens``, returns ``(messages, max_tokens - tokens of the result)``.
     """
     if max_tokens is None:
         window = model_window(model) if model else None
         if window is None:
             return messages  # LiteLLM's shape here, even with return_response_tokens
         max_tokens = int(window * trim_ratio)
-    pack = cf.pack_handoff(messages, target_context_tokens=max_tokens, shape="openai")
+    pack = cf.pack_handoff(messages, target_context_tokens=max_tokens, shape="openai", sizing="provider")
     if return_response_tokens:
         return pack.messages, max_tokens - pack.tokens
     return pack.messages

@@ -55,7 +55,7 @@ class CountCache:
         and the cache is on."""
         if not self._enabled:
             return count(text)
-        data = text.encode("utf-8", "surrogatepass")
+        data = str.encode(text, "utf-8", "surrogatepass")  # a subclass's own encode is not asked
         if len(data) < MIN_CACHED_BYTES:
             return count(text)
         key = hashlib.blake2b(data, digest_size=16, person=encoding.encode()).digest()

@@ -155,6 +155,10 @@ impl<N, S: MessageSizer<N>, F: Fn(usize) -> usize> MessageSizer<N> for InputIndi
     fn calls_out(&self) -> bool {
         self.sizer.calls_out()
     }
+
+    fn splits_before_dash_lines(&self) -> bool {
+        self.sizer.splits_before_dash_lines()
+    }
 }
 
 /// Tokens of one message (or Responses item) sized on its own: errors name its field,
@@ -282,6 +286,50 @@ impl SizedMessages for ArraySizes<'_> {
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    /// A sizer whose every answer differs from the trait's defaults, and which records
+    /// the index it is handed.
+    #[derive(Default)]
+    struct Marked {
+        index: Option<usize>,
+    }
+
+    impl MessageSizer<&Value> for Marked {
+        fn message_tokens(&mut self, index: Option<usize>, _: &&Value, _: &Checked<&Value>) -> Result<u64, CoreError> {
+            self.index = index;
+            Ok(11)
+        }
+        fn system_tokens(&mut self, _: &Checked<&Value>) -> Result<u64, CoreError> {
+            Ok(12)
+        }
+        fn text_tokens(&mut self, _: &str) -> Result<u64, CoreError> {
+            Ok(13)
+        }
+        fn units_tokens(&self, _: usize) -> Option<u64> {
+            Some(14)
+        }
+        fn calls_out(&self) -> bool {
+            true
+        }
+        fn splits_before_dash_lines(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn lent_and_renamed_sizers_answer_as_the_one_they_wrap() {
+        let v = json!({"role": "user", "content": "x"});
+        let checked = crate::message::check_message(&&v).unwrap();
+        let mut inner = Marked::default();
+        let mut renamed = InputIndices { sizer: &mut inner, input: |k| k + 5 };
+        assert_eq!(renamed.message_tokens(Some(2), &&v, &checked), Ok(11));
+        assert_eq!(renamed.system_tokens(&checked), Ok(12));
+        assert_eq!(MessageSizer::<&Value>::text_tokens(&mut renamed, "t"), Ok(13));
+        assert_eq!(MessageSizer::<&Value>::units_tokens(&renamed, 1), Some(14));
+        assert!(MessageSizer::<&Value>::calls_out(&renamed));
+        assert!(MessageSizer::<&Value>::splits_before_dash_lines(&renamed));
+        assert_eq!(inner.index, Some(7));
+    }
 
     fn tokens(v: &Value) -> Result<u64, CoreError> {
         message_tokens(&mut CharsPerToken, &v)

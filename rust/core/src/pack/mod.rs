@@ -214,14 +214,10 @@ where
     if options.edits.is_empty() {
         return pack(&mut Transcript::read(messages, sizer, format)?, options);
     }
-    let responses = match options.dialect {
-        Some(dialect) => dialect == Dialect::Responses,
-        None => newest_shape(messages) == Some(Dialect::Responses),
-    };
     // A size taken in one pass serves the next ones (the fit, the edits, the fold), unless
     // sizing runs the caller's code, which then sees each message as each pass reads it.
     let share = !MessageSizer::<N>::calls_out(&sizer);
-    let mut known = Vec::new();
+    let mut fitted_sizes = None;
     let mut unedited = None;
     // Edits that run only over the budget leave a transcript that fits it as it is: the
     // fit is found as packing finds it (sizing no more than that takes). One that does
@@ -239,10 +235,18 @@ where
             }
             unedited = Some(packed).filter(|_| share);
         }
-        if let (Some(format), true) = (t.sizes_format(), share) {
-            known = if format == responses { t.sizes() } else { Vec::new() };
+        if share {
+            fitted_sizes = t.sizes_format().map(|format| (format, t.sizes()));
         }
     }
+    let responses = match options.dialect {
+        Some(dialect) => dialect == Dialect::Responses,
+        None => newest_shape(messages) == Some(Dialect::Responses),
+    };
+    let known = match fitted_sizes {
+        Some((format, sizes)) if format == responses => sizes,
+        _ => Vec::new(),
+    };
     options.check_pinned(messages.len())?;
     // The edits read the whole transcript, each in its own order: every entry is checked
     // first, in order, so the first malformed one is the one named.
