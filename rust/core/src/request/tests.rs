@@ -326,6 +326,26 @@ fn unicode_escapes_are_measured_from_their_digits() {
 }
 
 #[test]
+fn the_volatile_tag_is_found_without_decoding_the_whole_string() {
+    let text = r#"["\u003crun-state>\n", "<run-state>", "<run-stat\u0065>\nx", "\ud800<run-state>", "<run\n", "\n<run-state>", "<run-state\ud83d\ude00", [{"text": "<run-\u0073tate>\n"}], 7]"#;
+    let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+    let View::Array { items, .. } = tape.node(0).view().unwrap() else { panic!("an array") };
+    let found: Vec<bool> = items.map(|item| crate::pack::is_volatile_content(&item)).collect();
+    assert_eq!(found, [true, true, true, false, false, false, false, true, false]);
+    // Once decoded, the decoded text answers the same.
+    let decoded: Vec<bool> = match tape.node(0).view().unwrap() {
+        View::Array { items, .. } => items
+            .map(|item| {
+                let _ = item.as_text();
+                crate::pack::is_volatile_content(&item)
+            })
+            .collect(),
+        _ => vec![],
+    };
+    assert_eq!(decoded, found);
+}
+
+#[test]
 fn whitespace_runs_are_skipped_wherever_they_end() {
     for run in
         ["", " ", "\n", " \t", "\r\n", "\n  ", &format!("\n{}", " ".repeat(15)), &format!("\n{}\t", " ".repeat(40))]
