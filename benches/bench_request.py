@@ -3,7 +3,11 @@
 parsing, with the fastest Python JSON library), and ``json.loads`` + ``pack_handoff`` +
 ``json.dumps``. And pack_requests on 10,000 bodies with 1 and 2 threads, and the corpus as
 Responses bodies (``input`` items, ``instructions``, ``tools``) counted by chars/4 and by
-exact o200k_base counts. Outputs are checked against the object path before timing.
+exact o200k_base counts. The corpus bodies again in each of four JSON styles (compact with
+``ensure_ascii=False``, ``orjson.dumps``, ``json.dumps``'s default with a ``\\uXXXX`` escape
+for every non-ASCII character, and ``indent=2``): pack_request beside ``orjson.loads`` and
+the json pipeline, and pack_requests on 1 and 2 threads. Outputs are checked against the
+object path before timing.
 
     pytest benches/bench_request.py --benchmark-enable --benchmark-group-by=group
 """
@@ -11,6 +15,7 @@ exact o200k_base counts. Outputs are checked against the object path before timi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -96,6 +101,63 @@ def bench_pack_requests(benchmark: Any, threads: int) -> None:
         benchmark.group = "pack_requests, 10,000 corpus bodies"
         benchmark.pedantic(
             lambda: pack_requests(batch, target_context_tokens=BUDGET, threads=threads), rounds=5, iterations=1
+        )
+
+
+STYLES: dict[str, Callable[[Any], bytes]] = {
+    "compact": lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode(),
+    "orjson": lambda o: bytes(pytest.importorskip("orjson").dumps(o)),
+    "default": lambda o: json.dumps(o).encode(),
+    "indent": lambda o: json.dumps(o, indent=2).encode(),
+}
+
+
+@cache
+def styled_bodies(style: str) -> list[bytes]:
+    """The corpus bodies written again in one JSON style, checked against the object path."""
+    out = [STYLES[style](json.loads(b)) for b in bodies()]
+    with _backend.using(native()):
+        for body in out:
+            packed = pack_request(body, target_context_tokens=BUDGET).body
+            assert json.loads(packed) == json.loads(object_path(body))
+    return out
+
+
+@pytest.mark.parametrize("style", list(STYLES))
+def bench_styles_pack_request(benchmark: Any, style: str) -> None:
+    with _backend.using(native()):
+        styled = styled_bodies(style)
+        benchmark.group = f"styles: {style}"
+        benchmark(lambda: [pack_request(b, target_context_tokens=BUDGET) for b in styled])
+
+
+@pytest.mark.parametrize("style", list(STYLES))
+def bench_styles_orjson_loads(benchmark: Any, style: str) -> None:
+    orjson = pytest.importorskip("orjson")
+    styled = styled_bodies(style)
+    benchmark.group = f"styles: {style}"
+    benchmark(lambda: [orjson.loads(b) for b in styled])
+
+
+@pytest.mark.parametrize("style", list(STYLES))
+def bench_styles_json_pipeline(benchmark: Any, style: str) -> None:
+    with _backend.using(native()):
+        styled = styled_bodies(style)
+        benchmark.group = f"styles: {style}"
+        benchmark(lambda: [object_path(b) for b in styled])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("style", list(STYLES))
+def bench_styles_pack_requests(benchmark: Any, style: str, threads: int) -> None:
+    styled = styled_bodies(style)
+    batch = [styled[i % len(styled)] for i in range(2_000)]
+    with _backend.using(native()):
+        one_by_one = [pack_request(b, target_context_tokens=BUDGET) for b in styled]
+        assert pack_requests(batch[: len(styled)], target_context_tokens=BUDGET, threads=threads) == one_by_one
+        benchmark.group = f"styles: {style}, pack_requests on 2,000 bodies"
+        benchmark.pedantic(
+            lambda: pack_requests(batch, target_context_tokens=BUDGET, threads=threads), rounds=7, iterations=1
         )
 
 

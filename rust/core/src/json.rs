@@ -184,6 +184,13 @@ pub trait JsonNode: Sized {
         self.as_text().map(|text| snippet.push(text))
     }
 
+    /// Whether this is a string that opens with `prefix` (ASCII). A node that decodes its
+    /// strings overrides it to decode only the prefix's length (the volatile-tail check
+    /// reads the start of what may be a long tool output).
+    fn starts_with_ascii(&self, prefix: &str) -> bool {
+        self.as_text().is_some_and(|t| t.starts_with(prefix))
+    }
+
     /// UTF-16 length of the string this value holds, if it is one. A node that can tell
     /// it without the text (a request scanner that has not decoded an escaped string)
     /// overrides it.

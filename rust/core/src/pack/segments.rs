@@ -44,12 +44,15 @@ fn has_tool_calls<N: JsonNode>(message: &Checked<N>) -> bool {
 
 /// Whether content (a str, or a list whose first part's `text` is one) opens with the tag.
 pub fn is_volatile_content<N: JsonNode>(content: &N) -> bool {
-    match content.view() {
-        Ok(View::Str(t)) => t.starts_with(VOLATILE_TAIL_TAG),
-        Ok(View::Array { mut items, .. }) => items
-            .next()
-            .and_then(|first| first.get(Key::Text))
-            .is_some_and(|t| t.as_text().is_some_and(|t| t.starts_with(VOLATILE_TAIL_TAG))),
+    match content.json_type() {
+        JsonType::Str => content.starts_with_ascii(VOLATILE_TAIL_TAG),
+        JsonType::Array => match content.view() {
+            Ok(View::Array { mut items, .. }) => items
+                .next()
+                .and_then(|first| first.get(Key::Text))
+                .is_some_and(|t| t.starts_with_ascii(VOLATILE_TAIL_TAG)),
+            _ => false,
+        },
         _ => false,
     }
 }

@@ -260,6 +260,20 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
         }
     }
 
+    fn starts_with_ascii(&self, prefix: &str) -> bool {
+        match self.slot() {
+            Slot::Escaped { id } => self.tape.escaped.get(id).is_some_and(|escaped| match escaped.text.get() {
+                Some(_) => self.as_text().is_some_and(|t| t.starts_with(prefix)),
+                // A lone surrogate reads as U+FFFD, which no ASCII prefix holds.
+                None => {
+                    let mut chars = decoded_chars(self.tape.str_at(escaped.start, escaped.end));
+                    prefix.chars().all(|c| chars.next() == Some(c))
+                }
+            }),
+            _ => self.as_text().is_some_and(|t| t.starts_with(prefix)),
+        }
+    }
+
     fn source(&self) -> Option<&[u8]> {
         self.tape.item_source(self.at)
     }

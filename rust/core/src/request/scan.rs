@@ -30,6 +30,12 @@
 //! baseline), packing a body took 37% longer (`multiversion` was not used: its
 //! dispatch is per call). Escape codes are checked by two nibble lookups a half-block, not nine compares.
 //!
+//! Every JSON style at the same speed: a `\uXXXX` escape (`json.dumps` writes one for each
+//! non-ASCII character) is measured from its four digits, read by table; only a surrogate
+//! looks at the escape after it for its pair. Whitespace between tokens costs one test
+//! when there is none (compact), two for a lone space (`", "`, `": "`), and a 16-byte
+//! compare a step for a longer run (`indent=2`).
+//!
 //! UTF-8 is checked where it can fail: a text the scan accepts holds bytes above 0x7F
 //! only inside strings, so only the strings whose high-byte mask is set are validated
 //! (from their first such byte to their last), and only a refused text is validated
@@ -453,12 +459,14 @@ mod wide {
             0, 0, 0x01 | 0x04 | 0x08, 0, 0x08, U, 0x04, 0, 0, 0, 0, 0, 0x02, 0, 0x04, SLASH,
         );
         let nibble = _mm256_set1_epi8(0x0f);
-        let classes = halves(block).map(|v| {
+        // A closure called twice, not `array::map`: the map is not always inlined.
+        let classify = |v: __m256i| {
             let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
             let low = _mm256_and_si256(v, nibble);
             _mm256_and_si256(_mm256_shuffle_epi8(by_high, high), _mm256_shuffle_epi8(by_low, low))
-        });
-        let [lo, hi] = classes;
+        };
+        let [lo, hi] = halves(block);
+        let (lo, hi) = (classify(lo), classify(hi));
         let zero = _mm256_setzero_si256();
         EscapeMasks {
             valid: !bits(_mm256_cmpeq_epi8(lo, zero), _mm256_cmpeq_epi8(hi, zero)),
@@ -619,14 +627,78 @@ fn escaped_bytes(backslash: u64, carry: &mut u64) -> (u64, u64) {
     (escaped, escape)
 }
 
-fn hex4(bytes: &[u8]) -> Option<u16> {
-    let digits = bytes.get(..4)?;
-    let mut value = 0u16;
-    for &d in digits {
-        let v = char::from(d).to_digit(16)?;
-        value = value * 16 + u16::try_from(v).ok()?;
+/// The whitespace `json.loads` skips between tokens.
+#[inline(always)]
+const fn is_whitespace(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// Where the whitespace run from `at` ends: 16 bytes a step (an indented line is a
+/// newline and a space a level), byte by byte over the last 15 bytes of the input.
+#[inline]
+fn whitespace_end(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(chunk) = bytes.get(at..at + 16).and_then(|c| <&[u8; 16]>::try_from(c).ok()) {
+        let other = !whitespace_mask16(chunk) & 0xffff;
+        if other != 0 {
+            return at + other.trailing_zeros() as usize;
+        }
+        at += 16;
     }
-    Some(value)
+    while bytes.get(at).copied().is_some_and(is_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// Bit `i` set when byte `i` of `chunk` is whitespace.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn whitespace_mask16(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8};
+    // SAFETY: as in `byte_mask`; the load reads the 16 bytes of `chunk`, unaligned.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let is = |byte: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8));
+        let spaces = _mm_or_si128(_mm_or_si128(is(b' '), is(b'\n')), _mm_or_si128(is(b'\r'), is(b'\t')));
+        _mm_movemask_epi8(spaces) as u32
+    }
+}
+
+/// Bit `i` set when byte `i` of `chunk` is whitespace.
+#[cfg(not(target_arch = "x86_64"))]
+fn whitespace_mask16(chunk: &[u8; 16]) -> u32 {
+    chunk.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u32::from(is_whitespace(b)) << i))
+}
+
+/// Each byte's value as a hex digit; 0x10 and above when it is none.
+// Built at compile time, where an index out of bounds stops the build.
+#[allow(clippy::indexing_slicing)]
+const HEX_DIGITS: [u8; 256] = {
+    let mut table = [0xFF; 256];
+    let mut i = 0;
+    while i < 16 {
+        table[b"0123456789abcdef"[i] as usize] = i as u8;
+        table[b"0123456789ABCDEF"[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The four hex digits that start `bytes` (either case), by table: one lookup a digit
+/// and one test for all four.
+#[inline]
+fn hex4(bytes: &[u8]) -> Option<u16> {
+    let digit = |d: u8| HEX_DIGITS.get(usize::from(d)).copied().unwrap_or(0xFF);
+    let &[a, b, c, d] = bytes.first_chunk::<4>()?;
+    let (a, b, c, d) = (digit(a), digit(b), digit(c), digit(d));
+    if (a | b | c | d) > 0x0F {
+        return None;
+    }
+    Some(u16::from(a) << 12 | u16::from(b) << 8 | u16::from(c) << 4 | u16::from(d))
+}
+
+const fn is_surrogate(u: u16) -> bool {
+    matches!(u, 0xD800..=0xDFFF)
 }
 
 const fn is_high(u: u16) -> bool {
@@ -671,10 +743,16 @@ impl<'a> Scanner<'a> {
         self.bytes.get(self.pos).copied()
     }
 
-    #[inline]
+    /// Skips the whitespace at `pos`: none (compact JSON) and one space (`json.dumps`'s
+    /// `", "` and `": "`) without a loop, a longer run (an indented line) 16 bytes a step.
+    #[inline(always)]
     fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.pos += 1;
+        if !self.peek().is_some_and(is_whitespace) {
+            return;
+        }
+        self.pos += 1;
+        if self.peek().is_some_and(is_whitespace) {
+            self.pos = whitespace_end(self.bytes, self.pos);
         }
     }
 
@@ -1092,8 +1170,16 @@ impl<'a> Scanner<'a> {
                         saved -= 1; // the low half of a pair, counted with its high half
                         continue;
                     }
-                    // json.loads also refuses a `\uXXXX` whose digits end the text.
-                    let parsed = escape(self.bytes, backslash_at).filter(|_| backslash_at + 6 < self.bytes.len());
+                    // json.loads also refuses a `\uXXXX` whose digits end the text. Only a
+                    // surrogate may pair with the next escape: any other unit is measured
+                    // from its digits alone (`json.dumps` writes one escape a non-ASCII
+                    // character).
+                    let unit = self.bytes.get(backslash_at + 2..).and_then(hex4);
+                    let parsed = match unit.filter(|_| backslash_at + 6 < self.bytes.len()) {
+                        Some(unit) if !is_surrogate(unit) => Some(([unit, 0], 1, 6)),
+                        Some(_) => escape(self.bytes, backslash_at),
+                        None => None,
+                    };
                     let Some((units, count, taken)) = parsed else {
                         // At the `u`, where json.loads reports a bad `\uXXXX`.
                         self.pos = backslash_at + 1;
@@ -1245,6 +1331,16 @@ mod tests {
                 Decoded::Wide(units) => String::from_utf16_lossy(&units),
             };
             prop_assert_eq!(decoded_chars(&body).collect::<String>(), whole);
+        }
+
+        #[test]
+        fn whitespace_ends_where_a_byte_walk_ends(text in proptest::collection::vec(proptest::sample::select(vec![
+            b' ', b' ', b' ', b'\n', b'\r', b'\t', b'a', 0x0b, 0x0c, 0xa0,
+        ]), 0..120)) {
+            for start in 0..=text.len() {
+                let walked = start + text[start..].iter().take_while(|&&b| matches!(b, b' ' | b'\n' | b'\r' | b'\t')).count();
+                prop_assert_eq!(whitespace_end(&text, start), walked, "from {}", start);
+            }
         }
 
         #[test]

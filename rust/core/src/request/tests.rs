@@ -289,6 +289,77 @@ fn as_doubles(v: &Value) -> Value {
     }
 }
 
+/// The UTF-16 length and JSON length of the one string of `["{body}"]`, known without
+/// decoding, after `pad` bytes of whitespace (to move it across block boundaries).
+fn measured(body: &str, pad: usize) -> (usize, usize) {
+    let text = format!("{}[\"{body}\"]", " ".repeat(pad));
+    let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+    let node = tape.node(1);
+    // `value` checks both against the decoded text.
+    value(node);
+    (node.str_units().unwrap(), node.str_json_len().unwrap())
+}
+
+#[test]
+fn unicode_escapes_are_measured_from_their_digits() {
+    // (body, UTF-16 units, JSON.stringify length with its quotes)
+    let cases = [
+        (r"\u0041", 1, 3),
+        (r"\u00e9\u4E2D", 2, 4),
+        (r"\u001f\u0000", 2, 14),
+        (r"\u0008\u000a\u0022\u005c", 4, 10),
+        (r"\ud83d\ude00", 2, 4),
+        (r"\uD83D\uDE00\ud83d\ude00", 4, 6),
+        (r"\ud800", 1, 8),
+        (r"\udc00", 1, 8),
+        (r"\udc00\ud800", 2, 14),
+        (r"\ud83d\u0041", 2, 9),
+        (r"\ud83d\ud83d\ude00", 3, 10),
+        (r"a\ud83d", 2, 9),
+        (r"\\u0041", 6, 9),
+    ];
+    for (body, units, json) in cases {
+        for pad in [0, 40, 50, 55, 57, 60, 62] {
+            assert_eq!(measured(body, pad), (units, json), "{body} after {pad} bytes");
+        }
+    }
+}
+
+#[test]
+fn the_volatile_tag_is_found_without_decoding_the_whole_string() {
+    let text = r#"["\u003crun-state>\n", "<run-state>", "<run-stat\u0065>\nx", "\ud800<run-state>", "<run\n", "\n<run-state>", "<run-state\ud83d\ude00", [{"text": "<run-\u0073tate>\n"}], 7]"#;
+    let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+    let View::Array { items, .. } = tape.node(0).view().unwrap() else { panic!("an array") };
+    let found: Vec<bool> = items.map(|item| crate::pack::is_volatile_content(&item)).collect();
+    assert_eq!(found, [true, true, true, false, false, false, false, true, false]);
+    // Once decoded, the decoded text answers the same.
+    let decoded: Vec<bool> = match tape.node(0).view().unwrap() {
+        View::Array { items, .. } => items
+            .map(|item| {
+                let _ = item.as_text();
+                crate::pack::is_volatile_content(&item)
+            })
+            .collect(),
+        _ => vec![],
+    };
+    assert_eq!(decoded, found);
+}
+
+#[test]
+fn whitespace_runs_are_skipped_wherever_they_end() {
+    for run in
+        ["", " ", "\n", " \t", "\r\n", "\n  ", &format!("\n{}", " ".repeat(15)), &format!("\n{}\t", " ".repeat(40))]
+    {
+        let text =
+            format!("{run}{{{run}\"a\"{run}:{run}[{run}1{run},{run}{{}}{run}]{run},{run}\"b\"{run}:{run}2{run}}}{run}");
+        assert_eq!(parsed(&text), Ok(json!({"a": [1, {}], "b": 2})), "{run:?}");
+        // A byte that only looks like whitespace ends the run where it stands.
+        let bad = format!("[1{run}\u{b}]");
+        let at = 2 + run.len();
+        assert_eq!(parsed(&bad), Err(ScanError::Syntax { offset: at, expected: "expecting ',' or ']'" }), "{run:?}");
+    }
+}
+
 proptest! {
     #[test]
     fn scanner_agrees_with_serde_json(v in any_value(), pretty in any::<bool>()) {
@@ -299,6 +370,15 @@ proptest! {
         // The portable scan reads the same values (the AVX2 one is the default here).
         let portable = scan::parse_with(text.as_bytes(), Root::Request, false).unwrap();
         prop_assert_eq!(value(portable.node(0)), as_doubles(&v));
+    }
+
+    #[test]
+    fn escaped_lengths_are_the_decoded_ones(parts in proptest::collection::vec(proptest::sample::select(vec![
+        "a", "é", "😀", "\\n", "\\/", "\\\"", "\\\\", "\\u0041", "\\u00e9", "\\u4e2d", "\\uFFFF", "\\u001f",
+        "\\u0009", "\\ud800", "\\udbff", "\\udc00", "\\udfff", "\\ud83d\\ude00", "\\uD83D\\uDE00",
+    ]), 0..60), pad in 0usize..64) {
+        // `measured` checks both lengths against the decoded text's.
+        measured(&parts.concat(), pad);
     }
 
     #[test]
