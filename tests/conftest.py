@@ -55,12 +55,17 @@ def vectors(fn: str) -> list[dict[str, Any]]:
     return found
 
 
-def corpus_rows(name: str) -> list[dict[str, Any]]:
-    """Rows of a corpus file (see :func:`missing` when ../shared/corpus is absent)."""
+def corpus_file(name: str) -> Path:
+    """A corpus file's path (see :func:`missing` when ../shared/corpus is absent)."""
     path = SHARED / "corpus" / name
     if not path.exists():
         missing("corpus", path)
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return path
+
+
+def corpus_rows(name: str) -> list[dict[str, Any]]:
+    """Rows of a corpus file."""
+    return [json.loads(line) for line in corpus_file(name).read_text(encoding="utf-8").splitlines()]
 
 
 @cache

@@ -17,7 +17,7 @@ from contextfold import cli
 from contextfold.cli import main
 from contextfold.synthetic import responses_items
 
-from .conftest import SHARED, anthropic_corpus, openai_corpus
+from .conftest import anthropic_corpus, corpus_file, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
 
 
@@ -33,7 +33,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str], stdin: str | None =
 
 
 def test_pack_corpus_in_budget_and_in_order(capsys: pytest.CaptureFixture[str]) -> None:
-    path = SHARED / "corpus" / "transcripts.jsonl"
+    path = corpus_file("transcripts.jsonl")
     rows = openai_corpus()
     code, out, err = run(["pack", str(path), "--context-tokens", "2000", "--reserve-output-tokens", "200"], capsys)
     assert code == 0
@@ -255,7 +255,7 @@ def test_lines_are_copied_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFi
 def test_threads_and_block_size_do_not_change_the_output(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = str(SHARED / "corpus" / "transcripts.jsonl")
+    path = str(corpus_file("transcripts.jsonl"))
     _, reference_out, _ = run(["pack", path, "--context-tokens", "3000"], capsys)
     monkeypatch.setattr(cli, "BLOCK", 5_000)  # lines cross many block boundaries
     for threads in ("1", "2", "5"):
@@ -327,7 +327,7 @@ def test_closed_streams_are_one_message(monkeypatch: pytest.MonkeyPatch, capsys:
     code, _, err = run(["pack", "-", "--context-tokens", "100"], capsys)
     assert code == 2 and "standard input is closed" in err
     monkeypatch.undo()
-    path = str(SHARED / "corpus" / "transcripts.jsonl")
+    path = str(corpus_file("transcripts.jsonl"))
     # A reader that has gone away: one message, exit 2, no traceback.
     proc = subprocess.Popen(
         [sys.executable, "-m", "contextfold.cli", "pack", path, "--context-tokens", "3000", "--threads", "1"],

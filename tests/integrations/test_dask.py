@@ -12,7 +12,7 @@ import pytest
 from contextfold.cli import main
 from contextfold.integrations.dask import ERROR_KEY, error_line, pack_jsonl, pack_lines
 
-from ..conftest import SHARED, corpus_rows
+from ..conftest import corpus_rows, openai_corpus
 from . import need
 
 
@@ -36,10 +36,7 @@ def test_bag_pipeline_equals_one_by_one_packing(tmp_path: Path, scheduler: str) 
 
 
 def test_pack_lines_takes_bare_lists_keeps_bytes_and_reports_bad_lines() -> None:
-    path = SHARED / "corpus" / "transcripts.jsonl"
-    if not path.exists():
-        pytest.skip(f"corpus not found at {path}")
-    messages = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["messages"]
+    messages = openai_corpus()[0]
     spaced = [json.dumps(m, separators=(" , ", " : ")) for m in messages]  # spacing json.dumps never writes
     (line,) = pack_lines(["[" + " , ".join(spaced) + "]\n", "  \n"], target_context_tokens=2_000)
     pack = cf.pack_handoff(messages, target_context_tokens=2_000)
