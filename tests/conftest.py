@@ -91,6 +91,15 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     yield request.param
 
 
+@pytest.fixture(scope="session")
+def offline_tiktoken() -> None:
+    """Both encodings available to tiktoken (and so to the reference backend), offline."""
+    from .offline_tiktoken import ENCODINGS, tiktoken_encoding
+
+    for name in ENCODINGS:
+        tiktoken_encoding(name)
+
+
 @pytest.fixture(params=["native", "python"])
 def impl(request: pytest.FixtureRequest) -> Any:
     """The low-level module of each backend."""

@@ -311,7 +311,6 @@ def test_every_subcommand_keeps_every_good_line(
         ["--context-tokens", "100", "--reserve-output-tokens", "200"],
         ["--context-tokens", "100", "--threads", "0"],
         ["--context-tokens", "100", "--sizing", "provider", "--image-tokens", "-1"],
-        ["--context-tokens", "100", "--sizing", "provider", "--tokenizer", "o200k_base"],
     ],
 )
 def test_bad_options_are_one_message(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -386,8 +385,12 @@ def test_window_with_a_huge_window_is_one_message(capsys: pytest.CaptureFixture[
         (["--tokenizer", "o200k_base"], {"estimate_tokens": "o200k_base"}),
         (["--tokenizer", "cl100k_base", "--cut", "chunked"], {"estimate_tokens": "cl100k_base", "cut": "chunked"}),
         (["--sizing", "provider", "--image-tokens", "900"], {"sizing": "provider", "image_tokens": 900}),
+        (
+            ["--sizing", "provider", "--tokenizer", "o200k_base"],
+            {"sizing": "provider", "estimate_tokens": "o200k_base"},
+        ),
     ],
-    ids=["o200k", "cl100k", "provider"],
+    ids=["o200k", "cl100k", "provider", "provider-o200k"],
 )
 def test_tokenizer_and_sizing_equal_pack_request(
     backend: str, argv: list[str], options: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from contextfold import reference
 from contextfold._contract import sizers
+from contextfold._js import utf16_len
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,18 +111,28 @@ opaque_parts = st.lists(
 )
 
 
+@pytest.mark.usefixtures("offline_tiktoken")
 @settings(max_examples=2_000)
 @given(item_transcripts(max_turns=8), st.sampled_from([None, 0, 1_600]))
 def test_responses_items_and_provider_sizing(items: list[dict[str, Any]], image_tokens: int | None) -> None:
     same("tokens_of", items, None, image_tokens)
     same("message_tokens_array", items, None, image_tokens)
+    same("tokens_of", items, "cl100k_base", image_tokens)
 
 
+def _chars_per_token(text: str) -> int:
+    return -(-utf16_len(text) // 4)
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
 @settings(max_examples=3_000)
 @given(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": opaque_parts}))
 def test_provider_sizing_of_opaque_blocks(message: dict[str, Any]) -> None:
     seed = same("message_tokens", message, None, None)
     provider = same("message_tokens", message, None, 1_600)
+    # An estimator is handed the text chars/4 measures, on both backends; an encoding counts it.
+    assert same("message_tokens", message, sizers(_chars_per_token, 1_600), 1_600) == provider
+    same("message_tokens", message, "o200k_base", 1_600)
     if not any(
         isinstance(p, dict) and p.get("type") in ("image_url", "image", "document", "input_image")
         for p in message["content"]

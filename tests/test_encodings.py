@@ -29,12 +29,7 @@ from .offline_tiktoken import ENCODINGS, tiktoken_encoding
 from .strategies import transcripts
 from .test_pack import check_contract
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _offline_tiktoken() -> None:
-    """Both encodings available to tiktoken (and so to the reference backend), offline."""
-    for name in ENCODINGS:
-        tiktoken_encoding(name)
+pytestmark = pytest.mark.usefixtures("offline_tiktoken")  # the reference backend counts with tiktoken
 
 
 def tiktoken_count(name: str) -> Any:
@@ -140,6 +135,16 @@ def test_tool_calls_and_parts_are_counted_as_their_compact_json(backend: str) ->
         expected = tiktoken_count(name)(estimator_text(message)) + 4
         assert cf.message_tokens(message, estimate_tokens=name) == expected
         assert cf.tokens_of([message, message], estimate_tokens=name) == 2 * expected
+
+
+def test_keys_are_counted_in_javascripts_order(backend: str) -> None:
+    # JSON.stringify writes array-index keys first, ascending: the count is of that text.
+    message = {"role": "user", "content": [{"a": 1, "10": "x", "7": "y"}]}
+    written = '[{"7":"y","10":"x","a":1}]'
+    for name in ENCODINGS:
+        count = tiktoken_count(name)
+        assert count(written) != count('[{"a":1,"10":"x","7":"y"}]')  # the order shows
+        assert cf.message_tokens(message, estimate_tokens=name) == count(written) + 4
 
 
 def test_bad_names_and_texts_raise(backend: str) -> None:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import IMPLS, anthropic_corpus, native_required, openai_corpus
-from .offline_tiktoken import ENCODINGS, tiktoken_encoding
+from .offline_tiktoken import ENCODINGS
 from .strategies import item_transcripts, transcripts
 
 # Rendering bodies ------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_responses_bodies_with_another_shape_use_it(backend: str) -> None:
         check(render(request, STYLES[0]), target_context_tokens=500, shape=shape)
 
 
-@pytest.mark.usefixtures("_offline_tiktoken")
+@pytest.mark.usefixtures("offline_tiktoken")
 @pytest.mark.parametrize("estimate", [None, "o200k_base"])
 @pytest.mark.parametrize(
     "text",
@@ -403,11 +403,14 @@ IMAGE_BODIES = [
 
 
 @pytest.mark.parametrize("k", range(len(IMAGE_BODIES)))
+@pytest.mark.usefixtures("offline_tiktoken")
 def test_provider_sizing_equals_the_object_path(backend: str, k: int) -> None:
     body = render(IMAGE_BODIES[k], STYLES[k])
     for budget in (300, 2_500, 20_000):
         for image_tokens in (0, 1_600):
-            check(body, target_context_tokens=budget, sizing="provider", image_tokens=image_tokens)
+            for estimate in (None, "o200k_base"):
+                options = {"sizing": "provider", "image_tokens": image_tokens, "estimate_tokens": estimate}
+                check(body, target_context_tokens=budget, **options)
     seed = cf.pack_request(body.data, target_context_tokens=10**9).tokens
     provider = cf.pack_request(body.data, target_context_tokens=10**9, sizing="provider", image_tokens=1_600).tokens
     assert provider < seed
@@ -416,14 +419,7 @@ def test_provider_sizing_equals_the_object_path(backend: str, k: int) -> None:
 # Exact counts ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def _offline_tiktoken() -> None:
-    """Both encodings available to tiktoken (and so to the reference backend), offline."""
-    for name in ENCODINGS:
-        tiktoken_encoding(name)
-
-
-@pytest.mark.usefixtures("_offline_tiktoken")
+@pytest.mark.usefixtures("offline_tiktoken")
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_encodings_equal_the_object_path(backend: str, name: str) -> None:
     requests: list[dict[str, Any]] = [{"model": "m", "tools": TOOLS, "messages": m} for m in openai_corpus()[:12]]
@@ -438,7 +434,7 @@ def test_encodings_equal_the_object_path(backend: str, name: str) -> None:
         assert exact.tokens != cf.pack_request(body.data, target_context_tokens=10**9).tokens
 
 
-@pytest.mark.usefixtures("_offline_tiktoken")
+@pytest.mark.usefixtures("offline_tiktoken")
 def test_batches_with_an_encoding_equal_one_by_one(backend: str) -> None:
     bodies: list[Any] = [render(responses_request(m), STYLES[k % 4]).data for k, m in enumerate(openai_corpus())]
     bodies.insert(2, b'{"input": [], "tools": {}}')
@@ -463,8 +459,6 @@ def test_estimators_and_sizing_options_are_checked(backend: str) -> None:
         cf.pack_request(data, target_context_tokens=100, estimate_tokens="p50k_base")  # type: ignore[arg-type]
     with pytest.raises(cf.ArgumentError, match="sizing must be"):
         cf.pack_requests([data], target_context_tokens=100, sizing="exact")  # type: ignore[arg-type]
-    with pytest.raises(cf.ArgumentError, match="estimate_tokens must be None"):
-        cf.pack_request(data, target_context_tokens=100, estimate_tokens="o200k_base", sizing="provider")
 
 
 # Bad bodies -------------------------------------------------------------------------------

@@ -210,19 +210,81 @@ def test_provider_sizing_leaves_signatures_and_encrypted_reasoning_out(backend: 
     assert cf.tokens_of([thinking, redacted], sizing="provider") == 14 + 12
 
 
-def test_provider_sizing_packs_what_seed_sizing_folds(backend: str) -> None:
-    shots = [
-        msg
-        for i in range(4)
-        for msg in (
-            {"role": "user", "content": [{"type": "text", "text": f"step {i}"}, IMAGES[2]]},
-            {"role": "assistant", "content": f"done {i}"},
-        )
+SHOTS = [
+    msg
+    for i in range(4)
+    for msg in (
+        {"role": "user", "content": [{"type": "text", "text": f"step {i}"}, IMAGES[2]]},
+        {"role": "assistant", "content": f"done {i}"},
+    )
+]
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("estimate", [None, "o200k_base", len], ids=["chars", "encoding", "custom"])
+def test_provider_sizing_packs_what_seed_sizing_folds(backend: str, estimate: Any) -> None:
+    options = {"target_context_tokens": 20_000, "estimate_tokens": estimate}
+    seed = cf.pack_handoff(SHOTS, **options)
+    provider = cf.pack_handoff(SHOTS, sizing="provider", **options)
+    assert seed.dropped > 0 and provider.dropped == 0
+    assert provider.tokens == cf.tokens_of(SHOTS, sizing="provider", estimate_tokens=estimate)
+    assert cf.pack_many([SHOTS], sizing="provider", **options) == [provider]
+    assert list(cf.message_tokens_array(SHOTS, sizing="provider", estimate_tokens=estimate)) == [
+        cf.message_tokens(m, sizing="provider", estimate_tokens=estimate) for m in SHOTS
     ]
-    seed = cf.pack_handoff(shots, target_context_tokens=20_000)
-    provider = cf.pack_handoff(shots, target_context_tokens=20_000, sizing="provider")
-    assert seed.dropped > 0 and provider.dropped == 0 and provider.tokens == cf.tokens_of(shots, sizing="provider")
-    assert cf.pack_many([shots], target_context_tokens=20_000, sizing="provider") == [provider]
+    # The tools are sized as provider sizing sizes a system message holding them.
+    tools = [{"type": "function", "name": "look", "parameters": {}}]
+    with_tools = cf.tokens_of(SHOTS, sizing="provider", estimate_tokens=estimate, tools=tools)
+    tools_alone = cf.message_tokens({"role": "system", "content": tools}, sizing="provider", estimate_tokens=estimate)
+    assert with_tools == provider.tokens + tools_alone
+
+
+# What provider sizing measures, written out: the compact JSON with each opaque block and
+# each left-out entry's key and value written as nothing (their commas and colons kept).
+BILLED_TEXTS = [
+    (
+        {"role": "user", "content": [{"type": "text", "text": "what is this?"}, IMAGES[2]]},
+        '[{"type":"text","text":"what is this?"},]',
+        1,
+    ),
+    (
+        {"role": "user", "content": [IMAGES[0], {"type": "text", "text": "and?"}, IMAGES[4]]},
+        '[,{"type":"text","text":"and?"},]',
+        2,
+    ),
+    (
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "S" * 4_000}]},
+        '[{"type":"thinking","thinking":"hm",:}]',
+        0,
+    ),
+    (
+        {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "D" * 800}]},
+        '[{"type":"redacted_thinking",:}]',
+        0,
+    ),
+    ({"type": "reasoning", "encrypted_content": "E" * 800, "summary": []}, '{"type":"reasoning",:,"summary":[]}', 0),
+    ({"role": "user", "content": "plain text"}, "plain text", 0),
+]
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize(("message", "billed", "images"), BILLED_TEXTS)
+def test_provider_sizing_counts_what_it_measures_with_any_estimator(
+    backend: str, message: dict[str, Any], billed: str, images: int
+) -> None:
+    # chars/4 measures this text; an encoding counts it; a custom estimator is handed it.
+    assert cf.message_tokens(message, sizing="provider") == math.ceil(len(billed) / 4) + 4 + images * 1_600
+    for name in ("o200k_base", "cl100k_base"):
+        exact = cf.message_tokens(message, sizing="provider", image_tokens=85, estimate_tokens=name)
+        assert exact == cf.count_tokens(billed, name) + 4 + images * 85
+    seen: list[str] = []
+
+    def estimate(text: str) -> int:
+        seen.append(text)
+        return len(text)
+
+    assert cf.message_tokens(message, sizing="provider", estimate_tokens=estimate) == len(billed) + 4 + images * 1_600
+    assert seen == [billed]
 
 
 @pytest.mark.parametrize(
@@ -230,7 +292,7 @@ def test_provider_sizing_packs_what_seed_sizing_folds(backend: str) -> None:
     [
         ({"sizing": "exact"}, "sizing must be 'seed' or 'provider', not 'exact'"),
         ({"sizing": "provider", "image_tokens": -1}, "image_tokens must be at least 0, got -1"),
-        ({"sizing": "provider", "estimate_tokens": len}, "estimate_tokens must be None"),
+        ({"sizing": "provider", "estimate_tokens": "p50k_base"}, "unknown encoding 'p50k_base'"),
     ],
 )
 def test_bad_sizing_options_are_named(backend: str, kwargs: dict[str, Any], text: str) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from ._edits import AppliedEdit, Edit, check_edits
-from ._js import compact_json, entry, plain, str_value
+from ._js import OPAQUE, Visit, compact_json, entry, plain, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -184,17 +184,33 @@ LEFT_OUT = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "
 """The entry provider sizing measures each block type without."""
 
 
-def image_tokens_for(sizing: str, image_tokens: int, estimate: Estimator | str | None) -> int | None:
+class Opaque:
+    """How provider sizing reads an object (a ``visit`` for :func:`~._js.json_length` and
+    :func:`~._js.compact_json`): an opaque block not at all, counted in ``blocks``; a
+    block with a left-out entry without it."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self) -> None:
+        self.blocks = 0
+
+    def __call__(self, obj: dict[str, Any]) -> Any:
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            return None
+        if kind in OPAQUE_BLOCKS:
+            self.blocks += 1
+            return OPAQUE
+        return LEFT_OUT.get(kind)
+
+
+def image_tokens_for(sizing: str, image_tokens: int) -> int | None:
     """What the backends take for ``sizing``: the image cost for provider sizing, None for
     the seeds' sizing; after checking the options."""
     if sizing not in SIZINGS:
         raise ArgumentError(f"sizing must be 'seed' or 'provider', not {sizing!r}")
     images = whole("image_tokens", image_tokens)
-    if sizing == "seed":
-        return None
-    if estimate is not None:
-        raise ArgumentError("sizing='provider' sizes with the default estimate: estimate_tokens must be None")
-    return images
+    return None if sizing == "seed" else images
 
 
 # Custom estimators --------------------------------------------------------------------
@@ -212,20 +228,23 @@ def checked(estimate: Estimator, text: str) -> int:
     return int(tokens)
 
 
-def estimator_text(message: Any, index: int | None = None, whole: bool = False) -> str:
+def estimator_text(message: Any, index: int | None = None, whole: bool = False, visit: Visit | None = None) -> str:
     """The text a custom estimator sizes for ``message``: its content (a str as is,
     anything else as compact JSON) followed by the compact JSON of its tool_calls; for
-    an item sized ``whole`` (a Responses item other than a message), its compact JSON."""
+    an item sized ``whole`` (a Responses item other than a message), its compact JSON.
+    The JSON is written as ``visit`` says (provider sizing: :class:`Opaque`)."""
     if whole:
-        return compact_json(message, "", index)
+        return compact_json(message, "", index, visit)
     content, calls = content_and_calls(message, index)
-    text = content if type(content) is str else compact_json("" if content is None else content, "content", index)
-    return text if calls is None else text + compact_json(calls, "tool_calls", index)
+    if type(content) is not str:
+        content = compact_json("" if content is None else content, "content", index, visit)
+    return content if calls is None else content + compact_json(calls, "tool_calls", index, visit)
 
 
-def sizers(estimate: Estimator | str | None) -> Counting:
+def sizers(estimate: Estimator | str | None, images: int | None = None) -> Counting:
     """What the backends take for ``estimate_tokens=``: None for chars/4, the name of an
-    embedded encoding as it is, or the ``(per_message, per_text)`` pair for a callable.
+    embedded encoding as it is, or the ``(per_message, per_text)`` pair for a callable
+    (sizing as provider sizing does when ``images``, an image's cost, is given).
 
     A message then costs ``estimate(text) + 4`` (see :func:`estimator_text`); both
     backends call these same two functions, so a custom estimator gives identical
@@ -237,11 +256,13 @@ def sizers(estimate: Estimator | str | None) -> Counting:
         return encoding_name(estimate)
     if not callable(estimate):
         raise EstimatorError(f"estimate_tokens must be callable or an encoding name, got {type(estimate).__name__}")
-    return estimator_sizers(estimate)
+    return estimator_sizers(estimate, images)
 
 
-def estimator_sizers(estimate: Estimator) -> Sizers:
-    """The ``(per_message, per_text)`` pair sizing by ``estimate``."""
+def estimator_sizers(estimate: Estimator, images: int | None = None) -> Sizers:
+    """The ``(per_message, per_text)`` pair sizing by ``estimate``; with ``images``, as
+    provider sizing does: ``estimate`` is handed the text chars/4 would measure (opaque
+    blocks and left-out entries written as nothing) and each opaque block costs ``images``."""
 
     def per_message(index: int | None, message: Any, whole: bool) -> int:
         return checked(estimate, estimator_text(message, index, whole)) + MESSAGE_OVERHEAD
@@ -249,7 +270,16 @@ def estimator_sizers(estimate: Estimator) -> Sizers:
     def per_text(text: str) -> int:
         return checked(estimate, text)
 
-    return per_message, per_text
+    if images is None:
+        return per_message, per_text
+    image_cost = images
+
+    def per_message_billed(index: int | None, message: Any, whole: bool) -> int:
+        opaque = Opaque()
+        text = estimator_text(message, index, whole, opaque)
+        return checked(estimate, text) + MESSAGE_OVERHEAD + opaque.blocks * image_cost
+
+    return per_message_billed, per_text
 
 
 def encoding_name(name: Any) -> EncodingName:
@@ -409,7 +439,7 @@ class PackOptions:
 
     def __post_init__(self) -> None:
         # The one place these rules are written; the first option at fault raises.
-        images = image_tokens_for(self.sizing, self.image_tokens, self.estimate_tokens)
+        images = image_tokens_for(self.sizing, self.image_tokens)
         budget = handoff_budget(self.target_context_tokens, self.reserve_output_tokens)
         pins = self.pinned
         if type(pins) is not tuple or not all(type(p) is int and 0 <= p <= U64_MAX for p in pins):
@@ -425,7 +455,7 @@ class PackOptions:
         if self.cut == "chunked":
             chunk = max(1, budget // 4) if chunk_tokens is None else chunk_tokens
         edits = check_edits(self.edits)
-        counting = sizers(self.estimate_tokens)
+        counting = sizers(self.estimate_tokens, images)
         native = (budget, counting, images, self.summary, self.shape, chunk, pins, edits)
         for name, value in (
             ("pinned", pins),

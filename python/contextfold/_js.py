@@ -299,10 +299,15 @@ def _ordered_items(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     ]
 
 
-def compact_json(value: Any, field: str = "content", index: int | None = None) -> str:
-    """``JSON.stringify(value)``: compact, non-ASCII kept, lone surrogates escaped."""
+def compact_json(value: Any, field: str = "content", index: int | None = None, visit: Visit | None = None) -> str:
+    """``JSON.stringify(value)``: compact, non-ASCII kept, lone surrogates escaped.
+
+    ``visit``, when given, decides how each object is written, as :func:`json_length`
+    measures it: :data:`OPAQUE` as nothing, a key's entry as its colon alone (commas kept),
+    so the text's UTF-16 length is what :func:`json_length` gives with the same ``visit``.
+    """
     out: list[str] = []
-    frames: list[tuple[bool, Any, str]] = []  # (is_dict, iterator, closing bracket)
+    frames: list[tuple[Any, Any, str]] = []  # (False for a list, else the key left out, iterator, closing)
     item: Any = value
     while True:
         if (cls := type(item)) not in _EXACT_CONTAINERS and isinstance(item, _CONTAINERS):
@@ -310,11 +315,15 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
         if cls is str:
             out.append(_string_json(item))
         elif cls is dict:
-            out.append("{")
-            pairs = list(item.items())
-            if not all(type(key) is str for key, _ in pairs):
-                pairs = [(_plain_key(key, field, index), value) for key, value in pairs]
-            frames.append((True, iter(_ordered_items(pairs)), "}"))
+            skip = None if visit is None else visit(item)
+            if skip is OPAQUE:
+                out.append("")  # the slot holds its place: a comma still follows it
+            else:
+                out.append("{")
+                pairs = list(item.items())
+                if not all(type(key) is str for key, _ in pairs):
+                    pairs = [(_plain_key(key, field, index), value) for key, value in pairs]
+                frames.append((skip, iter(_ordered_items(pairs)), "}"))
         elif cls is list:
             out.append("[")
             frames.append((False, iter(item), "]"))
@@ -327,7 +336,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
         else:
             raise _wrong_type(item, field, index)
         while frames:
-            is_dict, iterator, closing = frames[-1]
+            skip, iterator, closing = frames[-1]
             nxt: Any = next(iterator, _END)
             if nxt is _END:
                 frames.pop()
@@ -335,8 +344,11 @@ def compact_json(value: Any, field: str = "content", index: int | None = None) -
                 continue
             if out[-1] not in ("[", "{"):
                 out.append(",")
-            if is_dict:
+            if skip is not False:
                 key, nxt = nxt
+                if skip is not None and key == skip:
+                    out.append(":")
+                    continue
                 out.append(_string_json(key))
                 out.append(":")
             if len(frames) >= MAX_DEPTH:

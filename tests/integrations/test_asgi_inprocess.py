@@ -97,9 +97,11 @@ def test_images_are_sized_as_providers_bill_by_default() -> None:
     assert provider.body == IMAGE_BODY and provider.fits and not seed.fits  # the image fits as billed
     assert forward([IMAGE_BODY], target_context_tokens=4_000)[0] == provider.body
     assert forward([IMAGE_BODY], target_context_tokens=4_000, sizing="seed")[0] == seed.body
-    assert forward([IMAGE_BODY], target_context_tokens=4_000, estimate_tokens="o200k_base")[0] == (
-        cf.pack_request(IMAGE_BODY, target_context_tokens=4_000, estimate_tokens="o200k_base", shape="openai").body
-    )  # exact counts: sized by length (the core sizes images flat with the default estimate only)
+    exact = cf.pack_request(
+        IMAGE_BODY, target_context_tokens=4_000, estimate_tokens="o200k_base", sizing="provider", shape="openai"
+    )
+    assert exact.body == IMAGE_BODY and exact.fits  # exact counts size the image as billed too
+    assert forward([IMAGE_BODY], target_context_tokens=4_000, estimate_tokens="o200k_base")[0] == exact.body
 
 
 def test_every_pack_option_is_taken() -> None:
@@ -127,7 +129,6 @@ def test_every_pack_option_is_taken() -> None:
         ({"reserve_output_tokens": 301}, "reserve_output_tokens"),
         ({"max_body_bytes": -1}, "max_body_bytes"),
         ({"sizing": "exact"}, "sizing"),
-        ({"sizing": "provider", "estimate_tokens": "o200k_base"}, "sizing"),
         ({"image_tokens": -1}, "image_tokens"),
         ({"summary": 3}, "summary"),
         ({"pinned": [-1]}, "pinned"),

@@ -272,7 +272,7 @@ def test_trim_messages_drop_in() -> None:
     assert len(others) == 1 and cf.tokens_of(trimmed) <= 3_000
     packed, room = cfl.trim_messages(messages, model="gpt-4", return_response_tokens=True)
     limit = int(8192 * 0.75)
-    assert room == limit - cf.tokens_of(packed) >= 0
+    assert room == limit - cfl.token_counter(model="gpt-4", messages=packed) >= 0  # cl100k_base, as LiteLLM
     assert cfl.trim_messages(messages, model="no-such-model") is messages  # as LiteLLM: unknown model, no change
     # LiteLLM's own function on the same call keeps the shape: a list, or (list, int)
     assert isinstance(litellm.utils.trim_messages(before, max_tokens=3_000), list)
@@ -339,7 +339,8 @@ def test_token_counter_sizes_images_as_the_provider_bills() -> None:
     assert cfl.token_counter(messages=messages) == cf.tokens_of(messages, sizing="provider")
     o200k = tiktoken_encoding("o200k_base")
     *texts, last = messages
-    question = json.dumps(last["content"][:1], separators=(",", ":"), ensure_ascii=False)  # the image left out
+    # The image written as nothing, its comma kept: the text chars/4 measures.
+    question = json.dumps(last["content"][:1], separators=(",", ":"), ensure_ascii=False)[:-1] + ",]"
     expected = sum(len(o200k.encode(m["content"])) + 4 for m in texts) + len(o200k.encode(question)) + 4 + 1_600
     assert cfl.token_counter(model="gpt-4o", messages=messages) == expected
     assert cfl.token_counter(model="gpt-4o", messages=messages, image_tokens=85) == expected - 1_600 + 85
@@ -421,8 +422,11 @@ def test_the_hook_sizes_images_as_providers_bill_by_default(monkeypatch: pytest.
     costly = cfl.ContextfoldHook(window=6_000).pack_request(dict(data))
     assert costly is not None and costly.tokens < provider + 5_000 - 1_600 and costly.dropped > 0
     monkeypatch.setattr(litellm, "callback_settings", {})
-    exact = cfl.ContextfoldHook(window=6_000, tokenizer="o200k_base")  # exact counts size by length
-    assert exact.settings()["sizing"] == "seed"
+    exact = cfl.ContextfoldHook(window=6_000, tokenizer="o200k_base")  # exact counts, images as billed
+    assert exact.settings()["sizing"] == "provider"
+    counted = exact.pack_request(dict(data))
+    assert counted is not None and counted.fits and counted.dropped == 0
+    assert counted.tokens == cf.tokens_of(messages, sizing="provider", estimate_tokens="o200k_base")
 
 
 def test_the_hook_takes_every_pack_option_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -458,7 +462,6 @@ def test_the_hook_takes_every_pack_option_from_the_settings(monkeypatch: pytest.
     ("settings", "named"),
     [
         ({"sizing": "exact"}, "sizing"),
-        ({"sizing": "provider", "tokenizer": "o200k_base"}, "sizing"),
         ({"image_tokens": -5}, "image_tokens"),
         ({"pinned": ["first"]}, "pinned"),
         ({"summary": 5}, "summary"),

@@ -255,7 +255,7 @@ def test_every_pack_option_is_taken() -> None:
     with pytest.raises(cf.ArgumentError, match="edits"):
         oa.InputFilter(target_context_tokens=100, edits=["clear"])  # type: ignore[list-item]
     with pytest.raises(cf.ArgumentError, match="sizing"):
-        oa.InputFilter(target_context_tokens=100, sizing="provider", estimate_tokens="o200k_base")
+        oa.InputFilter(target_context_tokens=100, sizing="exact")  # type: ignore[arg-type]
 
 
 def test_over_the_window_sends_the_core_or_raises() -> None:

@@ -40,14 +40,12 @@ def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
     return estimate_tokens(text)
 
 
-def gateway_sizing(sizing: SizingName | None, estimate_tokens: object) -> SizingName:
+def gateway_sizing(sizing: SizingName | None) -> SizingName:
     """What a gateway adapter sizes with: ``sizing`` when given; else ``"provider"``
     (images a flat count, signatures and encrypted reasoning left out: a gateway sees
-    screenshots, which cost a provider a fixed amount, not their base64 length), except
-    with an exact or custom estimator, which the core sizes by length (``"seed"``)."""
-    if sizing is not None:
-        return sizing
-    return "provider" if estimate_tokens is None else "seed"
+    screenshots, which cost a provider a fixed amount, not their base64 length), whatever
+    counts the text."""
+    return "provider" if sizing is None else sizing
 
 
 EDITS_BY_NAME: dict[str, type[cf.ClearToolUses] | type[cf.ClearThinking]] = {

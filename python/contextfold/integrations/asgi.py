@@ -21,8 +21,8 @@ built, not at each request.
 
 Every packing option of :class:`contextfold.PackOptions` is taken (the shape comes from
 the path). Images are sized as providers bill them by default (``sizing="provider"``: a
-flat ``image_tokens`` each, signatures and encrypted reasoning left out), except with
-``estimate_tokens`` set: the core sizes by length then (``sizing="seed"``).
+flat ``image_tokens`` each, signatures and encrypted reasoning left out), whatever counts
+the rest (``estimate_tokens``).
 
 Each packed body is reported: a record of the ``contextfold.gateway`` logger (its fields
 in the record's ``contextfold`` attribute) and :attr:`PackingMiddleware.counters`.
@@ -103,7 +103,7 @@ class PackingMiddleware:
             cut=cut,
             chunk_tokens=chunk_tokens,
             estimate_tokens=estimate_tokens,
-            sizing=gateway_sizing(sizing, estimate_tokens),
+            sizing=gateway_sizing(sizing),
             image_tokens=image_tokens,
             pinned=pinned,
             summary=summary,

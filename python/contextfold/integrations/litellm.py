@@ -11,9 +11,9 @@ Proxy (``config.yaml``)::
         cut: chunked               # greedy (default) or chunked: prompt-cache-stable cut points
         # tokenizer: o200k_base    # exact counts (o200k_base, cl100k_base: native; other
                                    # tiktoken encodings through tiktoken); default ⌈UTF-16 length / 4⌉
-        sizing: provider           # provider (default without a tokenizer): images a flat
-                                   # image_tokens, signatures and encrypted reasoning left out;
-                                   # seed: by length (the only one a tokenizer takes)
+        sizing: provider           # provider (default): images a flat image_tokens,
+                                   # signatures and encrypted reasoning left out, whatever
+                                   # counts the rest; seed: everything by length
         image_tokens: 1600         # what an image costs with provider sizing
         pinned: [1]                # message indices kept with their exchanges, in every request
         summary: null              # the note's body instead of the listed turns
@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import contextfold as cf
-from contextfold._contract import DEFAULT_IMAGE_TOKENS, LEFT_OUT, OPAQUE_BLOCKS, EncodingName, SizingName, whole
+from contextfold._contract import DEFAULT_IMAGE_TOKENS, EncodingName, SizingName, whole
 from contextfold._edits import Edit
 from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
 
@@ -352,7 +352,7 @@ def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict
     options they make (window and reserve still 0: each request sets its own). The pack
     options are checked as :class:`contextfold.PackOptions` checks them, ``sizing``
     resolved for a gateway (:func:`~._common.gateway_sizing`)."""
-    settings["sizing"] = gateway_sizing(settings["sizing"], estimate)
+    settings["sizing"] = gateway_sizing(settings["sizing"])
     if not isinstance(settings["pinned"], Sequence) or isinstance(settings["pinned"], (str, bytes)):
         raise cf.ArgumentError(f"pinned must be a list of message indices, got {settings['pinned']!r}")
     settings["edits"] = edits_from_settings(settings["edits"])
@@ -418,37 +418,6 @@ def model_encoding(model: str | None) -> EncodingName | None:
     return None
 
 
-def billed_view(value: Any) -> tuple[Any, int]:
-    """``value`` as a provider bills it, for counting with an exact or custom estimator
-    (the core sizes images flat with its default estimate only): a copy without its image
-    and document blocks, ``thinking`` signatures, ``redacted_thinking`` data and
-    ``reasoning`` items' ``encrypted_content``, and how many image and document blocks it
-    held. ``value`` itself is not changed; what holds none of these is returned as it is."""
-    if isinstance(value, list):
-        parts: list[Any] = []
-        blocks = 0
-        for part in value:
-            if isinstance(part, dict) and part.get("type") in OPAQUE_BLOCKS:
-                blocks += 1
-                continue
-            view, inside = billed_view(part)
-            parts.append(view)
-            blocks += inside
-        return (parts, blocks) if blocks or any(p is not q for p, q in zip(parts, value, strict=True)) else (value, 0)
-    if isinstance(value, dict):
-        kind = value.get("type")
-        left_out = LEFT_OUT.get(kind) if isinstance(kind, str) else None
-        copied: dict[Any, Any] = {}
-        blocks = 0
-        for key, item in value.items():
-            if key != left_out:
-                copied[key], inside = billed_view(item)
-                blocks += inside
-        changed = left_out in value or blocks or any(copied[k] is not value[k] for k in copied)
-        return (copied, blocks) if changed else (value, 0)
-    return value, 0
-
-
 def token_counter(
     model: str = "",
     custom_tokenizer: Any = None,
@@ -470,7 +439,8 @@ def token_counter(
     count + 4 (:func:`contextfold.tokens_of`); ``text`` is counted bare; ``tools`` and
     ``tool_choice`` add their compact JSON. Images and documents are sized as a provider
     bills them, a flat ``image_tokens`` each (not by their base64), and thinking
-    signatures and encrypted reasoning cost nothing. LiteLLM's image and default-count
+    signatures and encrypted reasoning cost nothing (``sizing="provider"``, whatever
+    counts). LiteLLM's image and default-count
     options are accepted and not used.
     """
     del count_response_tokens, use_default_image_token_count, default_token_count
@@ -478,11 +448,9 @@ def token_counter(
         raise ValueError("text and messages cannot both be None")
     estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or model_encoding(model)
     total = 0
-    if messages is not None and estimate is None:
-        total += cf.tokens_of(list(messages), sizing="provider", image_tokens=image_tokens)  # type: ignore[arg-type]
-    elif messages is not None:
-        views, blocks = billed_view(list(messages))
-        total += cf.tokens_of(views, estimate_tokens=estimate) + blocks * whole("image_tokens", image_tokens)
+    if messages is not None:
+        sized: Any = list(messages)
+        total += cf.tokens_of(sized, estimate_tokens=estimate, sizing="provider", image_tokens=image_tokens)
     if text is not None:
         total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)
@@ -502,16 +470,22 @@ def trim_messages(
     messages as they are and returns just them (as LiteLLM does). Unlike LiteLLM's, tool calls stay with their
     results, the latest user message is kept, the dropped middle becomes one note, and the
     returned list holds the caller's own message objects. Sized as :func:`token_counter`
-    sizes images (a flat ``DEFAULT_IMAGE_TOKENS`` each, not their base64), by
-    ⌈UTF-16 length / 4⌉ (the packer counts exactly only by the seeds' sizing). With
-    ``return_response_tokens``, returns ``(messages, max_tokens - tokens of the result)``.
+    sizes them for ``model``: in its encoding (:func:`model_encoding`), else by
+    ⌈UTF-16 length / 4⌉, images a flat ``DEFAULT_IMAGE_TOKENS`` each (not their base64).
+    With ``return_response_tokens``, returns ``(messages, max_tokens - tokens of the result)``.
     """
     if max_tokens is None:
         window = model_window(model) if model else None
         if window is None:
             return messages  # LiteLLM's shape here, even with return_response_tokens
         max_tokens = int(window * trim_ratio)
-    pack = cf.pack_handoff(messages, target_context_tokens=max_tokens, shape="openai", sizing="provider")
+    pack = cf.pack_handoff(
+        messages,
+        target_context_tokens=max_tokens,
+        shape="openai",
+        sizing="provider",
+        estimate_tokens=model_encoding(model),
+    )
     if return_response_tokens:
         return pack.messages, max_tokens - pack.tokens
     return pack.messages

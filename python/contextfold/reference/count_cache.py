@@ -109,12 +109,13 @@ def exact_count(name: EncodingName) -> Estimator:
     return count
 
 
-@functools.cache
-def _exact_sizers(name: EncodingName) -> Sizers:
-    return estimator_sizers(exact_count(name))
+@functools.lru_cache(maxsize=64)
+def _exact_sizers(name: EncodingName, images: int | None) -> Sizers:
+    return estimator_sizers(exact_count(name), images)
 
 
-def resolved(sizing: Counting) -> Sizers | None:
+def resolved(sizing: Counting, images: int | None) -> Sizers | None:
     """The reference backend's view of ``sizing``: an embedded encoding's name becomes
-    the pair counting through tiktoken and the cache (the native backend counts it itself)."""
-    return _exact_sizers(sizing) if isinstance(sizing, str) else sizing
+    the pair counting through tiktoken and the cache, as provider sizing does with
+    ``images`` given (the native backend counts it itself)."""
+    return _exact_sizers(sizing, images) if isinstance(sizing, str) else sizing

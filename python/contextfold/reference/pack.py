@@ -603,7 +603,7 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
 def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pinned: list[int]) -> History:
     """What to keep of ``t`` (``pack_transcript`` in pack.rs)."""
     summary = None if options.summary is None else _lossy(options.summary)
-    packer = _Packer(t, resolved(options.sizers), pinned, summary)
+    packer = _Packer(t, resolved(options.sizers, options.images), pinned, summary)
     n = len(t)
     dialect = options.shape
     # shape="auto" reads back to the newest entry that shows a shape only.

@@ -145,7 +145,7 @@ class Transcript(TranscriptOnDemand):
 def _sizer(sizing: Counting, image_tokens: int | None) -> PerMessage:
     """How each message is sized: a custom estimator or an embedded encoding, provider
     sizing (``image_tokens`` given), or the default estimate."""
-    estimate = resolved(sizing)
+    estimate = resolved(sizing, image_tokens)
     if estimate is not None:
         return estimate[0]
     if image_tokens is not None:

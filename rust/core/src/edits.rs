@@ -1477,7 +1477,7 @@ mod tests {
 
     #[test]
     fn an_overlaid_message_sizes_and_reads_as_the_edited_json() {
-        let mut exact = ExactTokens::new(Encoding::O200kBase);
+        let mut exact = ExactTokens::new(Encoding::O200kBase, crate::provider::Sizing::Seed);
         for Case { messages, edits, context, .. } in cases() {
             let plan = run(&messages, &edits, &context);
             sizes_agree(&plan, &messages, context.responses, &mut CharsPerToken);

@@ -34,8 +34,9 @@
 
 use crate::count_cache;
 use crate::error::CoreError;
-use crate::json::{write_json, JsonNode};
+use crate::json::{write_json_with, AsText, JsonNode, Visitor};
 use crate::message::Checked;
+use crate::provider::{Opaque, Sizing};
 use crate::text::Text;
 use crate::tokens::{MessageSizer, MESSAGE_OVERHEAD};
 use bpe::byte_pair_encoding::BytePairEncoding;
@@ -255,9 +256,16 @@ impl Encoding {
     }
 
     /// The count-cache seed for a message's source: other than every text seed, and
-    /// apart for a message sized whole (whose text is another function of it).
-    const fn source_seed(self, sized_whole: bool) -> u64 {
-        2 + 2 * self.index() as u64 + sized_whole as u64
+    /// apart for a message sized whole (whose text is another function of it) and for
+    /// each provider sizing (another text, and each image's cost in the count).
+    fn source_seed(self, sized_whole: bool, sizing: Sizing) -> u64 {
+        let seed = 2 + 2 * self.index() as u64 + u64::from(sized_whole);
+        match sizing {
+            Sizing::Seed => seed,
+            Sizing::Provider { image_tokens } => {
+                xxhash_rust::xxh3::xxh3_64_with_seed(&image_tokens.to_le_bytes(), seed) | 1 << 63
+            }
+        }
     }
 
     /// Tokens in a Rust string, remembered by the process's [`count_cache`].
@@ -309,10 +317,23 @@ pub fn message_text<'a, N: JsonNode>(
     checked: &'a Checked<N>,
     buffer: &'a mut String,
 ) -> Result<Text<'a>, CoreError> {
+    message_text_with(message, checked, buffer, &mut AsText)
+}
+
+/// [`message_text`], its JSON written as `visitor` says (provider sizing: [`Opaque`]).
+///
+/// # Errors
+/// As [`message_text`].
+pub fn message_text_with<'a, N: JsonNode, V: Visitor<N>>(
+    message: &N,
+    checked: &'a Checked<N>,
+    buffer: &'a mut String,
+    visitor: &mut V,
+) -> Result<Text<'a>, CoreError> {
     if checked.item.sized_whole() {
         // A Responses item other than a message: its whole compact JSON.
         buffer.clear();
-        write_json(message, buffer).map_err(|p| CoreError::field(None, "", p))?;
+        write_json_with(message, buffer, visitor).map_err(|p| CoreError::field(None, "", p))?;
         return Ok(Text::Utf8(buffer));
     }
     let content = checked.content.as_ref();
@@ -328,20 +349,23 @@ pub fn message_text<'a, N: JsonNode>(
             // Lone surrogates become U+FFFD here, as when the whole text is read as UTF-16:
             // the JSON that follows opens with `[`, never a low surrogate.
             Some(text) => text.push_lossy(buffer),
-            None => write_json(content, buffer).map_err(|p| CoreError::field(None, "content", p))?,
+            None => write_json_with(content, buffer, visitor).map_err(|p| CoreError::field(None, "content", p))?,
         },
     }
     if let Some(calls) = &checked.tool_calls {
-        write_json(calls, buffer).map_err(|p| CoreError::field(None, "tool_calls", p))?;
+        write_json_with(calls, buffer, visitor).map_err(|p| CoreError::field(None, "tool_calls", p))?;
     }
     Ok(Text::Utf8(buffer))
 }
 
-/// SizedMessages messages by an encoding's exact count: a message costs the count of its
-/// [`message_text`] plus [`MESSAGE_OVERHEAD`].
+/// Sizes messages by an encoding's exact count: a message costs the count of its
+/// [`message_text`] plus [`MESSAGE_OVERHEAD`]. With provider sizing the text is the one
+/// chars/4 would measure (opaque blocks and left-out entries written as nothing) and each
+/// opaque block adds its flat cost.
 #[derive(Debug, Clone)]
 pub struct ExactTokens {
     pub encoding: Encoding,
+    pub sizing: Sizing,
     /// A message's text, when it has to be built.
     pub text: String,
     /// A text transcoded to UTF-8.
@@ -349,28 +373,51 @@ pub struct ExactTokens {
 }
 
 impl ExactTokens {
-    /// A sizer counting with `encoding`.
-    pub fn new(encoding: Encoding) -> Self {
-        Self { encoding, text: String::new(), transcoded: String::new() }
+    /// A sizer counting with `encoding`, reading messages as `sizing` says.
+    pub fn new(encoding: Encoding, sizing: Sizing) -> Self {
+        Self { encoding, sizing, text: String::new(), transcoded: String::new() }
+    }
+
+    /// What `message` costs without the overhead: its text counted by `count(encoding,
+    /// text, transcoding buffer)`, plus its opaque blocks' flat cost.
+    ///
+    /// # Errors
+    /// As [`message_text`].
+    pub fn counted<N: JsonNode>(
+        &mut self,
+        message: &N,
+        checked: &Checked<N>,
+        count: impl FnOnce(Encoding, Text<'_>, &mut String) -> usize,
+    ) -> Result<u64, CoreError> {
+        let Self { encoding, sizing, text, transcoded } = self;
+        let Sizing::Provider { image_tokens } = *sizing else {
+            return Ok(count(*encoding, message_text(message, checked, text)?, transcoded) as u64);
+        };
+        let mut opaque = Opaque::default();
+        let counted = count(*encoding, message_text_with(message, checked, text, &mut opaque)?, transcoded) as u64;
+        Ok(counted.saturating_add(opaque.blocks.saturating_mul(image_tokens)))
     }
 }
 
 impl<N: JsonNode> MessageSizer<N> for ExactTokens {
     fn message_tokens(&mut self, _index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
-        let Self { encoding, text, transcoded } = self;
-        let encoding = *encoding;
         let count = match message.source() {
-            // The text is a function of the message and of whether it is sized whole, so
-            // the message's source stands for it: a hit neither decodes nor builds it.
+            // The text is a function of the message, of whether it is sized whole and of
+            // the sizing, so the message's source stands for it: a hit neither decodes nor
+            // builds it.
             Some(source) => {
-                count_cache::GLOBAL.remembered(encoding.source_seed(checked.item.sized_whole()), source, || {
-                    let text = message_text(message, checked, text)?;
-                    Ok(Encoding::as_utf8(text, transcoded, |s| encoding.count_uncached(s)))
-                })?
+                let seed = self.encoding.source_seed(checked.item.sized_whole(), self.sizing);
+                let remembered = count_cache::GLOBAL.remembered(seed, source, || {
+                    let count = |encoding: Encoding, text: Text<'_>, transcoded: &mut String| {
+                        Encoding::as_utf8(text, transcoded, |s| encoding.count_uncached(s))
+                    };
+                    self.counted(message, checked, count).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+                })?;
+                remembered as u64
             }
-            None => encoding.count(message_text(message, checked, text)?, transcoded),
+            None => self.counted(message, checked, |encoding, text, transcoded| encoding.count(text, transcoded))?,
         };
-        Ok(count as u64 + MESSAGE_OVERHEAD)
+        Ok(count.saturating_add(MESSAGE_OVERHEAD))
     }
 
     fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
@@ -378,8 +425,8 @@ impl<N: JsonNode> MessageSizer<N> for ExactTokens {
         let Some(content) = checked.content.as_ref() else {
             return Err(CoreError::Internal("a system prompt sized without content"));
         };
-        let text = message_text(content, checked, &mut self.text)?;
-        Ok(self.encoding.count(text, &mut self.transcoded) as u64 + MESSAGE_OVERHEAD)
+        let count = self.counted(content, checked, |encoding, text, transcoded| encoding.count(text, transcoded))?;
+        Ok(count.saturating_add(MESSAGE_OVERHEAD))
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
@@ -427,7 +474,7 @@ mod tests {
 
     fn message_cost(message: &serde_json::Value) -> Result<u64, CoreError> {
         let checked = crate::message::check_message(&message)?;
-        ExactTokens::new(Encoding::O200kBase).message_tokens(None, &message, &checked)
+        ExactTokens::new(Encoding::O200kBase, Sizing::Seed).message_tokens(None, &message, &checked)
     }
 
     #[test]

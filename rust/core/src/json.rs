@@ -219,10 +219,40 @@ enum Frame<N: JsonNode> {
     },
     /// An object's entries, and the key whose entry is left out.
     Entries {
-        entries: N::Entries,
+        entries: Entries<N>,
         first: bool,
         skip: Option<&'static str>,
     },
+}
+
+/// An object's entries: as the node gives them, or in JavaScript's order (array-index
+/// keys first, ascending; then the rest as given) for a sink that writes the text.
+enum Entries<N: JsonNode> {
+    Given(N::Entries),
+    Ordered(smallvec::IntoIter<[(N, N); 8]>),
+}
+
+impl<N: JsonNode> Entries<N> {
+    fn ordered(entries: N::Entries) -> Self {
+        let index = |key: &N| key.as_text().and_then(|k| k.array_index());
+        let mut pairs: smallvec::SmallVec<[(N, N); 8]> = entries.collect();
+        if pairs.iter().any(|(key, _)| index(key).is_some()) {
+            // Stable: the other keys keep their order.
+            pairs.sort_by_key(|(key, _)| index(key).map_or((1, 0), |i| (0, i)));
+        }
+        Entries::Ordered(pairs.into_iter())
+    }
+}
+
+impl<N: JsonNode> Iterator for Entries<N> {
+    type Item = (N, N);
+
+    fn next(&mut self) -> Option<(N, N)> {
+        match self {
+            Entries::Given(entries) => entries.next(),
+            Entries::Ordered(entries) => entries.next(),
+        }
+    }
 }
 
 type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
@@ -255,6 +285,8 @@ impl<N> Visitor<N> for AsText {
 
 /// Where [`walk`] puts what it reads: the output's length, or the output itself.
 trait Sink {
+    /// Whether the output depends on the order of an object's keys (a length does not).
+    const ORDERED: bool;
     /// ASCII punctuation and literals (`[`, `,`, `null`, …).
     fn ascii(&mut self, s: &'static str);
     /// Takes a string by its JSON length alone, when the sink needs no more (`false`:
@@ -270,6 +302,7 @@ trait Sink {
 struct Length(usize);
 
 impl Sink for Length {
+    const ORDERED: bool = false;
     fn ascii(&mut self, s: &'static str) {
         self.0 = self.0.saturating_add(s.len());
     }
@@ -289,6 +322,7 @@ impl Sink for Length {
 }
 
 impl Sink for String {
+    const ORDERED: bool = true;
     fn ascii(&mut self, s: &'static str) {
         self.push_str(s);
     }
@@ -331,6 +365,20 @@ pub fn json_len_with<N: JsonNode, V: Visitor<N>>(value: &N, visitor: &mut V) -> 
 /// As [`json_len`].
 pub fn write_json<N: JsonNode>(value: &N, out: &mut String) -> Result<(), Problem> {
     walk(value, out, &mut AsText)
+}
+
+/// [`write_json`], each object written as `visitor` says: an opaque one as nothing, an
+/// entry left out as its colon alone (commas kept), so the text's UTF-16 length is what
+/// [`json_len_with`] measures.
+///
+/// # Errors
+/// As [`json_len`].
+pub fn write_json_with<N: JsonNode, V: Visitor<N>>(
+    value: &N,
+    out: &mut String,
+    visitor: &mut V,
+) -> Result<(), Problem> {
+    walk(value, out, visitor)
 }
 
 /// The one walk behind [`json_len`] and [`write_json`].
@@ -418,6 +466,7 @@ fn open<N: JsonNode, S: Sink, V: Visitor<N>>(
                 Visit::Text => None,
                 Visit::Without(key) => Some(key),
             };
+            let entries = if S::ORDERED { Entries::ordered(entries) } else { Entries::Given(entries) };
             stack.push(Frame::Entries { entries, first: true, skip });
             sink.ascii("{");
         }
@@ -594,6 +643,18 @@ pub(crate) mod tests {
         let js = "[{\"a\":\"x\\ny\\u0001\\\"\\\\\",\"b\":[1,-2,true,false,null,1.5,1e+21]},{},[],\"é😀\u{7f}\",{\"c\":{\"d\":[]}}]";
         assert_eq!(written(&v), js);
         assert_eq!(json_len(&&v), Ok(js.encode_utf16().count()));
+    }
+
+    #[test]
+    fn array_index_keys_are_written_first_ascending_as_javascript_does() {
+        // serde_json's objects hold their keys sorted: "0", "01", "1", "4294967294", ...
+        let v: Value = serde_json::from_str(
+            r#"{"b":1,"1":2,"0":3,"01":4,"4294967295":5,"4294967294":6,"a":{"10":7,"9":8},"-1":9}"#,
+        )
+        .unwrap();
+        let js = r#"{"0":3,"1":2,"4294967294":6,"-1":9,"01":4,"4294967295":5,"a":{"9":8,"10":7},"b":1}"#;
+        assert_eq!(written(&v), js);
+        assert_eq!(json_len(&&v), Ok(js.len()));
     }
 
     #[test]

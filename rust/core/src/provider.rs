@@ -35,10 +35,11 @@ pub enum Sizing {
     Provider { image_tokens: u64 },
 }
 
-/// Counts opaque blocks and leaves signatures and encrypted payloads out.
+/// How provider sizing reads an object: an opaque block not at all, counted in `blocks`;
+/// a block with a left-out entry without it.
 #[derive(Default)]
-struct Opaque {
-    blocks: u64,
+pub struct Opaque {
+    pub blocks: u64,
 }
 
 impl<N: JsonNode> Visitor<N> for Opaque {
@@ -99,7 +100,10 @@ impl<N: JsonNode> MessageSizer<N> for Sizing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encoding::{Encoding, ExactTokens};
+    use crate::json::write_json_with;
     use crate::message::check_message;
+    use proptest::prelude::*;
     use serde_json::{json, Value};
 
     fn tokens(sizing: Sizing, v: &Value) -> u64 {
@@ -136,5 +140,47 @@ mod tests {
         let item = json!({"type": "reasoning", "encrypted_content": sig});
         let checked = crate::items::check_item(&&item).unwrap();
         assert_eq!(PROVIDER.clone().message_tokens(Some(0), &&item, &checked), Ok(6 + 4));
+    }
+
+    #[test]
+    fn an_encoding_counts_the_text_chars_per_token_measures() {
+        let data = "A".repeat(40_000);
+        let m = json!({"role": "user", "content": [
+            {"type": "image", "source": {"data": data}},
+            {"type": "text", "text": "what is it?"},
+            {"type": "thinking", "thinking": "hm", "signature": data},
+        ]});
+        // serde_json's objects keep their keys sorted.
+        let text = r#"[,{"text":"what is it?","type":"text"},{:,"thinking":"hm","type":"thinking"}]"#;
+        let checked = check_message(&&m).unwrap();
+        let sizing = Sizing::Provider { image_tokens: 85 };
+        let chars = (text.len() as u64).div_ceil(4);
+        assert_eq!(sizing.clone().message_tokens(Some(0), &&m, &checked), Ok(chars + 4 + 85));
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let exact = ExactTokens::new(encoding, sizing).message_tokens(Some(0), &&m, &checked);
+            assert_eq!(exact, Ok(encoding.count_str(text) as u64 + 4 + 85));
+        }
+    }
+
+    fn block() -> impl Strategy<Value = Value> {
+        let kinds = ["text", "image", "image_url", "input_file", "thinking", "redacted_thinking", "reasoning", "x"];
+        let keys = ["signature", "data", "encrypted_content", "text"];
+        (prop::sample::select(kinds.to_vec()), prop::sample::select(keys.to_vec()), "[a-z\u{e9}\u{1F600}]{0,4}")
+            .prop_map(
+                |(kind, key, text)| json!({"type": kind, key: text.clone(), "parts": [{"type": kind, "t": text}]}),
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn what_is_written_is_what_is_measured(parts in prop::collection::vec(block(), 0..5)) {
+            let value = Value::Array(parts);
+            let (mut measured, mut written) = (Opaque::default(), Opaque::default());
+            let units = crate::json::json_len_with(&&value, &mut measured).unwrap();
+            let mut text = String::new();
+            write_json_with(&&value, &mut text, &mut written).unwrap();
+            prop_assert_eq!(text.encode_utf16().count(), units);
+            prop_assert_eq!(written.blocks, measured.blocks);
+        }
     }
 }

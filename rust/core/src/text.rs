@@ -268,6 +268,22 @@ impl Text<'_> {
         }
     }
 
+    /// The array index this text names, by which JavaScript puts an object's key first:
+    /// a canonical decimal below 2^32 − 1 (`"0"`, `"7"`; not `"07"`, `"-1"` or `"4294967295"`).
+    pub fn array_index(&self) -> Option<u32> {
+        let mut value: u64 = 0;
+        let mut digits = 0;
+        for c in self.code_points() {
+            let digit = c.wrapping_sub(u32::from(b'0'));
+            if digit > 9 || digits == 10 || (digits == 1 && value == 0) {
+                return None;
+            }
+            value = value * 10 + u64::from(digit);
+            digits += 1;
+        }
+        u32::try_from(value).ok().filter(|&index| digits > 0 && index < u32::MAX)
+    }
+
     /// The text's code points (surrogate code points as they are stored).
     pub fn code_points(&self) -> impl Iterator<Item = u32> + '_ {
         let (latin1, ucs2, ucs4, utf8): (&[u8], &[u16], &[u32], &str) = match *self {

@@ -68,7 +68,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
         let images: Option<u64> = images.extract()?;
         let sizing = images.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens });
         let counting = match sizers.as_ref().map(|s| s.cast::<PyString>()) {
-            Some(Ok(name)) => Counting::Exact(crate::sizer::encoding(&name.to_cow()?)?),
+            Some(Ok(name)) => Counting::Exact(crate::sizer::encoding(&name.to_cow()?)?, sizing),
             // A custom estimator is the binding's sizer to run: the core counts nothing.
             Some(Err(_)) => Counting::Chars(Sizing::Seed),
             None => Counting::Chars(sizing),

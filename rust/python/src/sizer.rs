@@ -11,7 +11,7 @@
 use crate::borrow::{before_python, MayRunPython};
 use crate::node::PyNode;
 use contextfold_core::edits::Edited;
-use contextfold_core::encoding::{message_text, Encoding, ExactTokens};
+use contextfold_core::encoding::{Encoding, ExactTokens};
 use contextfold_core::message::Checked;
 use contextfold_core::provider::Sizing;
 use contextfold_core::tokens::{CharsPerToken, MessageSizer, MESSAGE_OVERHEAD};
@@ -85,7 +85,7 @@ impl<'py> PySizer<'py> {
         let estimate = match estimate {
             None => Estimate::CharsPerToken,
             Some(name) if name.is_instance_of::<PyString>() => {
-                Estimate::Exact(ExactTokens::new(encoding(&name.extract::<String>()?)?))
+                Estimate::Exact(ExactTokens::new(encoding(&name.extract::<String>()?)?, sizing))
             }
             Some(pair) => match pair.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>() {
                 Ok((per_message, per_text)) => Estimate::Custom(per_message, per_text),
@@ -148,9 +148,11 @@ impl<'py, N: PyValue<'py>> MessageSizer<N> for PySizer<'py> {
     fn message_tokens(&mut self, index: Option<usize>, message: &N, checked: &Checked<N>) -> Result<u64, CoreError> {
         match &mut self.estimate {
             Estimate::CharsPerToken => self.sizing.message_tokens(index, message, checked),
-            Estimate::Exact(ExactTokens { encoding, text, transcoded }) => {
-                let text = message_text(message, checked, text)?;
-                Ok(count(self.py, *encoding, text, transcoded) as u64 + MESSAGE_OVERHEAD)
+            Estimate::Exact(exact) => {
+                let py = self.py;
+                let counted = exact
+                    .counted(message, checked, |encoding, text, transcoded| count(py, encoding, text, transcoded))?;
+                Ok(counted.saturating_add(MESSAGE_OVERHEAD))
             }
             Estimate::Custom(per_message, _) => {
                 let whole = checked.item.sized_whole();

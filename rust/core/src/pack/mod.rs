@@ -101,8 +101,8 @@ impl Cut {
 pub enum Counting {
     /// Four UTF-16 units a token, by the seeds' rule or the provider's.
     Chars(Sizing),
-    /// An embedded encoding's exact count.
-    Exact(Encoding),
+    /// An embedded encoding's exact count, of the text the sizing reads.
+    Exact(Encoding, Sizing),
 }
 
 impl Default for Counting {
@@ -192,7 +192,7 @@ pub fn pack_messages<N: JsonNode + Clone>(messages: &[N], options: &PackOptions)
     match options.counting {
         Counting::Chars(Sizing::Seed) => pack_edited(messages, CharsPerToken, options),
         Counting::Chars(sizing) => pack_edited(messages, sizing, options),
-        Counting::Exact(encoding) => pack_edited(messages, ExactTokens::new(encoding), options),
+        Counting::Exact(encoding, sizing) => pack_edited(messages, ExactTokens::new(encoding, sizing), options),
     }
 }
 

@@ -105,7 +105,7 @@ pub fn pack_body(
     match options.counting {
         Counting::Chars(Sizing::Seed) => body.pack(options, CharsPerToken),
         Counting::Chars(sizing) => body.pack(options, sizing),
-        Counting::Exact(encoding) => body.pack(options, ExactTokens::new(encoding)),
+        Counting::Exact(encoding, sizing) => body.pack(options, ExactTokens::new(encoding, sizing)),
     }
 }
 

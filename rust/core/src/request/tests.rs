@@ -553,7 +553,7 @@ fn tools_count_as_a_system_message_with_their_json() {
     let body = format!(r#"{{"messages": [{{"role": "user", "content": "abcd"}}], "tools": {tools}}}"#);
     let packed = pack_body(body.as_bytes(), &options(1000), Root::Request, false).unwrap();
     assert_eq!(packed.packed.tokens, u128::from(cost + 1 + 4));
-    let exact = PackOptions { counting: Counting::Exact(Encoding::O200kBase), ..options(1000) };
+    let exact = PackOptions { counting: Counting::Exact(Encoding::O200kBase, Sizing::Seed), ..options(1000) };
     let counted = pack_body(body.as_bytes(), &exact, Root::Request, false).unwrap();
     let o200k = |t: &str| u128::try_from(Encoding::O200kBase.count_str(t)).unwrap() + 4;
     assert_eq!(counted.packed.tokens, o200k(compact) + o200k("abcd"));
@@ -633,7 +633,7 @@ fn exact_counts_by_source_equal_counts_of_the_text() {
         {{"type": "function_call_output", "call_id": "c", "output": "{long}"}}]}}"#
     );
     for body in [body, responses] {
-        let exact = PackOptions { counting: Counting::Exact(Encoding::O200kBase), ..options(100_000) };
+        let exact = PackOptions { counting: Counting::Exact(Encoding::O200kBase, Sizing::Seed), ..options(100_000) };
         // Counted, then (the sources remembered) looked up.
         let first = pack_body(body.as_bytes(), &exact, Root::Request, true).unwrap();
         assert_eq!(pack_body(body.as_bytes(), &exact, Root::Request, true).unwrap(), first);
