@@ -57,6 +57,21 @@ def bench_rank_by_count(benchmark: Any, impl: str, items: str) -> None:
     benchmark(rank, paths)
 
 
+def _fresh_in_order() -> tuple[tuple[list[str]], dict[str, Any]]:
+    """100,000 paths made just now, in the order made (5,000 distinct): no str holds a
+    cached hash yet, and the objects lie in memory in list order."""
+    return ([f"src/pkg{i % 50}/file_{i % 5_000}.ts" for i in range(100_000)],), {}
+
+
+@pytest.mark.parametrize("impl", ["native", "counter"])
+def bench_rank_by_count_fresh(benchmark: Any, impl: str) -> None:
+    benchmark.group = "rank_by_count 100,000 fresh items, in order"
+    rank = counter_sorted if impl == "counter" else native().rank_by_count
+    (paths,), _ = _fresh_in_order()
+    assert rank(paths) == counter_sorted(paths)
+    benchmark.pedantic(rank, setup=_fresh_in_order, rounds=30)
+
+
 @pytest.mark.parametrize("backend", ["native", "python"])
 def bench_consolidate(benchmark: Any, backend: str) -> None:
     impl = native() if backend == "native" else reference

@@ -284,6 +284,19 @@ impl Text<'_> {
         u32::try_from(value).ok().filter(|&index| digits > 0 && index < u32::MAX)
     }
 
+    /// The text's storage as bytes (two or four a code unit for UCS-2 and UCS-4, in the
+    /// machine's order): equal texts of one representation have equal bytes.
+    pub fn raw_bytes(&self) -> &[u8] {
+        match *self {
+            Text::Latin1(b) => b,
+            // SAFETY: a u16 slice's memory is readable as its bytes, for the same lifetime.
+            Text::Ucs2(u) => unsafe { std::slice::from_raw_parts(u.as_ptr().cast::<u8>(), std::mem::size_of_val(u)) },
+            // SAFETY: as above, for u32.
+            Text::Ucs4(u) => unsafe { std::slice::from_raw_parts(u.as_ptr().cast::<u8>(), std::mem::size_of_val(u)) },
+            Text::Utf8(s) => s.as_bytes(),
+        }
+    }
+
     /// The text's code points (surrogate code points as they are stored).
     pub fn code_points(&self) -> impl Iterator<Item = u32> + '_ {
         let (latin1, ucs2, ucs4, utf8): (&[u8], &[u16], &[u32], &str) = match *self {
