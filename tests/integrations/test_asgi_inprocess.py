@@ -159,6 +159,9 @@ def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture
         "budget": 300,
         "folded": True,
         "fits": True,
+        "dropped": 3 - len(json.loads(out)["messages"]) + 1,
+        "cleared_tool_uses": 0,
+        "cleared_thinking_turns": 0,
     }
     assert reports[1]["folded"] is False and reports[1]["tokens_in"] == reports[1]["tokens_out"]
     assert middleware.counters.snapshot() == {
@@ -170,6 +173,85 @@ def test_each_packed_body_is_logged_and_counted(caplog: pytest.LogCaptureFixture
     uncounted = PackingMiddleware(lambda *_: None, target_context_tokens=300, count_tokens_in=False)  # type: ignore[arg-type,return-value]
     forward([BODY], middleware=uncounted)
     assert [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"][-1]["tokens_in"] is None  # type: ignore[attr-defined]
+
+
+def respond(body: bytes, **options: Any) -> list[dict[str, Any]]:
+    """What the client is sent for a POST of ``body`` through the middleware, in front of an
+    app that reads the request and answers ``{}``."""
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body", False):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    middleware = PackingMiddleware(app, **{"target_context_tokens": 300, **options})
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(JSON)}
+    asyncio.run(middleware(scope, receive, send))
+    return sent
+
+
+def test_reports_are_response_headers_when_asked() -> None:
+    edited = json.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "y " * 900},
+                *MESSAGES,
+            ],
+        }
+    ).encode()
+    start, body = respond(edited, report_headers=True, edits=[cf.ClearToolUses(keep=0)])
+    headers = dict(start["headers"])
+    pack = cf.pack_request(
+        edited, target_context_tokens=300, shape="openai", sizing="provider", edits=[cf.ClearToolUses(keep=0)]
+    )
+    whole = cf.pack_request(edited, target_context_tokens=10**9, shape="openai", sizing="provider")
+    assert headers == {
+        b"content-type": b"application/json",  # the app's own, kept
+        b"x-contextfold-messages-in": b"6",
+        b"x-contextfold-messages-out": str(len(pack.kept) + 1).encode(),
+        b"x-contextfold-dropped": str(pack.dropped).encode(),
+        b"x-contextfold-tokens-in": str(whole.tokens).encode(),
+        b"x-contextfold-tokens-out": str(pack.tokens).encode(),
+        b"x-contextfold-budget": b"300",
+        b"x-contextfold-folded": b"true",
+        b"x-contextfold-fits": b"true",
+        b"x-contextfold-cleared-tool-uses": b"1",
+        b"x-contextfold-cleared-thinking-turns": b"0",
+    }
+    assert pack.dropped > 0 and body == {"type": "http.response.body", "body": b"{}"}
+    assert respond(edited)[0]["headers"] == [(b"content-type", b"application/json")]  # not asked: none
+    counted = dict(respond(BODY, report_headers=True, count_tokens_in=False)[0]["headers"])
+    assert b"x-contextfold-tokens-in" not in counted and counted[b"x-contextfold-tokens-out"]
+
+
+def test_reports_are_span_attributes_when_opentelemetry_is_there() -> None:
+    trace = pytest.importorskip("opentelemetry.sdk.trace", reason="opentelemetry-sdk is in the integrations extra")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("test").start_as_current_span("request"):
+        respond(BODY)
+    respond(BODY)  # no span: nothing recorded, nothing raised
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    pack = cf.pack_request(BODY, target_context_tokens=300, shape="openai", sizing="provider")
+    assert attributes["contextfold.adapter"] == "asgi" and attributes["contextfold.model"] == "m"
+    assert attributes["contextfold.tokens_out"] == pack.tokens and attributes["contextfold.dropped"] == pack.dropped
+    assert attributes["contextfold.fits"] is True and attributes["contextfold.folded"] is True
 
 
 def body_for(model: str | None, **fields: Any) -> bytes:

@@ -234,6 +234,9 @@ def test_each_packed_request_is_reported(caplog: pytest.LogCaptureFixture) -> No
         "budget": 2_700,
         "folded": True,
         "fits": True,
+        "dropped": len(messages) - len(data["messages"]) + 1,
+        "cleared_tool_uses": 0,
+        "cleared_thinking_turns": 0,
     }
     assert data["metadata"] == {"user": "u1", "contextfold": expected}  # where LiteLLM's loggers read it
     assert gateway_records(caplog) == [expected]
@@ -283,18 +286,42 @@ def test_token_counter_drop_in() -> None:
 
     messages = openai_corpus()[0]
     tools = tool_definitions(max(openai_corpus(), key=lambda m: len(tool_definitions(m))))
-    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages)
+    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages) + 3  # the reply's priming, as LiteLLM
+    assert cfl.token_counter(messages=messages, count_response_tokens=True) == cf.tokens_of(messages)
     assert cfl.token_counter(model="claude-sonnet-4", text="hello world") == cf.estimate_tokens("hello world")
     assert cfl.token_counter(text=["ab", "cdefg"]) == 1 + 2
     with_tools = cfl.token_counter(messages=messages, tools=tools, tool_choice="auto")
-    assert with_tools == cf.tokens_of(messages) + cf.estimate_tokens(cfl.compact_json(tools))
+    assert with_tools == cf.tokens_of(messages) + 3 + cf.estimate_tokens(cfl.compact_json(tools))
     plain = [m for m in messages if isinstance(m.get("content"), str) and not m.get("tool_calls")]
     exact = cfl.token_counter(messages=plain, custom_tokenizer={"type": "openai_tokenizer", "tokenizer": encoding})
-    assert exact == sum(len(encoding.encode(m["content"], disallowed_special=())) + 4 for m in plain)
+    assert exact == sum(len(encoding.encode(m["content"], disallowed_special=())) + 4 for m in plain) + 3
     with pytest.raises(ValueError, match="text and messages cannot both be None"):
         cfl.token_counter(model="gpt-4o")
     with pytest.raises(cf.ArgumentError, match="custom_tokenizer"):
         cfl.token_counter(text="x", custom_tokenizer={"type": "sentencepiece"})
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+def test_token_counter_equals_litellms_on_text_messages(model: str) -> None:
+    from ..offline_tiktoken import tiktoken_encoding
+
+    tiktoken_encoding("o200k_base" if model == "gpt-4o" else "cl100k_base")
+    # Text-only messages (a role and a text) up to 1,024 characters: LiteLLM counts a longer
+    # text in 1,024-character pieces (off by about a token a piece), contextfold counts it
+    # whole, as tiktoken does; and LiteLLM counts every other string field too (a tool
+    # message's tool_call_id, a name), contextfold what packing counts.
+    texts = [
+        [
+            m
+            for m in run
+            if m.keys() == {"role", "content"} and isinstance(m["content"], str) and len(m["content"]) <= 1_024
+        ]
+        for run in openai_corpus()
+    ]
+    runs = [run for run in texts if run]
+    assert sum(map(len, runs)) > 200
+    for run in runs:
+        assert cfl.token_counter(model=model, messages=run) == litellm.token_counter(model=model, messages=run)
 
 
 @pytest.mark.parametrize(
@@ -323,11 +350,11 @@ def test_token_counter_counts_in_the_models_encoding(model: str, encoding: str |
         m for m in max(openai_corpus(), key=len) if isinstance(m.get("content"), str) and not m.get("tool_calls")
     ]
     if encoding is None:  # a model outside OpenAI's families: ⌈UTF-16 length / 4⌉, as before
-        assert cfl.token_counter(model=model, messages=messages) == cf.tokens_of(messages)
+        assert cfl.token_counter(model=model, messages=messages) == cf.tokens_of(messages) + 3
         return
     exact = tiktoken_encoding(encoding)
-    expected = sum(len(exact.encode(m["content"], disallowed_special=())) + 4 for m in messages)
-    assert cfl.token_counter(model=model, messages=messages) == expected != cf.tokens_of(messages)
+    expected = sum(len(exact.encode(m["content"], disallowed_special=())) + 4 for m in messages) + 3
+    assert cfl.token_counter(model=model, messages=messages) == expected != cf.tokens_of(messages) + 3
     assert cfl.token_counter(model=model, text="hello world") == len(exact.encode("hello world"))
 
 
@@ -336,12 +363,12 @@ def test_token_counter_sizes_images_as_the_provider_bills() -> None:
 
     _, messages = screenshot_request()
     before = copy.deepcopy(messages)
-    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages, sizing="provider")
+    assert cfl.token_counter(messages=messages) == cf.tokens_of(messages, sizing="provider") + 3
     o200k = tiktoken_encoding("o200k_base")
     *texts, last = messages
     # The image written as nothing, its comma kept: the text chars/4 measures.
     question = json.dumps(last["content"][:1], separators=(",", ":"), ensure_ascii=False)[:-1] + ",]"
-    expected = sum(len(o200k.encode(m["content"])) + 4 for m in texts) + len(o200k.encode(question)) + 4 + 1_600
+    expected = sum(len(o200k.encode(m["content"])) + 4 for m in texts) + len(o200k.encode(question)) + 4 + 1_600 + 3
     assert cfl.token_counter(model="gpt-4o", messages=messages) == expected
     assert cfl.token_counter(model="gpt-4o", messages=messages, image_tokens=85) == expected - 1_600 + 85
     assert messages == before  # the caller's messages are not changed

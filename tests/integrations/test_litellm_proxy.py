@@ -344,6 +344,9 @@ def test_the_pack_report_reaches_litellms_logged_metadata(proxy: tuple[str, str]
         "budget": WINDOW - MAX_TOKENS,
         "folded": True,
         "fits": True,
+        "dropped": sent.dropped,
+        "cleared_tool_uses": 0,
+        "cleared_thinking_turns": 0,
     }
 
 

@@ -1,10 +1,13 @@
 """What the gateway adapters (the LiteLLM hook, the ASGI middleware) report of each request
 they pack: one :class:`PackReport`, logged as a record of the ``contextfold.gateway``
-logger (the report's fields in its ``contextfold`` attribute), and added to the adapter's
-:class:`PackCounters`, which an operator reads (``hook.counters.snapshot()``)."""
+logger (the report's fields in its ``contextfold`` attribute), set as attributes of the
+current OpenTelemetry span (``contextfold.<field>``) when OpenTelemetry's API is installed
+and a span is recording, and added to the adapter's :class:`PackCounters`, which an
+operator reads (``hook.counters.snapshot()``)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from dataclasses import asdict, dataclass, replace
@@ -46,10 +49,64 @@ class PackReport:
     """Whether the request was changed (messages dropped into a note, or edited)."""
     fits: bool
     """False when the must-keep part alone is over ``budget`` (sent anyway)."""
+    dropped: int
+    """Messages folded into the note."""
+    cleared_tool_uses: int
+    """Tool uses whose result (or call input) an edit cleared."""
+    cleared_thinking_turns: int
+    """Assistant turns whose thinking an edit removed."""
+
+    @classmethod
+    def of(
+        cls,
+        pack: cf.HandoffPack | cf.PackedRequest,
+        *,
+        adapter: str,
+        model: str | None,
+        route: str,
+        tokens_in: int | None,
+    ) -> PackReport:
+        """The report of ``pack``, a request packed (``tokens_in``: see the field)."""
+        edits = pack.applied_edits
+        return cls(
+            adapter=adapter,
+            model=model,
+            route=route,
+            messages_in=len(pack.kept) + pack.dropped,
+            messages_out=len(pack.kept) + (pack.note is not None),
+            tokens_in=tokens_in,
+            tokens_out=pack.tokens,
+            budget=pack.budget,
+            folded=bool(pack.dropped or edits),
+            fits=pack.fits,
+            dropped=pack.dropped,
+            cleared_tool_uses=sum(edit.cleared_tool_uses for edit in edits),
+            cleared_thinking_turns=sum(edit.cleared_thinking_turns for edit in edits),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a plain dict (what goes into LiteLLM's metadata and the log record)."""
         return asdict(self)
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The report as HTTP headers, ``x-contextfold-<field>`` (dashes for underscores):
+        its counts and flags only (the model and route are the client's own; a tokens in
+        not counted is left out)."""
+        return [
+            (f"x-contextfold-{name.replace('_', '-')}".encode(), _header_value(value))
+            for name, value in self.as_dict().items()
+            if name not in ("adapter", "model", "route") and value is not None
+        ]
+
+    def annotate_span(self) -> None:
+        """Sets the report's fields on the current OpenTelemetry span, when OpenTelemetry's
+        API is installed and the span is recording (else nothing)."""
+        trace = _opentelemetry_trace()
+        if trace is None:
+            return
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes({f"contextfold.{k}": v for k, v in self.as_dict().items() if v is not None})
 
     def log(self) -> None:
         """Logs the report from ``contextfold.gateway``, its fields as ``record.contextfold``."""
@@ -71,6 +128,21 @@ class PackReport:
             "" if self.fits else ", must-keep part over the budget",
             extra={"contextfold": self.as_dict()},
         )
+
+
+def _header_value(value: int | bool) -> bytes:
+    return (str(value).lower() if isinstance(value, bool) else str(value)).encode()
+
+
+@functools.cache
+def _opentelemetry_trace() -> Any:
+    """``opentelemetry.trace``, or None when OpenTelemetry's API is not installed (looked
+    for once: a failed import searches the whole path)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace
 
 
 class PackCounters:
@@ -106,9 +178,10 @@ class PackCounters:
             }
 
     def record(self, report: PackReport) -> PackReport:
-        """Counts ``report`` and logs it; returns it."""
+        """Counts ``report``, logs it and sets it on the current span; returns it."""
         self.add(report)
         report.log()
+        report.annotate_span()
         return report
 
 

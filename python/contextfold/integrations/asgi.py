@@ -25,7 +25,10 @@ flat ``image_tokens`` each, signatures and encrypted reasoning left out), whatev
 the rest (``estimate_tokens``).
 
 Each packed body is reported: a record of the ``contextfold.gateway`` logger (its fields
-in the record's ``contextfold`` attribute) and :attr:`PackingMiddleware.counters`.
+in the record's ``contextfold`` attribute), the current OpenTelemetry span's attributes
+(when OpenTelemetry is installed), :attr:`PackingMiddleware.counters`, and, with
+``report_headers=True``, headers of the response (``x-contextfold-tokens-in``,
+``-tokens-out``, ``-dropped``, ``-fits``, …: see :meth:`PackReport.headers`).
 
 The body's ``tools`` are counted and never dropped. The window is the body's ``model``'s
 in ``windows``, else ``target_context_tokens``; the output reserve is the body's
@@ -43,7 +46,7 @@ import logging
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import contextfold as cf
 from contextfold._contract import DEFAULT_IMAGE_TOKENS, SizingName, bytes_options, whole
@@ -63,6 +66,7 @@ Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 RequestShape = Literal["openai", "anthropic", "responses"]
+_T = TypeVar("_T")
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MESSAGES_PATHS = ("/v1/messages", "/messages")
 RESPONSES_PATHS = ("/v1/responses", "/responses")
@@ -93,6 +97,7 @@ class PackingMiddleware:
         windows: Mapping[str, int] | None = None,
         offload_bytes: int = 256 * 1024,
         count_tokens_in: bool = True,
+        report_headers: bool = False,
     ) -> None:
         self.app = app
         # Checked once, here, as every request checks them: a bad one would leave every
@@ -115,9 +120,11 @@ class PackingMiddleware:
             raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
         self.windows = {model: whole(f"windows[{model!r}]", size, 1) for model, size in (windows or {}).items()}
         self.offload_bytes = whole("offload_bytes", offload_bytes)
-        if not isinstance(count_tokens_in, bool):
-            raise cf.ArgumentError(f"count_tokens_in must be True or False, got {count_tokens_in!r}")
+        for name, flag in (("count_tokens_in", count_tokens_in), ("report_headers", report_headers)):
+            if not isinstance(flag, bool):
+                raise cf.ArgumentError(f"{name} must be True or False, got {flag!r}")
         self.count_tokens_in = count_tokens_in
+        self.report_headers = report_headers
         self.shapes: dict[str, RequestShape] = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
@@ -141,16 +148,18 @@ class PackingMiddleware:
         if body is not None:
             path = scope.get("path", "")
             if len(body) > self.offload_bytes:  # reading and counting a large body: off the event loop
-                body = await _in_worker_thread(self._packed, body, shape, path)
+                sent, report = await _in_worker_thread(self._packed, body, shape, path)
             else:
-                body = self._packed(body, shape, path)
-            scope = {**scope, "headers": _with_length(scope.get("headers", []), len(body))}
-            messages = [{"type": "http.request", "body": body, "more_body": False}]
+                sent, report = self._packed(body, shape, path)
+            scope = {**scope, "headers": _with_length(scope.get("headers", []), len(sent))}
+            messages = [{"type": "http.request", "body": sent, "more_body": False}]
+            if report is not None and self.report_headers:
+                send = _with_headers(send, report.headers())
         await self.app(scope, _replay(messages, receive), send)
 
-    def _packed(self, body: bytes, shape: RequestShape, path: str) -> bytes:
-        """The body packed for its model's window and its own output cap (the body as it
-        came when it cannot be read, or its cap leaves no room), reported."""
+    def _packed(self, body: bytes, shape: RequestShape, path: str) -> tuple[bytes, PackReport | None]:
+        """The body packed for its model's window and its own output cap, and the report
+        (the body as it came and None when it cannot be read, or its cap leaves no room)."""
         model, members = _request_members(body)
         default = self.options.target_context_tokens
         window = default if model is None else self.windows.get(model, default)
@@ -159,7 +168,7 @@ class PackingMiddleware:
             log.warning(
                 "contextfold: %s output reserve %d leaves no room in the %d-token window", path, reserve, window
             )
-            return body
+            return body, None
         transcript = members.get("input" if shape == "responses" else "messages")
         # A body it cannot read as a list keeps every pin (packing then says what is wrong).
         length = len(transcript) if isinstance(transcript, list) else sys.maxsize
@@ -168,26 +177,13 @@ class PackingMiddleware:
             packed = cf.pack_request(body, options=options)
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have
             log.warning("contextfold: %s body forwarded unpacked: %s", path, exc)
-            return body
-        changed = bool(packed.dropped or packed.applied_edits)
+            return body, None
         tokens_in: int | None = packed.tokens
-        if changed:
+        if packed.dropped or packed.applied_edits:
             counted = self.count_tokens_in
             tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if counted else None
-        report = PackReport(
-            adapter="asgi",
-            model=model,
-            route=path,
-            messages_in=len(packed.kept) + packed.dropped,
-            messages_out=len(packed.kept) + (packed.note is not None),
-            tokens_in=tokens_in,
-            tokens_out=packed.tokens,
-            budget=packed.budget,
-            folded=changed,
-            fits=packed.fits,
-        )
-        self.counters.record(report)
-        return packed.body
+        report = PackReport.of(packed, adapter="asgi", model=model, route=path, tokens_in=tokens_in)
+        return packed.body, self.counters.record(report)
 
 
 def _request_members(body: bytes) -> tuple[str | None, dict[str, Any]]:
@@ -207,7 +203,7 @@ def _request_members(body: bytes) -> tuple[str | None, dict[str, Any]]:
     return (model if isinstance(model, str) else None), request
 
 
-async def _in_worker_thread(work: Callable[..., bytes], *args: Any) -> bytes:
+async def _in_worker_thread(work: Callable[..., _T], *args: Any) -> _T:
     """``work(*args)`` in a worker thread of the running event loop's library (anyio's, which
     serves asyncio and trio, when it is installed; else asyncio's): the native packer
     releases the GIL, so the loop goes on serving other requests meanwhile."""
@@ -252,6 +248,17 @@ async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes
             return messages, None
         if not message.get("more_body", False):
             return messages, b"".join(m.get("body", b"") for m in messages)
+
+
+def _with_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    """A ``send`` that adds ``headers`` to the response's start."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *headers]}
+        await send(message)
+
+    return sending
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

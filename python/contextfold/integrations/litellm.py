@@ -306,18 +306,8 @@ class ContextfoldHook(CustomLogger):
             if settings["count_tokens_in"]:
                 whole_request = whole_request_options(options)
                 tokens_in = cf.pack_handoff(transcript, options=whole_request, system=system, tools=tools).tokens
-        report = PackReport(
-            adapter="litellm",
-            model=str(data.get("model") or "") or None,
-            route=call_type or shape,
-            messages_in=len(transcript),
-            messages_out=len(pack.messages),
-            tokens_in=tokens_in,
-            tokens_out=pack.tokens,
-            budget=pack.budget,
-            folded=changed,
-            fits=pack.fits,
-        )
+        model = str(data.get("model") or "") or None
+        report = PackReport.of(pack, adapter="litellm", model=model, route=call_type or shape, tokens_in=tokens_in)
         self.report(data, report)
         return pack
 
@@ -418,6 +408,11 @@ def model_encoding(model: str | None) -> EncodingName | None:
     return None
 
 
+REPLY_PRIMING = 3
+"""Tokens OpenAI adds to a chat request to prime the reply, which ``litellm.token_counter``
+counts with the messages (``<|start|>assistant<|message|>``)."""
+
+
 def token_counter(
     model: str = "",
     custom_tokenizer: Any = None,
@@ -436,14 +431,20 @@ def token_counter(
     Counts in the encoding ``model`` uses (:func:`model_encoding`: o200k_base for
     gpt-4o, 4.1, 5 and the o-series, cl100k_base for gpt-4 and gpt-3.5, exactly, natively),
     else by a ``custom_tokenizer``, else ⌈UTF-16 length / 4⌉. A message costs its text's
-    count + 4 (:func:`contextfold.tokens_of`); ``text`` is counted bare; ``tools`` and
-    ``tool_choice`` add their compact JSON. Images and documents are sized as a provider
+    count + 4 (:func:`contextfold.tokens_of`), and messages prime the reply with 3 more, as
+    LiteLLM counts them (not with ``count_response_tokens``); ``text`` is counted bare;
+    ``tools`` and ``tool_choice`` add their compact JSON (LiteLLM formats the tools its own
+    way). On text-only messages it equals LiteLLM's count wherever LiteLLM counts exactly:
+    from 1.10x LiteLLM counts a text in 1,024-character pieces (about a token off a
+    piece), where this counts it whole, as tiktoken does; and LiteLLM also counts every
+    other string field of a message (a tool message's ``tool_call_id``, a ``name``), where
+    this counts what packing counts. Images and documents are sized as a provider
     bills them, a flat ``image_tokens`` each (not by their base64), and thinking
     signatures and encrypted reasoning cost nothing (``sizing="provider"``, whatever
     counts). LiteLLM's image and default-count
     options are accepted and not used.
     """
-    del count_response_tokens, use_default_image_token_count, default_token_count
+    del use_default_image_token_count, default_token_count
     if text is None and messages is None:
         raise ValueError("text and messages cannot both be None")
     estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or model_encoding(model)
@@ -451,6 +452,7 @@ def token_counter(
     if messages is not None:
         sized: Any = list(messages)
         total += cf.tokens_of(sized, estimate_tokens=estimate, sizing="provider", image_tokens=image_tokens)
+        total += 0 if count_response_tokens else REPLY_PRIMING
     if text is not None:
         total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)
@@ -471,8 +473,9 @@ def trim_messages(
     results, the latest user message is kept, the dropped middle becomes one note, and the
     returned list holds the caller's own message objects. Sized as :func:`token_counter`
     sizes them for ``model``: in its encoding (:func:`model_encoding`), else by
-    ⌈UTF-16 length / 4⌉, images a flat ``DEFAULT_IMAGE_TOKENS`` each (not their base64).
-    With ``return_response_tokens``, returns ``(messages, max_tokens - tokens of the result)``.
+    ⌈UTF-16 length / 4⌉, images a flat ``DEFAULT_IMAGE_TOKENS`` each (not their base64),
+    the reply's priming included. With ``return_response_tokens``, returns
+    ``(messages, max_tokens - token_counter of the result)``.
     """
     if max_tokens is None:
         window = model_window(model) if model else None
@@ -481,11 +484,11 @@ def trim_messages(
         max_tokens = int(window * trim_ratio)
     pack = cf.pack_handoff(
         messages,
-        target_context_tokens=max_tokens,
+        target_context_tokens=max(max_tokens - REPLY_PRIMING, 0),
         shape="openai",
         sizing="provider",
         estimate_tokens=model_encoding(model),
     )
     if return_response_tokens:
-        return pack.messages, max_tokens - pack.tokens
+        return pack.messages, max_tokens - pack.tokens - REPLY_PRIMING
     return pack.messages
