@@ -147,6 +147,16 @@ def test_keys_are_counted_in_javascripts_order(backend: str) -> None:
         assert cf.message_tokens(message, estimate_tokens=name) == count(written) + 4
 
 
+def test_the_first_bad_value_in_order_is_named(backend: str) -> None:
+    # Keys are checked as the text reaches them, values too: the value before a bad key is named.
+    for content, error in (
+        ([{"a": object(), 1: "x"}], "expected a JSON value"),
+        ([{1: object(), "a": "x"}], "expected str object keys, got int"),
+    ):
+        with pytest.raises(cf.MessageTypeError, match=error):
+            cf.message_tokens({"role": "user", "content": content}, estimate_tokens="o200k_base")
+
+
 def test_bad_names_and_texts_raise(backend: str) -> None:
     with pytest.raises(ArgumentError, match="unknown encoding 'gpt2'"):
         cf.count_tokens("x", "gpt2")  # type: ignore[arg-type]

@@ -287,6 +287,17 @@ def test_provider_sizing_counts_what_it_measures_with_any_estimator(
     assert seen == [billed]
 
 
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("estimate", [None, "o200k_base", len], ids=["chars", "encoding", "custom"])
+def test_provider_sizing_saturates_at_the_u64_bound(backend: str, estimate: Any) -> None:
+    # Two images at 2**63 each cost more than a u64: the message costs the bound, as the core's sums saturate.
+    shots = {"role": "user", "content": [{"type": "image"}, {"type": "image"}]}
+    options = {"sizing": "provider", "image_tokens": 2**63, "estimate_tokens": estimate}
+    assert cf.message_tokens(shots, **options) == 2**64 - 1
+    pack = cf.pack_handoff([shots, {"role": "user", "content": "q"}], target_context_tokens=100, **options)
+    assert pack.fits and pack.kept == [1]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "text"),
     [

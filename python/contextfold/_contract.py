@@ -277,7 +277,8 @@ def estimator_sizers(estimate: Estimator, images: int | None = None) -> Sizers:
     def per_message_billed(index: int | None, message: Any, whole: bool) -> int:
         opaque = Opaque()
         text = estimator_text(message, index, whole, opaque)
-        return checked(estimate, text) + MESSAGE_OVERHEAD + opaque.blocks * image_cost
+        # Past a u64 the cost saturates, as the core's sums do (images at a huge cost each).
+        return min(U64_MAX, checked(estimate, text) + MESSAGE_OVERHEAD + opaque.blocks * image_cost)
 
     return per_message_billed, per_text
 

@@ -284,19 +284,25 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
             return total
 
 
-def _ordered_items(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def _array_index(key: Any) -> int | None:
+    """The array index ``key`` names (a canonical decimal below 2**32 - 1), by which JavaScript
+    writes it first; None for any other key, one that is not a str included (it is named
+    when the text reaches it)."""
+    if not isinstance(key, str):
+        return None
+    k = str.__str__(key)
+    if k.isdigit() and k.isascii() and (k == "0" or k[0] != "0") and (index := int(k)) < 2**32 - 1:
+        return index
+    return None
+
+
+def _ordered_items(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """Entries in JavaScript's order: array-index keys ascending, then the rest as inserted."""
-    index_at = [
-        i
-        for i, (k, _) in enumerate(pairs)
-        if k.isdigit() and k.isascii() and (k == "0" or k[0] != "0") and int(k) < 2**32 - 1
-    ]
-    if not index_at:
+    indices = [_array_index(k) for k, _ in pairs]
+    if all(i is None for i in indices):
         return pairs
-    first = set(index_at)
-    return [pairs[i] for i in sorted(index_at, key=lambda i: int(pairs[i][0]))] + [
-        pair for i, pair in enumerate(pairs) if i not in first
-    ]
+    first = sorted((i, n) for n, i in enumerate(indices) if i is not None)
+    return [pairs[n] for _, n in first] + [pair for pair, i in zip(pairs, indices, strict=True) if i is None]
 
 
 def compact_json(value: Any, field: str = "content", index: int | None = None, visit: Visit | None = None) -> str:
@@ -320,10 +326,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None, v
                 out.append("")  # the slot holds its place: a comma still follows it
             else:
                 out.append("{")
-                pairs = list(item.items())
-                if not all(type(key) is str for key, _ in pairs):
-                    pairs = [(_plain_key(key, field, index), value) for key, value in pairs]
-                frames.append((skip, iter(_ordered_items(pairs)), "}"))
+                frames.append((skip, iter(_ordered_items(list(item.items()))), "}"))
         elif cls is list:
             out.append("[")
             frames.append((False, iter(item), "]"))
@@ -346,6 +349,8 @@ def compact_json(value: Any, field: str = "content", index: int | None = None, v
                 out.append(",")
             if skip is not False:
                 key, nxt = nxt
+                if type(key) is not str:  # checked as reached, as the core's walk does
+                    key = _plain_key(key, field, index)
                 if skip is not None and key == skip:
                     out.append(":")
                     continue

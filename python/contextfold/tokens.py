@@ -120,20 +120,20 @@ def message_tokens(
 ) -> int:
     """Tokens of one message: its text's estimate plus 4.
 
-        The text is ``content`` (a string as is; a list of parts, or ``None``, as compact
-        JSON) followed by the compact JSON of ``tool_calls`` when that is a list; a Responses
-        item other than a message is sized by its whole compact JSON.
+    The text is ``content`` (a string as is; a list of parts, or ``None``, as compact
+    JSON) followed by the compact JSON of ``tool_calls`` when that is a list; a Responses
+    item other than a message is sized by its whole compact JSON.
 
-        ``sizing="provider"`` does not size opaque payloads by their length: an image or
-        document block (OpenAI ``image_url``/``file`` parts, Anthropic ``image``/``document``
-        blocks, Responses ``input_image``/``input_file`` parts) costs a flat ``image_tokens``
-        (default 1,600: what a provider bills for a large image) instead of its JSON, and a
-        ``thinking`` block's ``signature``, a ``redacted_thinking`` block's ``data`` and a
-        ``reasoning`` item's ``encrypted_content`` cost nothing (the entry is left out; its
-        comma and colon still count). An encoding or a custom estimator is handed that text
+    ``sizing="provider"`` does not size opaque payloads by their length: an image or
+    document block (OpenAI ``image_url``/``file`` parts, Anthropic ``image``/``document``
+    blocks, Responses ``input_image``/``input_file`` parts) costs a flat ``image_tokens``
+    (default 1,600: what a provider bills for a large image) instead of its JSON, and a
+    ``thinking`` block's ``signature``, a ``redacted_thinking`` block's ``data`` and a
+    ``reasoning`` item's ``encrypted_content`` cost nothing (the entry is left out; its
+    comma and colon still count). An encoding or a custom estimator is handed that text
     as chars/4 measures it (opaque blocks and left-out entries written as nothing, their
     commas and colons kept), and each image still costs ``image_tokens``. The default
-        ``"seed"`` sizes everything by length, as the TypeScript host does.
+    ``"seed"`` sizes everything by length, as the TypeScript host does.
     """
     images = image_tokens_for(sizing, image_tokens)
     return int(_backend.impl.message_tokens(message, sizers(estimate_tokens, images), images))

@@ -246,7 +246,10 @@ def test_reports_are_span_attributes_when_opentelemetry_is_there() -> None:
     with provider.get_tracer("test").start_as_current_span("request"):
         respond(BODY)
     respond(BODY)  # no span: nothing recorded, nothing raised
-    (span,) = exporter.get_finished_spans()
+    with provider.get_tracer("test").start_as_current_span("unbounded"):
+        respond(BODY, target_context_tokens=2**64 - 1)
+    span, unbounded = exporter.get_finished_spans()
+    assert dict(unbounded.attributes or {})["contextfold.budget"] == 2**63 - 1  # OpenTelemetry's ints are int64
     attributes = dict(span.attributes or {})
     pack = cf.pack_request(BODY, target_context_tokens=300, shape="openai", sizing="provider")
     assert attributes["contextfold.adapter"] == "asgi" and attributes["contextfold.model"] == "m"

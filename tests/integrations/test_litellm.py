@@ -288,6 +288,7 @@ def test_token_counter_drop_in() -> None:
     tools = tool_definitions(max(openai_corpus(), key=lambda m: len(tool_definitions(m))))
     assert cfl.token_counter(messages=messages) == cf.tokens_of(messages) + 3  # the reply's priming, as LiteLLM
     assert cfl.token_counter(messages=messages, count_response_tokens=True) == cf.tokens_of(messages)
+    assert cfl.token_counter(messages=messages, count_response_tokens=None) == cf.tokens_of(messages)  # as LiteLLM
     assert cfl.token_counter(model="claude-sonnet-4", text="hello world") == cf.estimate_tokens("hello world")
     assert cfl.token_counter(text=["ab", "cdefg"]) == 1 + 2
     with_tools = cfl.token_counter(messages=messages, tools=tools, tool_choice="auto")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import contextfold as cf
-from contextfold._contract import U64_MAX
+from contextfold._contract import I64_MAX, U64_MAX
 
 __all__ = ["GATEWAY_LOG", "PackCounters", "PackReport", "whole_request_options"]
 
@@ -50,7 +50,8 @@ class PackReport:
     fits: bool
     """False when the must-keep part alone is over ``budget`` (sent anyway)."""
     dropped: int
-    """Messages folded into the note."""
+    """Input messages not sent on: folded into the note, or removed by an edit (the
+    reasoning items ``ClearThinking`` removes from a Responses transcript)."""
     cleared_tool_uses: int
     """Tool uses whose result (or call input) an edit cleared."""
     cleared_thinking_turns: int
@@ -106,7 +107,9 @@ class PackReport:
             return
         span = trace.get_current_span()
         if span.is_recording():
-            span.set_attributes({f"contextfold.{k}": v for k, v in self.as_dict().items() if v is not None})
+            # OpenTelemetry's ints are 64-bit signed: a budget of "no limit" (2**64 - 1) is capped.
+            fields = self.as_dict().items()
+            span.set_attributes({f"contextfold.{k}": _span_value(v) for k, v in fields if v is not None})
 
     def log(self) -> None:
         """Logs the report from ``contextfold.gateway``, its fields as ``record.contextfold``."""
@@ -128,6 +131,10 @@ class PackReport:
             "" if self.fits else ", must-keep part over the budget",
             extra={"contextfold": self.as_dict()},
         )
+
+
+def _span_value(value: Any) -> Any:
+    return min(value, I64_MAX) if type(value) is int else value
 
 
 def _header_value(value: int | bool) -> bytes:

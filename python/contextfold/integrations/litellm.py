@@ -452,7 +452,7 @@ def token_counter(
     if messages is not None:
         sized: Any = list(messages)
         total += cf.tokens_of(sized, estimate_tokens=estimate, sizing="provider", image_tokens=image_tokens)
-        total += 0 if count_response_tokens else REPLY_PRIMING
+        total += REPLY_PRIMING if count_response_tokens is False else 0  # LiteLLM's own test
     if text is not None:
         total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)

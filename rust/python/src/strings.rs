@@ -21,16 +21,23 @@ pub struct RankKey<'a, 'py> {
 /// How rank keys hash: keyed at random per process (flooding-resistant, as CPython's own
 /// str hash is) and several times faster than CPython's SipHash on a short path. A fresh
 /// str has no cached hash, so CPython's would be computed here for every item; equal
-/// strs hold equal data (CPython keeps each in its narrowest kind).
-static RANK_HASH: std::sync::LazyLock<ahash::RandomState> = std::sync::LazyLock::new(ahash::RandomState::new);
+/// strs hold equal data (CPython keeps each in its narrowest kind). The keys come from
+/// the standard library's random state, which cannot fail (ahash's own source of
+/// randomness panics when the OS gives none).
+static RANK_HASH: std::sync::LazyLock<ahash::RandomState> = std::sync::LazyLock::new(|| {
+    use std::hash::BuildHasher;
+    let random = std::hash::RandomState::new();
+    let [k0, k1, k2, k3] = [0_u8, 1, 2, 3].map(|i| random.hash_one(i));
+    ahash::RandomState::with_seeds(k0, k1, k2, k3)
+});
 
 impl<'a, 'py> RankKey<'a, 'py> {
     /// The key for `list[index]`.
     ///
     /// # Safety
     /// `index` must be in bounds, and the list must not change while the key is alive
-    /// (no Python code may run: only exact `str` items are accepted, whose hash is
-    /// CPython's own).
+    /// (no Python code may run: only exact `str` items are accepted, hashed and compared
+    /// by their data).
     pub unsafe fn from_list(list: &'a Bound<'py, PyList>, index: usize) -> PyResult<Self> {
         let py = list.py();
         // SAFETY: in bounds (caller); the list keeps the item alive while unchanged.
@@ -102,7 +109,7 @@ pub fn from_code_points<'py>(py: Python<'py>, points: &[u32]) -> PyResult<Bound<
 pub fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Vec<(Bound<'py, PyString>, usize)>> {
     let mut error = None;
     // SAFETY: every index is in bounds, and no Python code runs while the keys borrow the
-    // list (exact str items only; their hashing and comparison are CPython's and ours).
+    // list (exact str items only, hashed and compared by their data here).
     let keys = (0..items.len()).map_while(|i| {
         prefetch_item(items, i + RANK_PREFETCH_AHEAD);
         match unsafe { RankKey::from_list(items, i) } {
