@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import contextfold as cf
@@ -276,6 +277,8 @@ def body_for(model: str | None, **fields: Any) -> bytes:
         ("large", {"max_completion_tokens": 150, "max_tokens": 100}, 900, 150),
         ("large", {"max_output_tokens": 200}, 900, 200),
         ("large", {"max_tokens": True}, 900, 0),  # not a count: the default reserve
+        ("reserved", {}, 600, 120),  # the model's own reserve
+        ("reserved", {"max_tokens": 100}, 600, 100),  # the body's cap first
     ],
 )
 def test_the_window_and_reserve_come_from_the_bodys_model_and_max_tokens(
@@ -283,7 +286,7 @@ def test_the_window_and_reserve_come_from_the_bodys_model_and_max_tokens(
 ) -> None:
     caplog.set_level("INFO", logger="contextfold.gateway")
     body = body_for(model, **fields)
-    options = {"target_context_tokens": 600, "windows": {"small": 300, "large": 900}}
+    options = {"target_context_tokens": 600, "windows": {"small": 300, "large": 900}, "reserves": {"reserved": 120}}
     expected = cf.pack_request(body, target_context_tokens=window, reserve_output_tokens=reserve, sizing="provider")
     assert forward([body], **options)[0] == expected.body
     (report,) = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
@@ -298,6 +301,28 @@ def test_members_are_read_at_the_top_level_only() -> None:
     options = {"target_context_tokens": 600, "windows": {"small": 300, 'la\\rge"': 900}}
     expected = cf.pack_request(body, target_context_tokens=900, sizing="provider")
     assert forward([body], **options)[0] == expected.body
+
+
+def test_windows_can_come_from_litellms_model_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM's bundled map: no network
+    litellm = pytest.importorskip("litellm", reason="litellm is in the integrations extra")
+    window = litellm.get_model_info("gpt-3.5-turbo")["max_input_tokens"]
+    long = json.dumps({"model": "gpt-3.5-turbo", "messages": [*MESSAGES * 30, {"role": "user", "content": "now"}]})
+    body = long.encode()
+    assert cf.pack_request(body, target_context_tokens=10**6, sizing="provider").dropped == 0
+    expected = cf.pack_request(body, target_context_tokens=window, sizing="provider")
+    assert expected.dropped > 0
+    options: dict[str, Any] = {"target_context_tokens": 10**6, "model_map": True}
+    assert forward([body], **options)[0] == expected.body  # the map's window, not the default
+    listed = {**options, "windows": {"gpt-3.5-turbo": window // 2}}  # a listed window wins
+    assert (
+        forward([body], **listed)[0] == cf.pack_request(body, target_context_tokens=window // 2, sizing="provider").body
+    )
+    assert forward([body_for("no-such-model")], **options)[0] == body_for("no-such-model")  # unmapped: the default
+    assert forward([body], target_context_tokens=10**6)[0] == body  # not asked: not looked up
+    monkeypatch.setitem(sys.modules, "litellm", None)
+    with pytest.raises(cf.ArgumentError, match="model_map=True needs litellm"):
+        PackingMiddleware(lambda *_: None, target_context_tokens=300, model_map=True)  # type: ignore[arg-type]
 
 
 def test_a_reserve_over_the_window_passes_the_body_untouched() -> None:
@@ -332,6 +357,9 @@ def test_large_bodies_are_packed_off_the_event_loop(monkeypatch: pytest.MonkeyPa
         ({"windows": ["m"]}, "windows"),
         ({"offload_bytes": -1}, "offload_bytes"),
         ({"count_tokens_in": 1}, "count_tokens_in"),
+        ({"reserves": {"m": -1}}, "reserves"),
+        ({"reserves": ["m"]}, "reserves"),
+        ({"model_map": "yes"}, "model_map"),
     ],
 )
 def test_bad_model_settings_fail_when_the_middleware_is_built(options: dict[str, Any], named: str) -> None:

@@ -31,16 +31,20 @@ in the record's ``contextfold`` attribute), the current OpenTelemetry span's att
 ``-tokens-out``, ``-dropped``, ``-fits``, …: see :meth:`PackReport.headers`).
 
 The body's ``tools`` are counted and never dropped. The window is the body's ``model``'s
-in ``windows``, else ``target_context_tokens``; the output reserve is the body's
-``max_completion_tokens``, ``max_tokens`` or ``max_output_tokens``, else
-``reserve_output_tokens`` (vLLM refuses a prompt whose tokens plus ``max_tokens`` exceed
-``max_model_len``). ``estimate_tokens="o200k_base"`` (or ``"cl100k_base"``) counts
-exactly, natively; a body over ``offload_bytes`` is read and packed in a worker thread.
+in ``windows``, else (``model_map=True``, with litellm installed) its ``max_input_tokens``
+in LiteLLM's model map, else ``target_context_tokens``; the output reserve is the body's
+``max_completion_tokens``, ``max_tokens`` or ``max_output_tokens``, else its model's in
+``reserves``, else ``reserve_output_tokens`` (vLLM refuses a prompt whose tokens plus
+``max_tokens`` exceed ``max_model_len``). ``estimate_tokens="o200k_base"`` (or
+``"cl100k_base"``) counts exactly, natively; a body over ``offload_bytes`` is read and
+packed in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import json
 import logging
 import sys
@@ -95,6 +99,8 @@ class PackingMiddleware:
         responses_paths: Sequence[str] = RESPONSES_PATHS,
         max_body_bytes: int = 64 * 1024 * 1024,
         windows: Mapping[str, int] | None = None,
+        reserves: Mapping[str, int] | None = None,
+        model_map: bool = False,
         offload_bytes: int = 256 * 1024,
         count_tokens_in: bool = True,
         report_headers: bool = False,
@@ -116,15 +122,26 @@ class PackingMiddleware:
         )
         bytes_options(self.options)  # the bytes path counts with chars/4 or an embedded encoding only
         self.request_options = RequestOptions(self.options)
-        if windows is not None and not isinstance(windows, Mapping):
-            raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
-        self.windows = {model: whole(f"windows[{model!r}]", size, 1) for model, size in (windows or {}).items()}
+        self.windows = _per_model("windows", windows, 1)
+        self.reserves = _per_model("reserves", reserves, 0)
         self.offload_bytes = whole("offload_bytes", offload_bytes)
-        for name, flag in (("count_tokens_in", count_tokens_in), ("report_headers", report_headers)):
+        for name, flag in (
+            ("count_tokens_in", count_tokens_in),
+            ("report_headers", report_headers),
+            ("model_map", model_map),
+        ):
             if not isinstance(flag, bool):
                 raise cf.ArgumentError(f"{name} must be True or False, got {flag!r}")
         self.count_tokens_in = count_tokens_in
         self.report_headers = report_headers
+        self.mapped_window: Callable[[str], int | None] = _no_window
+        if model_map:
+            try:
+                importlib.import_module("litellm")  # checked now, not at the first request
+                from .litellm import model_window
+            except ImportError as exc:
+                raise cf.ArgumentError(f"model_map=True needs litellm (the litellm extra): {exc}") from None
+            self.mapped_window = functools.lru_cache(maxsize=1_024)(model_window)
         self.shapes: dict[str, RequestShape] = {
             **{p: "openai" for p in chat_paths},
             **{p: "anthropic" for p in messages_paths},
@@ -161,9 +178,11 @@ class PackingMiddleware:
         """The body packed for its model's window and its own output cap, and the report
         (the body as it came and None when it cannot be read, or its cap leaves no room)."""
         model, members = _request_members(body)
-        default = self.options.target_context_tokens
-        window = default if model is None else self.windows.get(model, default)
-        reserve = output_reserve(members, self.options.reserve_output_tokens)
+        window, reserve = self.options.target_context_tokens, self.options.reserve_output_tokens
+        if model is not None:
+            window = self.windows.get(model) or self.mapped_window(model) or window
+            reserve = self.reserves.get(model, reserve)
+        reserve = output_reserve(members, reserve)
         if reserve >= window:
             log.warning(
                 "contextfold: %s output reserve %d leaves no room in the %d-token window", path, reserve, window
@@ -184,6 +203,18 @@ class PackingMiddleware:
             tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if counted else None
         report = PackReport.of(packed, adapter="asgi", model=model, route=path, tokens_in=tokens_in)
         return packed.body, self.counters.record(report)
+
+
+def _per_model(name: str, values: Mapping[str, int] | None, minimum: int) -> dict[str, int]:
+    """``values`` checked: a mapping of model names to whole numbers of at least ``minimum``."""
+    if values is not None and not isinstance(values, Mapping):
+        raise cf.ArgumentError(f"{name} must map model names to token counts, got {type(values).__name__}")
+    return {model: whole(f"{name}[{model!r}]", size, minimum) for model, size in (values or {}).items()}
+
+
+def _no_window(model: str) -> None:
+    """No window for any model (no model map asked for)."""
+    del model
 
 
 def _request_members(body: bytes) -> tuple[str | None, dict[str, Any]]:
