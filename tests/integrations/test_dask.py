@@ -35,6 +35,22 @@ def test_bag_pipeline_equals_one_by_one_packing(tmp_path: Path, scheduler: str) 
     assert sum(len(o["messages"]) < len(r["messages"]) for o, r in zip(out, rows, strict=True)) >= 20
 
 
+def test_a_bad_lines_record_names_its_partition(tmp_path: Path) -> None:
+    need("dask.bag", "dask")
+    lines = [json.dumps(r, ensure_ascii=False) for r in corpus_rows("transcripts.jsonl")[:12]]
+    lines[9] = '{"messages": [{"role": 7}]}'
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bag = pack_jsonl(str(tmp_path / "a.jsonl"), blocksize=len("\n".join(lines[:6])), target_context_tokens=3_000)
+    sizes = bag.map_partitions(lambda part: [len(list(part))]).compute(scheduler="sync")
+    partition = next(k for k in range(len(sizes)) if sum(sizes[: k + 1]) > 9)
+    assert partition > 0  # the bad line is past the first partition
+    records = [json.loads(line).get(ERROR_KEY) for line in bag.compute(scheduler="sync")]
+    (record,) = [r for r in records if r is not None]
+    assert record["partition"] == partition and record["line"] == 9 - sum(sizes[:partition])
+    alone = json.loads(pack_lines(lines[9:10], target_context_tokens=3_000)[0])[ERROR_KEY]
+    assert alone == {k: v for k, v in record.items() if k != "partition"} | {"line": 0}  # no partition given: none
+
+
 def test_pack_lines_takes_bare_lists_keeps_bytes_and_reports_bad_lines() -> None:
     messages = openai_corpus()[0]
     spaced = [json.dumps(m, separators=(" , ", " : ")) for m in messages]  # spacing json.dumps never writes

@@ -50,6 +50,7 @@ def pack_lines(
     options: cf.PackOptions | None = None,
     errors: Literal["line", "raise"] = "line",
     threads: int | None = 1,
+    partition: int | None = None,
     **keywords: Any,
 ) -> list[str]:
     """Packs JSONL lines (blank lines skipped); one output line per line in, in order.
@@ -72,11 +73,15 @@ def pack_lines(
     ``{"contextfold_error": {"line": index, "type": ..., "message": ..., "offset": ...}}``
     (``index`` in ``lines``; ``offset`` the byte :class:`contextfold.RequestError` names,
     or null), the error :func:`contextfold.pack_request` raises for it (for a bare list,
-    for a body holding it as ``messages``). With ``errors="raise"`` the first bad line's
-    error is raised, its index in ``lines`` added as a note.
+    for a body holding it as ``messages``); with ``partition`` given (:func:`pack_jsonl`
+    gives the partition's number), the record says ``"partition": partition`` too. With
+    ``errors="raise"`` the first bad line's error is raised, its index in ``lines`` added
+    as a note.
     """
     if errors not in ("line", "raise"):
         raise cf.ArgumentError(f"errors must be 'line' or 'raise', not {errors!r}")
+    if partition is not None:
+        partition = whole("partition", partition)
     options = pack_options(options, keywords)
     bytes_options(options)
     count = (os.cpu_count() or 1) if threads is None else whole("threads", threads, 1)
@@ -108,19 +113,20 @@ def pack_lines(
     output: list[str] = []
     for index, body in enumerate(bodies):
         if index in refused:
-            output.append(error_line(index, refused[index]))
+            output.append(error_line(index, refused[index], partition))
         elif body.strip():
             output.append(next(good))
     return output
 
 
-def error_line(index: int, error: Exception) -> str:
-    """The output line standing for line ``index`` of a batch, refused with ``error``."""
-    offset = getattr(error, "offset", None)
-    return json.dumps(
-        {ERROR_KEY: {"line": index, "type": type(error).__name__, "message": str(error), "offset": offset}},
-        ensure_ascii=False,
-    )
+def error_line(index: int, error: Exception, partition: int | None = None) -> str:
+    """The output line standing for line ``index`` of a batch (of partition ``partition``,
+    when given), refused with ``error``."""
+    record: dict[str, Any] = {"line": index, "type": type(error).__name__, "message": str(error)}
+    record["offset"] = getattr(error, "offset", None)
+    if partition is not None:
+        record["partition"] = partition
+    return json.dumps({ERROR_KEY: record}, ensure_ascii=False)
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -147,7 +153,9 @@ def _refusal(line: bytes, options: cf.PackOptions) -> Exception:
 
 
 def pack_jsonl(paths: str | list[str], *, blocksize: int | str | None = "64MiB", **options: Any) -> Any:
-    """A Dask bag of packed lines: ``db.read_text(paths).map_partitions(pack_lines, ...)``.
+    """A Dask bag of packed lines: ``db.read_text(paths).map_partitions(pack_lines, ...)``,
+    each bad line's record naming its partition (``"partition": k``, the ``k``-th of the
+    bag, files in order) beside its line in it.
 
     ``options`` are :func:`pack_lines`' keywords; compute it, or write it out with
     ``.to_textfiles(...)``.
@@ -156,4 +164,13 @@ def pack_jsonl(paths: str | list[str], *, blocksize: int | str | None = "64MiB",
         import dask.bag as db
     except ImportError as exc:
         raise missing_extra("dask", exc) from exc
-    return db.read_text(paths, blocksize=blocksize).map_partitions(pack_lines, **options)  # type: ignore[no-untyped-call]
+    lines = db.read_text(paths, blocksize=blocksize)  # type: ignore[no-untyped-call]
+    count = lines.npartitions
+    numbers = db.from_sequence(range(count), npartitions=count)  # type: ignore[no-untyped-call]
+    return lines.map_partitions(_pack_partition, numbers, **options)
+
+
+def _pack_partition(lines: Iterable[str], number: Iterable[int], **options: Any) -> list[str]:
+    """:func:`pack_lines` on one partition, told its number (a one-item partition of its own)."""
+    (partition,) = number
+    return pack_lines(lines, partition=partition, **options)
