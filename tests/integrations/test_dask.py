@@ -47,6 +47,8 @@ def test_a_bad_lines_record_names_its_partition(tmp_path: Path) -> None:
     records = [json.loads(line).get(ERROR_KEY) for line in bag.compute(scheduler="sync")]
     (record,) = [r for r in records if r is not None]
     assert record["partition"] == partition and record["line"] == 9 - sum(sizes[:partition])
+    with pytest.raises(cf.ArgumentError, match="partition is not an option"):
+        pack_jsonl(str(tmp_path / "a.jsonl"), target_context_tokens=3_000, partition=3)
     alone = json.loads(pack_lines(lines[9:10], target_context_tokens=3_000)[0])[ERROR_KEY]
     assert alone == {k: v for k, v in record.items() if k != "partition"} | {"line": 0}  # no partition given: none
 

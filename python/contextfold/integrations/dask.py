@@ -155,11 +155,14 @@ def _refusal(line: bytes, options: cf.PackOptions) -> Exception:
 def pack_jsonl(paths: str | list[str], *, blocksize: int | str | None = "64MiB", **options: Any) -> Any:
     """A Dask bag of packed lines: ``db.read_text(paths).map_partitions(pack_lines, ...)``,
     each bad line's record naming its partition (``"partition": k``, the ``k``-th of the
-    bag, files in order) beside its line in it.
+    bag: a file, or with ``blocksize`` a block of one, files in order) beside its line's
+    index in that partition.
 
     ``options`` are :func:`pack_lines`' keywords; compute it, or write it out with
     ``.to_textfiles(...)``.
     """
+    if "partition" in options:
+        raise cf.ArgumentError("pack_jsonl gives each partition its number: partition is not an option here")
     try:
         import dask.bag as db
     except ImportError as exc:
