@@ -194,6 +194,11 @@ class Opaque:
     def __init__(self) -> None:
         self.blocks = 0
 
+    def billed(self, tokens: int, image_tokens: int) -> int:
+        """``tokens`` of the text read, plus ``image_tokens`` for each opaque block; past a
+        u64 the cost saturates, as the core's sums do."""
+        return min(U64_MAX, tokens + self.blocks * image_tokens)
+
     def __call__(self, obj: dict[str, Any]) -> Any:
         kind = obj.get("type")
         if not isinstance(kind, str):
@@ -277,8 +282,7 @@ def estimator_sizers(estimate: Estimator, images: int | None = None) -> Sizers:
     def per_message_billed(index: int | None, message: Any, whole: bool) -> int:
         opaque = Opaque()
         text = estimator_text(message, index, whole, opaque)
-        # Past a u64 the cost saturates, as the core's sums do (images at a huge cost each).
-        return min(U64_MAX, checked(estimate, text) + MESSAGE_OVERHEAD + opaque.blocks * image_cost)
+        return opaque.billed(checked(estimate, text) + MESSAGE_OVERHEAD, image_cost)
 
     return per_message_billed, per_text
 

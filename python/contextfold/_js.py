@@ -298,11 +298,16 @@ def _array_index(key: Any) -> int | None:
 
 def _ordered_items(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """Entries in JavaScript's order: array-index keys ascending, then the rest as inserted."""
-    indices = [_array_index(k) for k, _ in pairs]
-    if all(i is None for i in indices):
+    # Most keys open with a letter: only a str key opening with a digit, or a subclass's, is read.
+    first = sorted(
+        (i, n)
+        for n, (k, _) in enumerate(pairs)
+        if (type(k) is not str or "0" <= k[:1] <= "9") and (i := _array_index(k)) is not None
+    )
+    if not first:
         return pairs
-    first = sorted((i, n) for n, i in enumerate(indices) if i is not None)
-    return [pairs[n] for _, n in first] + [pair for pair, i in zip(pairs, indices, strict=True) if i is None]
+    taken = {n for _, n in first}
+    return [pairs[n] for _, n in first] + [pair for n, pair in enumerate(pairs) if n not in taken]
 
 
 def compact_json(value: Any, field: str = "content", index: int | None = None, visit: Visit | None = None) -> str:

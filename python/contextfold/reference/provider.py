@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._contract import MESSAGE_OVERHEAD, U64_MAX, Opaque, PerMessage
+from .._contract import MESSAGE_OVERHEAD, Opaque, PerMessage
 from .._js import Visit, json_length
 
 MessageUnits = Callable[[dict[str, Any], "int | None", Visit], int]
@@ -25,6 +25,6 @@ def provider_sizer(image_tokens: int, message_units: MessageUnits) -> PerMessage
     def tokens(index: int | None, message: dict[str, Any], whole: bool) -> int:
         opaque = Opaque()
         units = json_length(message, "", index, opaque) if whole else message_units(message, index, opaque)
-        return min(U64_MAX, -(-units // 4) + MESSAGE_OVERHEAD + opaque.blocks * image_tokens)  # saturates, as natively
+        return opaque.billed(-(-units // 4) + MESSAGE_OVERHEAD, image_tokens)
 
     return tokens

@@ -395,7 +395,7 @@ impl ExactTokens {
         };
         let mut opaque = Opaque::default();
         let counted = count(*encoding, message_text_with(message, checked, text, &mut opaque)?, transcoded) as u64;
-        Ok(counted.saturating_add(opaque.blocks.saturating_mul(image_tokens)))
+        Ok(opaque.billed(counted, image_tokens))
     }
 }
 

@@ -42,6 +42,13 @@ pub struct Opaque {
     pub blocks: u64,
 }
 
+impl Opaque {
+    /// `tokens` of the text read, plus `image_tokens` for each opaque block, saturating.
+    pub fn billed(&self, tokens: u64, image_tokens: u64) -> u64 {
+        tokens.saturating_add(self.blocks.saturating_mul(image_tokens))
+    }
+}
+
 impl<N: JsonNode> Visitor<N> for Opaque {
     fn visit(&mut self, object: &N) -> Visit {
         let Some(kind) = object.get(Key::Type) else { return Visit::Text };
@@ -76,7 +83,7 @@ impl<N: JsonNode> MessageSizer<N> for Sizing {
         } else {
             message_units_with(checked, &mut opaque)?
         };
-        Ok((estimate_units(units) + MESSAGE_OVERHEAD).saturating_add(opaque.blocks.saturating_mul(image_tokens)))
+        Ok(opaque.billed(estimate_units(units) + MESSAGE_OVERHEAD, image_tokens))
     }
 
     fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
@@ -85,7 +92,7 @@ impl<N: JsonNode> MessageSizer<N> for Sizing {
         };
         let mut opaque = Opaque::default();
         let units = message_units_with(checked, &mut opaque)?;
-        Ok((estimate_units(units) + MESSAGE_OVERHEAD).saturating_add(opaque.blocks.saturating_mul(image_tokens)))
+        Ok(opaque.billed(estimate_units(units) + MESSAGE_OVERHEAD, image_tokens))
     }
 
     fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
