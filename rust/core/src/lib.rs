@@ -26,6 +26,7 @@ pub mod text;
 pub mod tokens;
 pub mod transcript;
 pub mod window;
+pub mod workers;
 
 #[cfg(test)]
 mod no_wrap_tests;

@@ -3,11 +3,11 @@
 //! Lists and dicts are mutable, so they may only be read while attached: the calling
 //! thread copies each transcript into an [`Arena`], borrowing every `str`'s data in place
 //! (a `str` is immutable; a reference taken on it keeps its data alive until the chunk
-//! comes back). Chunks of transcripts go to worker threads that pack them without the
-//! GIL, so reading the next chunk overlaps packing the previous ones; when the workers
-//! are all busy, the calling thread packs the chunk itself. Packed chunks come back to
-//! the calling thread, which drops their string references (that needs the GIL) and
-//! reuses their buffers.
+//! comes back). Chunks of transcripts go to worker threads (the core's one batch runner,
+//! [`Workers`], which packs request bodies too) that pack them without the GIL, so reading
+//! the next chunk overlaps packing the previous ones; when the workers are all busy, the
+//! calling thread packs the chunk itself. Packed chunks come back to the calling thread,
+//! which drops their string references (that needs the GIL) and reuses their buffers.
 //!
 //! Reading Python objects is most of the work for typical transcripts, and it must hold
 //! the GIL, so extraction pays only when workers have real work: with one thread,
@@ -26,13 +26,12 @@ use crate::result::handoff_pack;
 use crate::snapshot::{self, Snapshot};
 use contextfold_core::arena::{Arena, Entry, Node};
 use contextfold_core::pack::{self, PackOptions, Packed};
+use contextfold_core::workers::Workers;
 use contextfold_core::{CoreError, JsonType, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString};
 use pyo3::PyTypeInfo;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TrySendError};
-use std::sync::Mutex;
 
 /// Nesting extracted before a transcript is left to the attached path (which reports
 /// content nested past the core's limit).
@@ -224,21 +223,6 @@ fn pack_chunk(chunk: &mut Chunk, options: &[PackOptions]) {
     }
 }
 
-/// Packs chunks from the queue until it is closed and empty, sending each back.
-fn work(queue: &Mutex<Receiver<Chunk>>, done: &Sender<Chunk>, options: &[PackOptions]) {
-    loop {
-        let next = match queue.lock() {
-            Ok(queue) => queue.recv(),
-            Err(_) => return,
-        };
-        let Ok(mut chunk) = next else { return };
-        pack_chunk(&mut chunk, options);
-        if done.send(chunk).is_err() {
-            return;
-        }
-    }
-}
-
 /// `pack_many`'s batch: transcript `i` packed under `options[i]` (counted as `call`
 /// says), on up to `threads` threads (`0`: one a CPU); each result a `HandoffPack`, in
 /// order.
@@ -409,11 +393,9 @@ pub fn pack_detached(
     let py = transcripts.py();
     let total = transcripts.len();
     let mut results: Vec<Option<Detached>> = std::iter::repeat_with(|| None).take(total).collect();
-    let (queue_tx, queue_rx) = sync_channel::<Chunk>(threads.saturating_sub(1));
-    let queue = Mutex::new(queue_rx);
-    let (done_tx, done_rx) = channel::<Chunk>();
+    let pack = |chunk: &mut Chunk| pack_chunk(chunk, options);
     std::thread::scope(|scope| -> PyResult<()> {
-        let mut workers = 0;
+        let mut workers = None;
         let mut chunk = Chunk::new();
         let started = std::time::Instant::now();
         // Whether `done` transcripts took clearly less time than packing them in place.
@@ -421,28 +403,26 @@ pub fn pack_detached(
         for (i, transcript) in transcripts.iter().enumerate().skip(from) {
             extract_transcript(i, &transcript, &mut chunk);
             let done = i + 1 - from;
-            if workers == 0 && (done == GATE || i + 1 == total) {
-                workers = if pays(done) { spawn_workers(scope, threads, &queue, &done_tx, options) } else { 0 };
-                if workers == 0 {
+            if workers.is_none() && (done == GATE || i + 1 == total) {
+                workers = pays(done).then(|| Workers::start(scope, threads, 1, &pack)).filter(|w| w.started() > 0);
+                if workers.is_none() {
                     pack_chunk(&mut chunk, options);
                     chunk.recycle(py, &mut results);
                     return Ok(());
                 }
             }
+            let Some(crew) = &workers else { continue };
             if chunk.transcripts.len() < CHUNK && i + 1 < total {
                 continue;
             }
-            let spare = done_rx.try_recv().unwrap_or_else(|_| Chunk::new());
-            match queue_tx.try_send(std::mem::replace(&mut chunk, spare)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(mut mine) | TrySendError::Disconnected(mut mine)) => {
-                    // The workers are busy: pack this chunk here, without a GIL round
-                    // trip per chunk (see `Fairness`).
-                    pack_chunk(&mut mine, options);
-                    mine.recycle(py, &mut results);
-                    chunk.recycle(py, &mut results);
-                    chunk = mine;
-                }
+            let spare = crew.done().next().unwrap_or_else(Chunk::new);
+            if let Err(mut mine) = crew.offer(std::mem::replace(&mut chunk, spare)) {
+                // The workers are busy: pack this chunk here, without a GIL round trip
+                // per chunk (see `Fairness`).
+                pack_chunk(&mut mine, options);
+                mine.recycle(py, &mut results);
+                chunk.recycle(py, &mut results);
+                chunk = mine;
             }
             chunk.recycle(py, &mut results);
             fairness.tick()?;
@@ -450,34 +430,14 @@ pub fn pack_detached(
                 break;
             }
         }
-        drop(queue_tx);
-        py.detach(|| work(&queue, &done_tx, options));
-        drop(done_tx);
-        // Leaving the scope joins the workers; every chunk has been sent back by then.
+        if let Some(mut crew) = workers {
+            py.detach(|| crew.help());
+            crew.finish(|mut chunk| {
+                chunk.recycle(py, &mut results);
+                true
+            });
+        }
         Ok(())
     })?;
-    for mut chunk in done_rx.try_iter() {
-        chunk.recycle(py, &mut results);
-    }
     Ok(results)
-}
-
-/// Starts up to `threads - 1` workers on the queue; how many the OS let start.
-fn spawn_workers<'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    threads: usize,
-    queue: &'scope Mutex<Receiver<Chunk>>,
-    done: &Sender<Chunk>,
-    options: &'scope [PackOptions],
-) -> usize {
-    let mut workers = 0;
-    for _ in 1..threads {
-        let done = done.clone();
-        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || work(queue, &done, options));
-        if spawned.is_err() {
-            break;
-        }
-        workers += 1;
-    }
-    workers
 }

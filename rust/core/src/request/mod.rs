@@ -30,9 +30,9 @@ use crate::pack::{self, Counting, Dialect, Note, PackOptions, Packed};
 use crate::provider::Sizing;
 use crate::tokens::{CharsPerToken, MessageSizer};
 use crate::transcript::Transcript;
+use crate::workers::Workers;
 use scan::{Layout, Tape};
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Why a body could not be packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,19 +184,25 @@ impl<'t, 'a> Body<'t, 'a> {
     }
 }
 
-/// Threads [`pack_bodies_with`] uses at most, whatever it is given.
-pub const MAX_THREADS: usize = 64;
-
 /// Bodies [`pack_bodies_with`] hands over at once, at least (the last run aside).
 const RUN: usize = 32;
 
+/// Bodies waiting a worker: a body can take less time than waking a sleeping thread, so
+/// a worker should find the next one queued.
+const WAITING: usize = 8;
+
+/// A body for [`pack_bodies_with`]'s workers, and what packing it gave.
+struct BodyJob<'i> {
+    index: usize,
+    input: &'i [u8],
+    result: Option<Result<PackedBody, RequestError>>,
+}
+
 /// [`pack_body`] of each input on up to `threads` threads (the calling thread among
-/// them; fewer when the system refuses more), handed to `ready` in input order, a run
-/// at a time, on the calling thread, which packs between runs: a caller can turn results
-/// into its own values while the other threads pack. Threads take bodies one at a time
-/// from a shared counter, so one long body does not hold up a fixed share of the rest.
-/// When `ready` returns `false`, no body is started after it and nothing more is handed
-/// over.
+/// them; see [`Workers`]), handed to `ready` in input order, a run at a time, on the
+/// calling thread, which packs between runs: a caller can turn results into its own
+/// values while the other threads pack. When `ready` returns `false`, no body is started
+/// after it and nothing more is handed over.
 pub fn pack_bodies_with(
     inputs: &[&[u8]],
     options: &PackOptions,
@@ -205,74 +211,50 @@ pub fn pack_bodies_with(
     threads: usize,
     mut ready: impl FnMut(Vec<Result<PackedBody, RequestError>>) -> bool,
 ) {
-    let one = |input: &[u8]| pack_body(input, options, root, count_input);
-    let threads = threads.clamp(1, MAX_THREADS).min(inputs.len());
-    if threads <= 1 {
-        for run in inputs.chunks(RUN) {
-            if !ready(run.iter().map(|input| one(input)).collect()) {
-                return;
-            }
-        }
-        return;
-    }
-    let next = AtomicUsize::new(0);
-    // Workers send each result with its index; only the calling thread keeps them in
-    // order, so no thread waits on another but the calling one at the end.
-    let (done, results) = std::sync::mpsc::channel::<(usize, Result<PackedBody, RequestError>)>();
+    let pack = |job: &mut BodyJob<'_>| job.result = Some(pack_body(job.input, options, root, count_input));
+    // Results wait in their slots until every one before them is done.
     let mut slots: Vec<Option<Result<PackedBody, RequestError>>> =
         std::iter::repeat_with(|| None).take(inputs.len()).collect();
     let mut handed = 0;
-    let take = |done: std::sync::mpsc::Sender<_>| loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(input) = inputs.get(i) else { break };
-        if done.send((i, one(input))).is_err() {
-            break;
-        }
-    };
+    let mut wanted = true;
     std::thread::scope(|scope| {
-        // A thread the system refuses leaves its share to the others.
-        let workers: Vec<_> = (1..threads)
-            .filter_map(|_| {
-                let done = done.clone();
-                std::thread::Builder::new().spawn_scoped(scope, || take(done)).ok()
-            })
-            .collect();
-        drop(done);
-        let mut wanted = true;
-        // The calling thread packs too, taking in what the workers sent between bodies.
-        while wanted {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(input) = inputs.get(i) else { break };
-            put(&mut slots, (i, one(input)));
-            results.try_iter().for_each(|sent| put(&mut slots, sent));
-            wanted = hand_over(&mut slots, &mut handed, RUN, &mut ready);
-        }
-        // Then the workers' last bodies, handed over as they come (the caller turns them
-        // into its values while a long one is still packing); the channel ends when
-        // every worker has.
-        while wanted {
-            let Ok(sent) = results.recv() else { break };
-            put(&mut slots, sent);
-            wanted = hand_over(&mut slots, &mut handed, RUN, &mut ready);
-        }
-        if !wanted {
-            next.store(inputs.len(), Ordering::Relaxed); // no body is started after a refusal
-        }
-        // Packing cannot panic (the crate denies it); were a worker to, joining it here
-        // keeps the panic from the caller, and its bodies are reported below.
-        workers.into_iter().for_each(|worker| drop(worker.join()));
-        if wanted {
-            for slot in slots.iter_mut().skip(handed).filter(|slot| slot.is_none()) {
-                *slot = Some(Err(RequestError::Pack(CoreError::argument("a packing thread failed"))));
+        let mut workers = Workers::start(scope, threads.min(inputs.len()), WAITING, &pack);
+        for (index, input) in inputs.iter().enumerate() {
+            if let Err(mut mine) = workers.offer(BodyJob { index, input, result: None }) {
+                pack(&mut mine);
+                put(&mut slots, mine);
             }
-            hand_over(&mut slots, &mut handed, 0, &mut ready);
+            workers.done().for_each(|job| put(&mut slots, job));
+            wanted = hand_over(&mut slots, &mut handed, RUN, &mut ready);
+            if !wanted {
+                workers.stop();
+                break;
+            }
         }
+        if wanted {
+            workers.help();
+        }
+        // The workers' last bodies are handed over as they come: the caller turns them
+        // into its values while a long one is still packing.
+        workers.finish(|job| {
+            put(&mut slots, job);
+            wanted = wanted && hand_over(&mut slots, &mut handed, RUN, &mut ready);
+            wanted
+        });
     });
+    if wanted {
+        // Packing cannot panic (the crate denies it); were a worker to, its body is
+        // reported here.
+        for slot in slots.iter_mut().skip(handed).filter(|slot| slot.is_none()) {
+            *slot = Some(Err(RequestError::Pack(CoreError::argument("a packing thread failed"))));
+        }
+        hand_over(&mut slots, &mut handed, 0, &mut ready);
+    }
 }
 
-/// Keeps result `i` in its slot.
-fn put<T>(slots: &mut [Option<T>], (i, result): (usize, T)) {
-    if let Some(slot) = slots.get_mut(i) {
+/// Keeps a done job's result in its slot.
+fn put(slots: &mut [Option<Result<PackedBody, RequestError>>], job: BodyJob<'_>) {
+    if let (Some(result), Some(slot)) = (job.result, slots.get_mut(job.index)) {
         *slot = Some(result);
     }
 }
