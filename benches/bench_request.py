@@ -206,3 +206,27 @@ def bench_pack_request_responses(benchmark: Any, estimate: Any) -> None:
             benchmark(pack_all)
         finally:
             set_count_cache(DEFAULT_COUNT_CACHE_BYTES)
+
+
+@pytest.mark.parametrize("how", ["pack_column native", "pack_column reference", "to_pylist + pack_lines native"])
+def bench_arrow_column(benchmark: Any, how: str) -> None:
+    """2,000 corpus rows as an Arrow column: packed where they lie, against each row made a
+    Python object, packed as a line and made a column again (the outputs checked equal)."""
+    pa = pytest.importorskip("pyarrow", reason="pyarrow comes with the integrations extra")
+    from contextfold.integrations.arrow import pack_column
+    from contextfold.integrations.dask import pack_lines
+
+    column = pa.array([bodies()[i % len(bodies())] for i in range(2_000)], pa.large_binary())
+
+    def through_python() -> Any:
+        return pa.array([line.encode() for line in pack_lines(column.to_pylist(), target_context_tokens=BUDGET)])
+
+    def in_place() -> Any:
+        return pack_column(column, target_context_tokens=BUDGET)[0]
+
+    run = through_python if how.startswith("to_pylist") else in_place
+    backend = reference if how.endswith("reference") else native()
+    with _backend.using(backend):
+        assert run().to_pylist() == through_python().to_pylist()
+        benchmark.group = "2,000 corpus rows as an Arrow column"
+        benchmark.pedantic(run, rounds=3 if backend is reference else 7, iterations=1)

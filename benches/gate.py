@@ -132,6 +132,13 @@ def pairs() -> dict[str, Pair]:
             pack_all, lambda: [orjson.loads(b) for b in requests]
         )
 
+    try:
+        import pyarrow as pa
+    except ImportError:
+        pass
+    else:
+        out["pack_column 2,000 corpus rows: Arrow in place vs to_pylist + pack_lines"] = _arrow_pair(pa, requests)
+
     batch = [requests[i % len(requests)] for i in range(10_000)]
     with using(_native):
         assert pack_requests(batch[: len(requests)], target_context_tokens=BUDGET, threads=2) == [
@@ -165,6 +172,27 @@ def pairs() -> dict[str, Pair]:
         assert rank() == counter()
         out[f"rank_by_count 100,000 items, {name}: native vs Counter+sorted"] = Pair(rank, counter)
     return out
+
+
+def _arrow_pair(pa: Any, requests: list[bytes]) -> Pair:
+    """An Arrow column packed where it lies, against the same rows made Python strings,
+    packed as lines and made a column again (what a batch function without an Arrow path
+    does); the outputs checked equal first."""
+    from contextfold.integrations.arrow import pack_column
+    from contextfold.integrations.dask import pack_lines
+
+    column = pa.array([requests[i % len(requests)] for i in range(2_000)], pa.large_binary())
+
+    def in_place() -> Any:
+        with using(contextfold._native):
+            return pack_column(column, target_context_tokens=BUDGET)[0]
+
+    def through_python() -> Any:
+        with using(contextfold._native):
+            return pa.array([line.encode() for line in pack_lines(column.to_pylist(), target_context_tokens=BUDGET)])
+
+    assert in_place().to_pylist() == through_python().to_pylist()
+    return Pair(in_place, through_python)
 
 
 def _request_packer(requests: list[bytes]) -> list[Any]:

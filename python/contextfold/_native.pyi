@@ -18,6 +18,7 @@ from contextfold.reference import pack_lines as pack_lines
 from contextfold.reference import pack_many as pack_many
 from contextfold.reference import pack_request as pack_request
 from contextfold.reference import pack_requests as pack_requests
+from contextfold.reference import pack_rows as pack_rows
 from contextfold.reference import pinned_directive_index as pinned_directive_index
 from contextfold.reference import rank_by_count as rank_by_count
 from contextfold.reference import repo_path as repo_path

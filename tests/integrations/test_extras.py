@@ -16,6 +16,7 @@ ADAPTERS = [
     ("contextfold.integrations.litellm", "litellm", "litellm"),
     ("contextfold.integrations.pydantic_ai", "pydantic_ai.messages", "pydantic-ai"),
     ("contextfold.integrations.openai_agents", "agents", "openai-agents"),
+    ("contextfold.integrations.arrow", "pyarrow", "arrow"),
 ]
 FRAMEWORKS = (
     "litellm",
@@ -25,6 +26,7 @@ FRAMEWORKS = (
     "pydantic_ai",
     "agents",
     "dask",
+    "pyarrow",
     "openai",
     "uvicorn",
 )
@@ -67,6 +69,7 @@ EXTRAS = [
     ("pydantic_ai", "pydantic-ai"),
     ("openai_agents", "openai-agents"),
     ("dask", "dask"),
+    ("arrow", "arrow"),
 ]
 
 

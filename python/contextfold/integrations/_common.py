@@ -26,6 +26,36 @@ def missing_extra(extra: str, exc: ImportError) -> ImportError:
     return ImportError(f"{package} is not installed: pip install 'contextfold[{extra}]'")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def row_refusal(row: bytes, options: cf.PackOptions) -> Exception:
+    """The exception for a JSONL line or Arrow row the batch path refused:
+    :func:`contextfold.pack_request`'s for it. A bare list refused with no offset was
+    read whole (refused for being a list, or by the reference for its depth or a long
+    number): the error is then that of the body holding it as its ``messages``, which
+    names the bad message (or repeats the refusal)."""
+    try:
+        cf.pack_request(row, options=options)
+    except cf.RequestError as exc:
+        array = row.removeprefix(_BOM).lstrip(b" \t\r")
+        if exc.offset is not None or not array.startswith(b"["):
+            return exc
+        try:
+            cf.pack_request(b'{"messages":' + array + b"}", options=options)
+        except (cf.ContextfoldError, TypeError) as refused:
+            return refused
+    except (cf.ContextfoldError, TypeError) as exc:
+        return exc
+    raise AssertionError(f"the batch path refused a row pack_request packs: {row[:200]!r}")
+
+
+def error_record(error: Exception) -> dict[str, Any]:
+    """What a batch's record of a refused row says of its error: ``type``, ``message``
+    and ``offset`` (the byte a :class:`contextfold.RequestError` names, or None)."""
+    return {"type": type(error).__name__, "message": str(error), "offset": getattr(error, "offset", None)}
+
+
 def json_text(value: Any) -> str:
     """Compact JSON as the packer measures it (no spaces, non-ASCII kept)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

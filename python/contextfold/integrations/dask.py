@@ -35,7 +35,7 @@ from contextfold._contract import (  # add_note: exc.add_note, also on Python 3.
     whole,
 )
 
-from ._common import missing_extra
+from ._common import error_record, missing_extra, row_refusal
 
 __all__ = ["ERROR_KEY", "error_line", "pack_jsonl", "pack_lines"]
 
@@ -103,7 +103,7 @@ def pack_lines(
     packed = _backend.impl.pack_lines(b"\n".join(bodies), b"", options, count)
     good = iter(packed[0].decode().split("\n")[:-1])  # each packed line ends with a newline
     for index, _ in packed[-1]:
-        refused[index] = _refusal(bodies[index], options)
+        refused[index] = row_refusal(bodies[index], options)
         if errors == "raise":
             break
     if errors == "raise" and refused:
@@ -122,34 +122,10 @@ def pack_lines(
 def error_line(index: int, error: Exception, partition: int | None = None) -> str:
     """The output line standing for line ``index`` of a batch (of partition ``partition``,
     when given), refused with ``error``."""
-    record: dict[str, Any] = {"line": index, "type": type(error).__name__, "message": str(error)}
-    record["offset"] = getattr(error, "offset", None)
+    record: dict[str, Any] = {"line": index, **error_record(error)}
     if partition is not None:
         record["partition"] = partition
     return json.dumps({ERROR_KEY: record}, ensure_ascii=False)
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
-def _refusal(line: bytes, options: cf.PackOptions) -> Exception:
-    """The exception for a line ``pack_lines`` refused: ``pack_request``'s for it. A bare
-    list refused with no offset was read whole (refused for being a list, or by the
-    reference for its depth or a long number): the error is then that of the body holding
-    it as its ``messages``, which names the bad message (or repeats the refusal)."""
-    try:
-        cf.pack_request(line, options=options)
-    except cf.RequestError as exc:
-        array = line.removeprefix(_BOM).lstrip(b" \t\r")
-        if exc.offset is not None or not array.startswith(b"["):
-            return exc
-        try:
-            cf.pack_request(b'{"messages":' + array + b"}", options=options)
-        except (cf.ContextfoldError, TypeError) as refused:
-            return refused
-    except (cf.ContextfoldError, TypeError) as exc:
-        return exc
-    raise AssertionError(f"pack_lines refused a line pack_request packs: {line[:200]!r}")
 
 
 def pack_jsonl(paths: str | list[str], *, blocksize: int | str | None = "64MiB", **options: Any) -> Any:

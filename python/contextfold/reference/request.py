@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._contract import (
     EncodingName,
@@ -28,9 +29,12 @@ from .._contract import (
 )
 from .._edits import AppliedEdit
 from .._js import entry
-from ..errors import ContextfoldError, MessageTypeError, RequestError
+from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
 from .pack import _prompt_tokens, pack_handoff
 from .tokens import message_tokens, tokens_in
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -369,23 +373,64 @@ def pack_lines(
     line) packed: ``(output, newlines, packed, tokens_before, tokens_after, dropped,
     unfit, errors)`` (``newlines``: how many the block and ``rest`` hold; ``errors``:
     each bad line's index in the block and its message)."""
+    lines = (block + rest).split(b"\n")
+    numbered = [(index, line) for index, line in enumerate(lines) if line.strip()]
+    output, _, totals, errors = _pack_rows([line for _, line in numbered], b"\n", options)
+    return (b"".join(output), len(lines) - 1, *totals, [(numbered[row][0], error) for row, error in errors])
+
+
+def pack_rows(
+    data: Buffer, offsets: Buffer, wide: bool, start: int, count: int, options: PackOptions, threads: int = 1
+) -> tuple[bytes, bytes, int, int, int, int, int, list[tuple[int, str]]]:
+    """Rows ``start:start + count`` of an Arrow binary or string column (its ``data``
+    and ``offsets`` buffers, as unsigned bytes; 64-bit offsets when ``wide``) packed:
+    ``(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, errors)``,
+    the packed column's buffers (offsets as wide as the input's, from 0; a bad row empty)
+    and each bad row's index among the rows and its message."""
+    values = memoryview(data)
+    ends = memoryview(offsets).cast("q" if wide else "i")
+    if start + count + 1 > len(ends):
+        raise ArgumentError(f"offsets: {len(ends)} offsets hold no rows {start}..{start + count}")
+    rows: list[bytes] = []
+    for row in range(start, start + count):
+        begin, end = ends[row], ends[row + 1]
+        if not 0 <= begin <= end <= len(values):
+            raise ArgumentError(
+                f"offsets: row {row} runs from {begin} to {end}, backwards or outside the {len(values)} bytes of data"
+            )
+        rows.append(bytes(values[begin:end]))
+    output, row_ends, totals, errors = _pack_rows(rows, b"", options)
+    if not wide and row_ends and row_ends[-1] > 2**31 - 1:
+        raise ArgumentError(
+            "the packed column passes 2 GiB, past 32-bit offsets: pass a large_string or large_binary column"
+        )
+    packed_offsets = array("q" if wide else "i", [0, *row_ends]).tobytes()
+    return (b"".join(output), packed_offsets, *totals, errors)
+
+
+def _pack_rows(
+    rows: list[bytes], end: bytes, options: PackOptions
+) -> tuple[list[bytes], list[int], tuple[int, int, int, int, int], list[tuple[int, str]]]:
+    """Each row packed and followed by ``end`` (a bad one: nothing): ``(pieces, ends,
+    (packed, tokens_before, tokens_after, dropped, unfit), errors)``, ``ends`` where each
+    row ends in the joined pieces."""
     estimate = bytes_options(options)
     output: list[bytes] = []
-    packed = before = after = dropped = unfit = 0
+    ends: list[int] = []
+    size = packed = before = after = dropped = unfit = 0
     errors: list[tuple[int, str]] = []
-    lines = (block + rest).split(b"\n")
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
+    for index, row in enumerate(rows):
         try:
-            body, gone, fits, tokens, _, _, tokens_before, _ = _pack(line, options, estimate, transcripts=True)
+            body, gone, fits, tokens, _, _, tokens_before, _ = _pack(row, options, estimate, transcripts=True)
         except ContextfoldError as exc:
             errors.append((index, str(exc)))
-            continue
-        output += (body, b"\n")
-        packed, before, after = packed + 1, before + (tokens_before or 0), after + tokens
-        dropped, unfit = dropped + gone, unfit + (not fits)
-    return b"".join(output), len(lines) - 1, packed, before, after, dropped, unfit, errors
+        else:
+            output += (body, end)
+            size += len(body) + len(end)
+            packed, before, after = packed + 1, before + (tokens_before or 0), after + tokens
+            dropped, unfit = dropped + gone, unfit + (not fits)
+        ends.append(size)
+    return output, ends, (packed, before, after, dropped, unfit), errors
 
 
 def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, transcripts: bool) -> Outcome:

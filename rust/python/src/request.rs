@@ -1,4 +1,4 @@
-//! `pack_request`, `pack_requests` and `pack_lines`: request bodies packed by the core
+//! `pack_request`, `pack_requests`, `pack_lines` and `pack_rows`: request bodies packed by the core
 //! with the GIL released for all of the work.
 //!
 //! A `bytes` object is immutable, so its buffer is borrowed as it lies while the calling
@@ -12,7 +12,8 @@ use crate::args::Options;
 use crate::borrow::{before_python, MayRunPython};
 use crate::errors;
 use contextfold_core::pack::PackOptions;
-use contextfold_core::request::{self, PackedBody, RequestError, Root, ScanError};
+use contextfold_core::request::{self, arrow, PackedBody, RequestError, Root, ScanError};
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -173,12 +174,63 @@ pub fn pack_lines<'py>(
     (
         PyBytes::new(py, &lines.output),
         lines.newlines,
-        lines.packed,
-        lines.tokens_before,
-        lines.tokens_after,
-        lines.dropped,
-        lines.unfit,
+        lines.totals.packed,
+        lines.totals.tokens_before,
+        lines.totals.tokens_after,
+        lines.totals.dropped,
+        lines.totals.unfit,
         errors,
     )
         .into_pyobject(py)
+}
+
+/// Packs rows `start..start + count` of an Arrow binary or string column, read in place
+/// from its `data` and `offsets` buffers (64-bit offsets when `wide`), on up to `threads`
+/// threads: `(data, offsets, packed, tokens_before, tokens_after, dropped, unfit,
+/// errors)`, the packed column's buffers (offsets as wide as the input's, from 0; a bad
+/// row empty) and each bad row's index among the rows and its message.
+///
+/// Arrow's buffers are immutable, so they are read with the GIL released, as `bytes` are.
+#[pyfunction]
+#[pyo3(signature = (data, offsets, wide, start, count, options, threads=1))]
+#[allow(clippy::needless_pass_by_value)] // pyo3 hands over the buffers; dropping them releases them
+pub fn pack_rows<'py>(
+    data: PyBuffer<u8>,
+    offsets: PyBuffer<u8>,
+    wide: bool,
+    start: usize,
+    count: usize,
+    options: Options<'py>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = options.budget.py();
+    let (options, _) = bytes_options(options)?;
+    let (data, offsets) = (bytes_of(&data)?, bytes_of(&offsets)?);
+    let rows = arrow::rows(data, offsets, wide, start, count).map_err(errors::to_py)?;
+    let packed = py.detach(|| request::pack_rows(&rows, b"", &options, threads));
+    let offsets = arrow::offsets(&packed.ends, wide).map_err(errors::to_py)?;
+    let errors: Vec<(usize, String)> = packed.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
+    let totals = packed.totals;
+    (
+        PyBytes::new(py, &packed.output),
+        PyBytes::new(py, &offsets),
+        totals.packed,
+        totals.tokens_before,
+        totals.tokens_after,
+        totals.dropped,
+        totals.unfit,
+        errors,
+    )
+        .into_pyobject(py)
+}
+
+/// The bytes a buffer holds, borrowed.
+fn bytes_of(buffer: &PyBuffer<u8>) -> PyResult<&[u8]> {
+    if !buffer.is_c_contiguous() {
+        return Err(errors::argument("a buffer of rows must be contiguous".into()));
+    }
+    // SAFETY: a contiguous buffer of `len_bytes` bytes at `buf_ptr`, kept alive (and, for
+    // Arrow's immutable buffers, unchanged) while the `PyBuffer` is held, which outlives
+    // the slice.
+    Ok(unsafe { std::slice::from_raw_parts(buffer.buf_ptr().cast::<u8>(), buffer.len_bytes()) })
 }

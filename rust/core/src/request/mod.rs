@@ -15,6 +15,7 @@
 //! counted (with `instructions` and `tools`) and the body comes back as it is, `kept`
 //! `[0]`, `fits` whether the count is within the budget.
 
+pub mod arrow;
 mod node;
 mod rewrite;
 pub mod scan;
@@ -276,6 +277,68 @@ fn hand_over<T>(
     ready(run)
 }
 
+/// What a batch of rows (JSONL lines, an Arrow column's values) adds up to.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RowTotals {
+    /// Rows packed (the bad ones aside).
+    pub packed: usize,
+    pub tokens_before: u128,
+    pub tokens_after: u128,
+    /// Messages left out, over every row.
+    pub dropped: usize,
+    /// Rows that do not fit even packed.
+    pub unfit: usize,
+}
+
+/// What packing a batch of rows gives.
+#[derive(Debug, Default)]
+pub struct PackedRows {
+    /// Each packed row's bytes followed by the row end asked for, in input order; a bad
+    /// row writes nothing.
+    pub output: Vec<u8>,
+    /// Where each row ends in `output`, its row end included (a bad row's end is the
+    /// previous row's).
+    pub ends: Vec<usize>,
+    pub totals: RowTotals,
+    /// Each bad row's index and error.
+    pub errors: Vec<(usize, RequestError)>,
+}
+
+/// Packs each row (a request body or a bare array of messages, as a JSONL line holds)
+/// on up to `threads` threads, writing each packed row followed by `end`. A row comes
+/// out byte for byte when nothing of it is dropped.
+pub fn pack_rows(rows: &[&[u8]], end: &[u8], options: &PackOptions, threads: usize) -> PackedRows {
+    let mut results = Vec::with_capacity(rows.len());
+    pack_bodies_with(rows, options, Root::RequestOrTranscript, true, threads, |run| {
+        results.extend(run);
+        true
+    });
+    let size = results
+        .iter()
+        .zip(rows)
+        .filter_map(|(r, row)| r.as_ref().ok().map(|p| p.body.as_ref().map_or(row.len(), Vec::len) + end.len()))
+        .sum();
+    let mut out =
+        PackedRows { output: Vec::with_capacity(size), ends: Vec::with_capacity(rows.len()), ..PackedRows::default() };
+    for (index, (row, result)) in rows.iter().zip(results).enumerate() {
+        match result {
+            Ok(packed) => {
+                out.output.extend_from_slice(packed.body.as_deref().unwrap_or(row));
+                out.output.extend_from_slice(end);
+                let totals = &mut out.totals;
+                totals.packed += 1;
+                totals.tokens_before += packed.input_tokens.unwrap_or(0);
+                totals.tokens_after += packed.packed.tokens;
+                totals.dropped += packed.dropped;
+                totals.unfit += usize::from(!packed.packed.fits);
+            }
+            Err(err) => out.errors.push((index, err)),
+        }
+        out.ends.push(out.output.len());
+    }
+    out
+}
+
 /// What packing a block of JSONL lines (one transcript or request a line) gives.
 #[derive(Debug, Default)]
 pub struct PackedLines {
@@ -283,11 +346,7 @@ pub struct PackedLines {
     pub output: Vec<u8>,
     /// The newlines read: how far the line numbers of the next block start on.
     pub newlines: usize,
-    pub packed: usize,
-    pub tokens_before: u128,
-    pub tokens_after: u128,
-    pub dropped: usize,
-    pub unfit: usize,
+    pub totals: RowTotals,
     /// Each bad line's index in the block (0-based) and error.
     pub errors: Vec<(usize, RequestError)>,
 }
@@ -312,32 +371,9 @@ pub fn pack_lines(block: &[u8], rest: &[u8], options: &PackOptions, threads: usi
         .enumerate()
         .filter(|(_, line)| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)))
         .unzip();
-    let mut results = Vec::with_capacity(inputs.len());
-    pack_bodies_with(&inputs, options, Root::RequestOrTranscript, true, threads, |run| {
-        results.extend(run);
-        true
-    });
-    let size = results
-        .iter()
-        .zip(&inputs)
-        .filter_map(|(r, line)| r.as_ref().ok().map(|p| p.body.as_ref().map_or(line.len(), Vec::len) + 1))
-        .sum();
-    let mut out = PackedLines { output: Vec::with_capacity(size), newlines, ..PackedLines::default() };
-    for ((index, line), result) in indices.into_iter().zip(inputs).zip(results) {
-        match result {
-            Ok(packed) => {
-                out.output.extend_from_slice(packed.body.as_deref().unwrap_or(line));
-                out.output.push(b'\n');
-                out.packed += 1;
-                out.tokens_before += packed.input_tokens.unwrap_or(0);
-                out.tokens_after += packed.packed.tokens;
-                out.dropped += packed.dropped;
-                out.unfit += usize::from(!packed.packed.fits);
-            }
-            Err(err) => out.errors.push((index, err)),
-        }
-    }
-    out
+    let rows = pack_rows(&inputs, b"\n", options, threads);
+    let errors = rows.errors.into_iter().filter_map(|(row, err)| Some((*indices.get(row)?, err))).collect();
+    PackedLines { output: rows.output, newlines, totals: rows.totals, errors }
 }
 
 /// One item of the packed messages array.

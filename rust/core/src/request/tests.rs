@@ -493,11 +493,44 @@ fn lines_are_packed_in_order_with_bad_ones_reported() {
     assert_eq!(out.len(), 2);
     assert_eq!(out[1], "{\"id\": 7, \"messages\": []}");
     assert!(out[0].len() < long.to_string().len());
-    assert_eq!((lines.packed, lines.dropped, lines.unfit), (2, 1, 0));
+    assert_eq!((lines.totals.packed, lines.totals.dropped, lines.totals.unfit), (2, 1, 0));
     let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
     assert_eq!(errors[0], (3, "message 0: expected a dict, got int".to_string()));
     assert_eq!(errors[1].0, 5);
     assert!(errors[1].1.starts_with("not JSON"));
+}
+
+#[test]
+fn rows_are_packed_in_order_each_with_its_end() {
+    let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
+    let long = long.to_string();
+    let body = r#"{"id": 7, "messages": []}"#;
+    let rows: Vec<&[u8]> = vec![long.as_bytes(), b"{bad", body.as_bytes(), b"", b"[1]"];
+    for threads in [1, 2] {
+        let packed = pack_rows(&rows, b"", &options(20), threads);
+        let one = pack_body(long.as_bytes(), &options(20), Root::RequestOrTranscript, true).unwrap();
+        let first = one.body.unwrap();
+        assert_eq!(
+            packed.ends,
+            [first.len(), first.len(), first.len() + body.len(), first.len() + body.len(), first.len() + body.len()]
+        );
+        assert_eq!(packed.output, [first.as_slice(), body.as_bytes()].concat());
+        let errors: Vec<usize> = packed.errors.iter().map(|(row, _)| *row).collect();
+        assert_eq!(errors, [1, 3, 4], "a bad row, an empty one, one not a transcript");
+        assert_eq!(
+            packed.totals,
+            RowTotals {
+                packed: 2,
+                tokens_before: one.input_tokens.unwrap(),
+                tokens_after: one.packed.tokens,
+                dropped: one.dropped,
+                unfit: 0,
+            }
+        );
+        let lines = pack_rows(&rows, b"\n", &options(20), threads);
+        assert_eq!(lines.output, [first.as_slice(), b"\n", body.as_bytes(), b"\n"].concat());
+        assert_eq!(lines.ends.last(), Some(&lines.output.len()));
+    }
 }
 
 #[test]
@@ -506,7 +539,7 @@ fn a_block_cut_anywhere_and_its_rest_pack_as_the_whole_text() {
     let text = format!("{long}\n \n{{bad\n{{\"messages\": [], \"id\": 2}}\n\n{long}");
     let whole = pack_lines(text.as_bytes(), b"", &options(20), 1);
     let errors = |lines: &PackedLines| lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect::<Vec<_>>();
-    assert_eq!((whole.newlines, whole.packed, errors(&whole).len()), (5, 3, 1));
+    assert_eq!((whole.newlines, whole.totals.packed, errors(&whole).len()), (5, 3, 1));
     for at in 0..=text.len() {
         // A reader's large read stops at `at`; `rest` runs to the end of that line.
         let (block, after) = text.as_bytes().split_at(at);
