@@ -9,7 +9,7 @@ from typing import Any
 import contextfold as cf
 import pytest
 
-from . import need
+from . import adapter_reports, expected_report, need
 from .lc_corpus import RecordingChatModel, langchain_corpus, to_langchain
 from .pairing import assert_segments_whole, kept_positions, openai_segments
 
@@ -137,18 +137,64 @@ def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole() -> N
         _check_model_input(messages, seen, 3_500 - schema)
 
 
-def test_agent_middleware_async() -> None:
+def test_agent_middleware_async(caplog: pytest.LogCaptureFixture) -> None:
     from langchain.agents import create_agent
 
+    caplog.set_level("INFO", logger="contextfold.adapter")
     messages = _agent_transcripts()[0]
     model = RecordingChatModel()
     agent = create_agent(model=model, tools=[], middleware=[lc.ContextfoldMiddleware(max_tokens=4_000)])
     state = asyncio.run(agent.ainvoke({"messages": messages}))
     assert len(state["messages"]) == len(messages) + 1
     _check_model_input(messages, model.seen[0], 4_000)
+    (report,) = adapter_reports(caplog)
+    assert (report["adapter"], report["route"], report["messages_out"]) == (
+        "langchain",
+        "middleware",
+        len(model.seen[0]),
+    )
 
 
 @pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_each_pack_is_reported_by_its_entry_point(caplog: pytest.LogCaptureFixture) -> None:
+    from contextfold.integrations.langgraph import pre_model_hook
+
+    caplog.set_level("INFO", logger="contextfold.adapter")
+    messages = max(langchain_corpus(), key=len)
+    packed = lc.pack(messages, max_tokens=2_000)
+    assert packed.pack.dropped > 0 and len(packed.messages) < len(messages)
+    sent = lc.pack_messages(messages, max_tokens=2_000)
+    hooked = pre_model_hook(max_tokens=2_000)({"messages": messages})["llm_input_messages"]
+    whole = lc.pack_messages(messages[:2], max_tokens=100_000)
+    reports = adapter_reports(caplog)
+    assert reports == [
+        expected_report(packed.pack, "langchain", "pack", len(packed.messages)),
+        expected_report(packed.pack, "langchain", "pack_messages", len(sent)),
+        expected_report(packed.pack, "langgraph", "pre_model_hook", len(hooked)),
+        expected_report(lc.pack(messages[:2], max_tokens=100_000).pack, "langchain", "pack_messages", len(whole)),
+    ]
+    assert reports[0]["folded"] and reports[0]["tokens_in"] is None and reports[0]["messages_in"] == len(messages)
+    assert not reports[3]["folded"] and reports[3]["tokens_in"] == reports[3]["tokens_out"]
+
+
+def test_a_pack_is_set_on_the_current_span() -> None:
+    trace = pytest.importorskip("opentelemetry.sdk.trace", reason="opentelemetry-sdk is in the integrations extra")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    messages = max(langchain_corpus(), key=len)
+    with provider.get_tracer("test").start_as_current_span("agent step"):
+        pack = lc.pack(messages, max_tokens=2_000).pack
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["contextfold.adapter"] == "langchain" and attributes["contextfold.route"] == "pack"
+    assert attributes["contextfold.dropped"] == pack.dropped > 0 and attributes["contextfold.tokens_out"] == pack.tokens
+    assert "contextfold.model" not in attributes and "contextfold.tokens_in" not in attributes  # None: not set
+
+
 def test_langgraph_pre_model_hook_sends_llm_input_messages() -> None:
     from contextfold.integrations.langgraph import pre_model_hook
     from langgraph.prebuilt import create_react_agent

@@ -16,7 +16,7 @@ import contextfold as cf
 import pytest
 
 from ..conftest import openai_corpus
-from . import need
+from . import adapter_reports, expected_report, need
 from .pairing import content_text, kept_positions
 
 oa = need("contextfold.integrations.openai_agents", "openai-agents")
@@ -171,6 +171,16 @@ def test_filter_returns_the_sdks_own_items_with_exchanges_whole(budget: int) -> 
         assert result.input == packed.messages and kept_positions(items, result.input)[0] == packed.pack.kept
         folded += packed.pack.dropped > 0
     assert folded >= 10
+
+
+def test_each_pack_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.adapter")
+    instructions, items = max(corpus(), key=lambda run: len(run[1]))
+    result = oa.InputFilter(target_context_tokens=1_500)(call_data(list(items), instructions))
+    packed = oa.InputFilter(target_context_tokens=1_500).pack(items, instructions=instructions, agent=AGENT)
+    assert packed.pack.dropped > 0
+    expected = expected_report(packed.pack, "openai-agents", "call_model_input_filter", len(result.input))
+    assert adapter_reports(caplog) == [expected, expected]
 
 
 def test_instructions_and_the_agents_tools_count_against_the_window() -> None:

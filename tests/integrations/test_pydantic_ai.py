@@ -13,7 +13,7 @@ import contextfold as cf
 import pytest
 
 from ..conftest import openai_corpus
-from . import need
+from . import adapter_reports, expected_report, need
 from .pairing import content_text, kept_positions
 
 pai = need("contextfold.integrations.pydantic_ai", "pydantic-ai")
@@ -99,6 +99,18 @@ def test_history_processor_returns_the_original_objects_with_pairs_whole(budget:
         processed = pai.history_processor(max_tokens=budget)(messages)
         assert kept_positions(messages, processed)[0] == packed.pack.kept
     assert folded >= 10
+
+
+def test_each_pack_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.adapter")
+    messages = max(corpus(), key=len)
+    packed = pai.pack(messages, max_tokens=800)
+    processed = pai.history_processor(max_tokens=800)(messages)
+    assert packed.pack.dropped > 0
+    assert adapter_reports(caplog) == [
+        expected_report(packed.pack, "pydantic-ai", "pack", len(packed.messages)),
+        expected_report(packed.pack, "pydantic-ai", "history_processor", len(processed)),
+    ]
 
 
 def test_async_processor_matches_the_sync_one() -> None:

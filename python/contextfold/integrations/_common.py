@@ -13,6 +13,8 @@ import contextfold as cf
 from contextfold._contract import SizingName
 from contextfold._edits import Edit
 
+from ._report import report_pack
+
 T = TypeVar("T")
 
 Estimator = Callable[[str], int] | Literal["o200k_base", "cl100k_base"]
@@ -187,13 +189,18 @@ def pack_converted(
     *,
     shape: Literal["openai", "anthropic"],
     fixed_tokens: int = 0,
+    adapter: str,
+    route: str,
 ) -> Packed:
     """Packs ``converted`` (one dict per original, same order) and maps the result back.
 
     The kept messages come back as the ``originals`` at the ``kept`` indices; the note
-    (the one output dict that is not an input) goes through ``make_note``.
+    (the one output dict that is not an input) goes through ``make_note``. The pack is
+    reported (:func:`~contextfold.integrations._report.report_pack`) as ``adapter``'s at
+    ``route``.
     """
     pack = cf.pack_handoff(converted, options=with_fixed(options, fixed_tokens), shape=shape)
+    report_pack(pack, adapter=adapter, route=route)
     return Packed(originals_of(pack, originals, converted, make_note), pack)
 
 

@@ -1,9 +1,11 @@
-"""What the gateway adapters (the LiteLLM hook, the ASGI middleware) report of each request
-they pack: one :class:`PackReport`, logged as a record of the ``contextfold.gateway``
-logger (the report's fields in its ``contextfold`` attribute), set as attributes of the
-current OpenTelemetry span (``contextfold.<field>``) when OpenTelemetry's API is installed
-and a span is recording, and added to the adapter's :class:`PackCounters`, which an
-operator reads (``hook.counters.snapshot()``)."""
+"""What the adapters report of each pack: one :class:`PackReport`, logged as a record
+(the report's fields in its ``contextfold`` attribute) and set as attributes of the current
+OpenTelemetry span (``contextfold.<field>``) when OpenTelemetry's API is installed and a
+span is recording. The gateway adapters (the LiteLLM hook, the ASGI middleware) log from
+``contextfold.gateway`` and add each report to their :class:`PackCounters`, which an
+operator reads (``hook.counters.snapshot()``); the framework adapters (LangChain,
+LangGraph, Pydantic AI, the Agents SDK) log from ``contextfold.adapter``
+(:func:`report_pack`)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,13 @@ from typing import Any
 import contextfold as cf
 from contextfold._contract import I64_MAX, U64_MAX
 
-__all__ = ["GATEWAY_LOG", "PackCounters", "PackReport", "whole_request_options"]
+__all__ = ["ADAPTER_LOG", "GATEWAY_LOG", "PackCounters", "PackReport", "report_pack", "whole_request_options"]
 
 GATEWAY_LOG = logging.getLogger("contextfold.gateway")
 """One record a packed request: INFO, or WARNING when its must-keep part did not fit."""
+
+ADAPTER_LOG = logging.getLogger("contextfold.adapter")
+"""One record a framework adapter's pack, at the same levels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +32,13 @@ class PackReport:
     """What packing did to one request."""
 
     adapter: str
-    """``"litellm"`` or ``"asgi"``."""
+    """``"litellm"`` or ``"asgi"``; ``"langchain"``, ``"langgraph"``, ``"pydantic-ai"`` or
+    ``"openai-agents"``."""
     model: str | None
     """The request's ``model`` (None when it has none that is a string)."""
     route: str
-    """The LiteLLM call type, or the request's path."""
+    """The LiteLLM call type, the request's path, or the framework adapter's entry point
+    (``"pack_messages"``, ``"middleware"``, ``"pre_model_hook"``, …)."""
     messages_in: int
     """Messages (Responses items) the request came with."""
     messages_out: int
@@ -111,12 +118,12 @@ class PackReport:
             fields = self.as_dict().items()
             span.set_attributes({f"contextfold.{k}": _span_value(v) for k, v in fields if v is not None})
 
-    def log(self) -> None:
-        """Logs the report from ``contextfold.gateway``, its fields as ``record.contextfold``."""
+    def log(self, logger: logging.Logger = GATEWAY_LOG) -> None:
+        """Logs the report from ``logger``, its fields as ``record.contextfold``."""
         level = logging.INFO if self.fits else logging.WARNING
-        if not GATEWAY_LOG.isEnabledFor(level):
+        if not logger.isEnabledFor(level):
             return
-        GATEWAY_LOG.log(
+        logger.log(
             level,
             "contextfold %s %s %s: %d -> %d messages, %s -> %d tokens (budget %d)%s%s",
             self.adapter,
@@ -190,6 +197,17 @@ class PackCounters:
         report.log()
         report.annotate_span()
         return report
+
+
+def report_pack(pack: cf.HandoffPack, *, adapter: str, route: str) -> PackReport:
+    """A framework adapter's report of ``pack``, logged from ``contextfold.adapter`` and
+    set on the current span. Its ``tokens_in`` is the pack's tokens when nothing was
+    folded, else None: the adapter does not count a folded transcript whole again."""
+    folded = bool(pack.dropped or pack.applied_edits)
+    made = PackReport.of(pack, adapter=adapter, model=None, route=route, tokens_in=None if folded else pack.tokens)
+    made.log(ADAPTER_LOG)
+    made.annotate_span()
+    return made
 
 
 def whole_request_options(options: cf.PackOptions) -> cf.PackOptions:

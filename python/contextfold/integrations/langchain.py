@@ -108,13 +108,28 @@ def pack(
     return pack_with(messages, window_options(max_tokens, options))
 
 
-def pack_with(messages: Sequence[BaseMessage] | PromptValue, options: cf.PackOptions, fixed_tokens: int = 0) -> Packed:
+def pack_with(
+    messages: Sequence[BaseMessage] | PromptValue,
+    options: cf.PackOptions,
+    fixed_tokens: int = 0,
+    *,
+    route: str = "pack",
+    adapter: str = "langchain",
+) -> Packed:
     """:func:`pack` with its options in one object, ``fixed_tokens`` (what is sent beside
-    the messages: a system prompt, tool schemas) taken off the budget."""
+    the messages: a system prompt, tool schemas) taken off the budget; reported as
+    ``adapter``'s pack at ``route``."""
     if isinstance(messages, PromptValue):
         messages = messages.to_messages()
     return pack_converted(
-        messages, to_dicts(messages), _note_message, options, shape="openai", fixed_tokens=fixed_tokens
+        messages,
+        to_dicts(messages),
+        _note_message,
+        options,
+        shape="openai",
+        fixed_tokens=fixed_tokens,
+        adapter=adapter,
+        route=route,
     )
 
 
@@ -132,8 +147,10 @@ def pack_messages(
     """
     packing = window_options(max_tokens, options)
     if messages is None:
-        return RunnableLambda(lambda given: pack_with(given, packing).messages, name="pack_messages")
-    return pack_with(messages, packing).messages
+        return RunnableLambda(
+            lambda given: pack_with(given, packing, route="pack_messages").messages, name="pack_messages"
+        )
+    return pack_with(messages, packing, route="pack_messages").messages
 
 
 class TokenCounter:
@@ -181,7 +198,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         system = request.system_message
         fixed = 0 if system is None else TokenCounter(estimate)([system])
         fixed += tools_tokens(request.tools, estimate)
-        return request.override(messages=pack_with(request.messages, self.options, fixed).messages)
+        return request.override(messages=pack_with(request.messages, self.options, fixed, route="middleware").messages)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._packed(request))

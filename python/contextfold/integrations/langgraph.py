@@ -42,6 +42,7 @@ def pre_model_hook(
     packing = window_options(max_tokens, options)
 
     def hook(state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"llm_input_messages": pack_with(state["messages"], packing).messages}
+        packed = pack_with(state["messages"], packing, adapter="langgraph", route="pre_model_hook")
+        return {"llm_input_messages": packed.messages}
 
     return hook

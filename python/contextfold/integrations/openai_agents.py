@@ -51,6 +51,7 @@ from contextfold._contract import DEFAULT_IMAGE_TOKENS
 from contextfold._edits import Edit
 
 from ._common import Estimator, Packed, missing_extra, originals_of
+from ._report import report_pack
 
 try:
     from agents import Agent, FunctionTool, Handoff, handoff
@@ -174,6 +175,7 @@ class InputFilter:
             summary=self.summary,
             edits=self.edits,
         )
+        report_pack(pack, adapter="openai-agents", route="call_model_input_filter")
         if not pack.fits:
             message = f"the input's must-keep part is {pack.tokens} tokens, over the {pack.budget}-token budget"
             if self.on_overflow == "raise":

@@ -134,11 +134,13 @@ def pack(
     **options: Unpack[WindowKeywords],
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens``; the list and the pack."""
-    return _pack(messages, window_options(max_tokens, options))
+    return _pack(messages, window_options(max_tokens, options), "pack")
 
 
-def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions) -> Packed:
-    return pack_converted(messages, to_dicts(messages), _note_message, options, shape="anthropic")
+def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions, route: str) -> Packed:
+    return pack_converted(
+        messages, to_dicts(messages), _note_message, options, shape="anthropic", adapter="pydantic-ai", route=route
+    )
 
 
 def history_processor(
@@ -154,7 +156,7 @@ def history_processor(
     packing = window_options(max_tokens, options)
 
     def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return _pack(messages, packing).messages
+        return _pack(messages, packing, "history_processor").messages
 
     return process
 
@@ -171,6 +173,6 @@ def async_history_processor(
     packing = window_options(max_tokens, options)
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return _pack(messages, packing).messages
+        return _pack(messages, packing, "history_processor").messages
 
     return process
