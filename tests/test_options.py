@@ -118,3 +118,19 @@ def test_keyword_values_are_reused_only_when_they_cannot_lie() -> None:
         pack_options(None, {"target_context_tokens": True})
     lying = pack_options(None, {"target_context_tokens": _LyingInt(5)})
     assert lying is not cached and lying.budget == 5
+
+
+def test_keyword_edits_are_reused_when_equal_and_never_confused() -> None:
+    # Edits are frozen values of exact fields: equal ones act alike, so a call that passes
+    # an equal list of edits (as an agent loop does each turn) reuses the checked options.
+    first = pack_options(None, {"target_context_tokens": 900, "edits": [cf.ClearToolUses(keep=2)]})
+    again = pack_options(None, {"target_context_tokens": 900, "edits": (cf.ClearToolUses(keep=2),)})
+    assert again is first and first.edits == (cf.ClearToolUses(keep=2),)
+    other = pack_options(None, {"target_context_tokens": 900, "edits": [cf.ClearToolUses(keep=3)]})
+    thinking = pack_options(None, {"target_context_tokens": 900, "edits": [cf.ClearThinking(keep=2)]})
+    assert other.edits == (cf.ClearToolUses(keep=3),) and thinking.edits == (cf.ClearThinking(keep=2),)
+    # A list of pins is not a list of edits, nor the other way round: each is checked.
+    with pytest.raises(cf.ArgumentTypeError, match=r"edits\[0\] must be a ClearToolUses or ClearThinking, got int"):
+        pack_options(None, {"target_context_tokens": 900, "edits": [1, 2]})
+    with pytest.raises(cf.ArgumentError, match="pinned index must be an int, got ClearToolUses"):
+        pack_options(None, {"target_context_tokens": 900, "pinned": [cf.ClearToolUses()]})

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
 
-from ._edits import AppliedEdit, Edit, check_edits
+from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
 from ._js import OPAQUE, Visit, compact_json, entry, plain, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
 
@@ -510,6 +510,9 @@ class PackKeywords(WindowKeywords, total=False):
 
 
 _PLAIN = (int, str, type(None))
+_KEPT_ITEMS = (int, ClearToolUses, ClearThinking)
+"""What a kept list may hold: pins, and edits (frozen, every field an exact int, str,
+bool or tuple of strs, so equal edits act alike)."""
 _BUILT: dict[tuple[tuple[str, Any], ...], PackOptions] = {}
 _BUILT_MAX = 1_024
 
@@ -518,9 +521,10 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     """The options of a call: ``options``, with ``keywords`` over it when both are given.
 
     Keywords alone build a value; one made of exact ints, strs and Nones (and pins in a
-    list or tuple of exact ints) is kept and reused, so a call with keywords costs a dict
-    lookup, not a check of every option, up to a bound. No other type is kept: a subclass
-    or a bool could compare equal to a value it does not behave as.
+    list or tuple of exact ints, edits in one of exact edit values, whose fields are exact
+    too) is kept and reused, so a call with keywords costs a dict lookup, not a check of
+    every option, up to a bound. No other type is kept: a subclass or a bool could compare
+    equal to a value it does not behave as.
     """
     if options is not None:
         if not isinstance(options, PackOptions):
@@ -530,7 +534,7 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     for name, value in keywords.items():
         if type(value) in _PLAIN:
             key.append((name, value))
-        elif type(value) in (list, tuple) and all(type(p) is int for p in value):
+        elif type(value) in (list, tuple) and all(type(item) in _KEPT_ITEMS for item in value):
             key.append((name, tuple(value)))
         else:
             return PackOptions(**keywords)

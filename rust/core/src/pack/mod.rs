@@ -218,10 +218,8 @@ where
     // sizing runs the caller's code, which then sees each message as each pass reads it.
     let share = !MessageSizer::<N>::calls_out(&sizer);
     let mut fitted_sizes = None;
-    let mut unedited = None;
     // Edits that run only over the budget leave a transcript that fits it as it is: the
-    // fit is found as packing finds it (sizing no more than that takes). One that does
-    // not fit whole (`fits` false: the must-keep part alone is over) is edited.
+    // fit is found as packing finds it (sizing no more than that takes).
     let over_budget_only = options.edits.iter().all(|edit| match edit {
         Edit::ClearToolUses(clear) => clear.trigger.is_none_or(|trigger| trigger >= options.budget),
         Edit::ClearThinking(_) => false,
@@ -229,11 +227,15 @@ where
     if over_budget_only {
         let mut t = Transcript::read(messages, &mut sizer, format)?;
         // (An error here is raised below, where the entries are checked in order.)
-        if let Ok(packed) = pack(&mut t, options) {
-            if packed.fits && packed.note.is_none() && packed.kept.len() == messages.len() {
-                return Ok(packed);
-            }
-            unedited = Some(packed).filter(|_| share);
+        if let (Ok(()), Ok((Some(tokens), _))) = (options.check_pinned(messages.len()), fits_whole(&mut t, options)) {
+            let tokens = tokens + u128::from(options.system_tokens);
+            return Ok(Packed {
+                kept: (0..messages.len()).collect(),
+                note: None,
+                fits: true,
+                tokens,
+                edits: Plan::default(),
+            });
         }
         if share {
             fitted_sizes = t.sizes_format().map(|format| (format, t.sizes()));
@@ -257,16 +259,11 @@ where
     let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses };
     let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known)?;
     if plan.is_empty() {
-        let mut packed = match unedited {
-            Some(packed) => packed,
-            None => {
-                let mut t = Transcript::read(messages, sizer, format)?;
-                if share {
-                    t.assume_sizes(responses, costs);
-                }
-                pack(&mut t, options)?
-            }
-        };
+        let mut t = Transcript::read(messages, sizer, format)?;
+        if share {
+            t.assume_sizes(responses, costs);
+        }
+        let mut packed = pack(&mut t, options)?;
         packed.edits = plan;
         return Ok(packed);
     }
@@ -426,13 +423,8 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
 ) -> Result<Packed, CoreError> {
     let n = t.len();
     let budget = i128::from(options.budget) - i128::from(options.system_tokens);
-    if let Some(tokens) = fits_as_chat(t, budget) {
-        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens, edits: Plan::default() });
-    }
-    // `shape="auto"` reads back to the newest entry that shows a shape only.
-    let shown = if t.is_undecided() || options.dialect.is_none() { newest_shape(t.messages()) } else { None };
-    t.decide_responses(shown == Some(Dialect::Responses));
-    if let Some(tokens) = cost_within(0, n, budget, |i| t.tokens(i))? {
+    let (fits, shown) = fits_whole(t, options)?;
+    if let Some(tokens) = fits {
         return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens, edits: Plan::default() });
     }
     let dialect = if t.is_responses() {
@@ -454,6 +446,24 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
         }
     }
     pack_history(t, volatile, budget, dialect, options)
+}
+
+/// The messages' tokens when they all fit in the budget beside the separate prompt
+/// (`None` when not: sized from the newest, and no further once over), and the shape the
+/// newest entries show (`None` when they show none, or it was not needed). The format is
+/// decided on the way.
+fn fits_whole<N: JsonNode, S: MessageSizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    options: &PackOptions,
+) -> Result<(Option<u128>, Option<Dialect>), CoreError> {
+    let budget = i128::from(options.budget) - i128::from(options.system_tokens);
+    if let Some(tokens) = fits_as_chat(t, budget) {
+        return Ok((Some(tokens), None));
+    }
+    // `shape="auto"` reads back to the newest entry that shows a shape only.
+    let shown = if t.is_undecided() || options.dialect.is_none() { newest_shape(t.messages()) } else { None };
+    t.decide_responses(shown == Some(Dialect::Responses));
+    Ok((cost_within(0, t.len(), budget, |i| t.tokens(i))?, shown))
 }
 
 /// `shape="auto"` on a transcript of chat messages that fits: its tokens, read once,
