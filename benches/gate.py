@@ -137,7 +137,7 @@ def pairs() -> dict[str, Pair]:
     except ImportError:
         pass
     else:
-        out["pack_column 2,000 corpus rows: Arrow in place vs to_pylist + pack_lines"] = _arrow_pair(pa, requests)
+        out["pack_column 2,000 corpus rows: Arrow buffers vs to_pylist + pack_lines"] = _arrow_pair(pa, requests)
 
     batch = [requests[i % len(requests)] for i in range(10_000)]
     with using(_native):
@@ -175,7 +175,7 @@ def pairs() -> dict[str, Pair]:
 
 
 def _arrow_pair(pa: Any, requests: list[bytes]) -> Pair:
-    """An Arrow column packed where it lies, against the same rows made Python strings,
+    """An Arrow column packed from its buffers, against the same rows made Python strings,
     packed as lines and made a column again (what a batch function without an Arrow path
     does); the outputs checked equal first."""
     from contextfold.integrations.arrow import pack_column

@@ -119,13 +119,40 @@ def test_a_batch_gets_its_column_packed_and_an_error_column() -> None:
     assert again.column(ERROR_COLUMN).null_count == len(ROWS)
 
 
+def test_a_non_nullable_field_becomes_nullable_when_a_row_is_refused() -> None:
+    schema = pa.schema([pa.field("text", pa.string(), nullable=False)])
+    good = pack_batch(pa.table({"text": ["[]"]}, schema=schema), column="text", target_context_tokens=50)
+    assert good.schema.field("text").nullable is False  # nothing refused: the field as declared
+    bad = pack_batch(pa.table({"text": ["[]", "{bad"]}, schema=schema), column="text", target_context_tokens=50)
+    assert bad.schema.field("text").nullable is True and bad.column("text").null_count == 1
+    bad.validate(full=True)
+
+
+def test_a_row_opening_with_a_newline_is_reported_as_its_list() -> None:
+    _, errors = pack_column(pa.array(["\n [1]", "[1]"]), target_context_tokens=50)
+    first, second = (json.loads(e) for e in errors.to_pylist())
+    assert (
+        (first["type"], first["message"])
+        == (second["type"], second["message"])
+        == (
+            "MessageTypeError",
+            "message 0: expected a dict, got int",
+        )
+    )
+
+
 def test_bad_columns_and_options_are_refused() -> None:
     with pytest.raises(cf.ArgumentTypeError, match=r"expected a string or binary column .*got int64"):
         pack_column(pa.array([1, 2]), target_context_tokens=50)
     with pytest.raises(cf.ArgumentTypeError, match="expected a pyarrow Array or ChunkedArray, got list"):
         pack_column(["[]"], target_context_tokens=50)  # type: ignore[type-var]
-    with pytest.raises(cf.ArgumentError, match=r"no column 'body' \(it has \['text'\]\)"):
+    with pytest.raises(cf.ArgumentError, match=r"one column 'body', it has none \(it has \['text'\]\)"):
         pack_batch(pa.table({"text": ["[]"]}), column="body", target_context_tokens=50)
+    twice = pa.Table.from_arrays([pa.array(["[]"]), pa.array(["[]"])], names=["text", "text"])
+    with pytest.raises(cf.ArgumentError, match="one column 'text', it has twice or more"):
+        pack_batch(twice, column="text", target_context_tokens=50)
+    with pytest.raises(cf.ArgumentError, match="column and error_column are both 'text'"):
+        pack_batch(pa.table({"text": ["[]"]}), column="text", error_column="text", target_context_tokens=50)
     with pytest.raises(cf.ArgumentTypeError, match="expected a pyarrow RecordBatch or Table, got dict"):
         pack_batch({"text": ["[]"]}, column="text", target_context_tokens=50)  # type: ignore[type-var]
     with pytest.raises(cf.ArgumentError, match="estimate_tokens"):
@@ -150,3 +177,6 @@ def test_offsets_that_lie_are_refused_naming_the_row(impl: Any) -> None:
         impl.pack_rows(data, offsets(0, 2, 4), False, 1, 2, options)
     out = impl.pack_rows(data, offsets(0, 2, 4), False, 1, 1, options)
     assert out[:2] == (b"[]", array("i", [0, 2]).tobytes())
+    # An offsets buffer with bytes past its last whole offset (pyarrow pads buffers).
+    padded = memoryview(array("i", [0, 2, 4]).tobytes() + b"\0").cast("B")
+    assert impl.pack_rows(data, padded, False, 0, 2, options)[:2] == (b"[][]", array("i", [0, 2, 4]).tobytes())

@@ -23,7 +23,8 @@ from contextfold.integrations.arrow import ERROR_COLUMN, pack_batch  # noqa: E40
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     """A Ray of two worker CPUs on this machine, shut down after the module."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
+    # address="local": a Ray of its own, whatever RAY_ADDRESS names.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
     try:
         yield
     finally:
@@ -36,14 +37,18 @@ def test_map_batches_packs_each_line_as_pack_request_does(local_ray: None, tmp_p
     lines = [json.dumps(r, ensure_ascii=False) for r in corpus_rows("transcripts.jsonl")]
     lines.insert(7, '{"messages": [{"role": 7}]}')
     (tmp_path / "runs.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
-    dataset = ray.data.read_text(str(tmp_path / "runs.jsonl")).map_batches(
-        pack_batch,
-        batch_format="pyarrow",
-        batch_size=8,  # several batches, so several tasks
-        fn_kwargs={"column": "text", "target_context_tokens": 3_000},
-    )
-    rows: list[dict[str, Any]] = dataset.take_all()
+    execution = ray.data.DataContext.get_current().execution_options
+    preserved, execution.preserve_order = execution.preserve_order, True
+    try:
+        dataset = ray.data.read_text(str(tmp_path / "runs.jsonl")).map_batches(
+            pack_batch,
+            batch_format="pyarrow",
+            batch_size=8,  # several batches, so several tasks
+            fn_kwargs={"column": "text", "target_context_tokens": 3_000},
+        )
+        rows: list[dict[str, Any]] = dataset.take_all()
+    finally:
+        execution.preserve_order = preserved
     assert len(rows) == len(lines)
     for line, row in zip(lines, rows, strict=True):
         if line.startswith('{"messages": [{"role": 7}'):

@@ -3,9 +3,10 @@
 ``pip install 'contextfold[arrow]'``. A row is read exactly as a line of
 :func:`contextfold.integrations.dask.pack_lines` is: a list of messages, or a request
 body as :func:`contextfold.pack_request` takes it; the packed row is the row with the
-dropped messages replaced by the note, every other byte as it came. The rows are read
-where the column keeps them (its data buffer, with the GIL released) and the packed
-column is written as one buffer: no row is copied into a Python object on the way.
+dropped messages replaced by the note, every other byte as it came. The column's bytes
+are taken from its data buffer in one copy (an Arrow buffer may be written to by another
+thread) and packed with the GIL released, and the packed column is written as one
+buffer: no row becomes a Python object on the way.
 
 A bad row does not stop the batch: its packed value is null and the error column says
 why. One function serves every engine that hands batches over as Arrow::
@@ -56,7 +57,7 @@ def pack_column(
     **keywords: Any,
 ) -> tuple[Column, Column]:
     """``(packed, errors)`` for a string or binary column (``large_`` ones too; an
-    ``Array`` or a ``ChunkedArray``, each chunk packed where it lies): ``packed`` of the
+    ``Array`` or a ``ChunkedArray``, each chunk packed from its buffers): ``packed`` of the
     column's type, a row's value its packed row, null where the row was null or could not
     be packed; ``errors`` a string column, null where the row was packed (or null), else
     the record :data:`ERROR_COLUMN` describes.
@@ -94,11 +95,17 @@ def pack_batch(
     row was not; every other column as it was."""
     if not isinstance(batch, (pa.RecordBatch, pa.Table)):
         raise cf.ArgumentTypeError(f"batch: expected a pyarrow RecordBatch or Table, got {type(batch).__name__}")
-    at = batch.schema.get_field_index(column)
-    if at < 0:
-        raise cf.ArgumentError(f"column: the batch has no column {column!r} (it has {batch.schema.names})")
+    if column == error_column:
+        raise cf.ArgumentError(f"column and error_column are both {column!r}: the errors would replace the rows")
+    found = batch.schema.get_all_field_indices(column)
+    if len(found) != 1:
+        have = "twice or more" if found else f"none (it has {batch.schema.names})"
+        raise cf.ArgumentError(f"column: the batch must have one column {column!r}, it has {have}")
+    (at,) = found
     packed, errors = pack_column(batch.column(at), options=options, threads=threads, **keywords)
-    batch = batch.set_column(at, batch.schema.field(at), packed)
+    field = batch.schema.field(at)
+    # A bad row's value is null: a field declared non-nullable would be a lie.
+    batch = batch.set_column(at, field.with_nullable(True) if packed.null_count else field, packed)
     where = batch.schema.get_field_index(error_column)
     if where >= 0:
         return batch.set_column(where, error_column, errors)

@@ -388,7 +388,9 @@ def pack_rows(
     the packed column's buffers (offsets as wide as the input's, from 0; a bad row empty)
     and each bad row's index among the rows and its message."""
     values = memoryview(data)
-    ends = memoryview(offsets).cast("q" if wide else "i")
+    width = 8 if wide else 4
+    held = memoryview(offsets)
+    ends = held[: len(held) // width * width].cast("q" if wide else "i")  # as natively, a partial offset is none
     if start + count + 1 > len(ends):
         raise ArgumentError(f"offsets: {len(ends)} offsets hold no rows {start}..{start + count}")
     rows: list[bytes] = []

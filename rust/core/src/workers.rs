@@ -23,11 +23,9 @@ pub const MAX_THREADS: usize = 64;
 /// last one) running `work` on each job offered, then sending it back.
 pub struct Workers<'scope, J, W> {
     work: &'scope W,
-    /// Closed by [`Workers::help`] and [`Workers::finish`]: no job comes after.
+    /// Closed by [`Workers::finish`]: no job comes after.
     queue: Option<SyncSender<J>>,
     waiting: Arc<Mutex<Receiver<J>>>,
-    /// Where the jobs [`Workers::help`] runs go back; the workers hold the other senders.
-    done: Option<Sender<J>>,
     back: Receiver<J>,
     stopped: Arc<AtomicBool>,
     threads: Vec<ScopedJoinHandle<'scope, ()>>,
@@ -53,7 +51,8 @@ where
                 std::thread::Builder::new().spawn_scoped(scope, move || run(work, &waiting, &done, &stopped)).ok()
             })
             .collect();
-        Workers { work, queue: Some(queue), waiting, done: Some(done), back, stopped, threads }
+        // Only the workers hold a sender: `back` ends when they all have.
+        Workers { work, queue: Some(queue), waiting, back, stopped, threads }
     }
 
     /// How many workers run beside the calling thread.
@@ -82,32 +81,42 @@ where
 
     /// No job is started after this: the waiting ones are dropped unrun.
     pub fn stop(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
+        self.stopped.store(true, Ordering::Release);
     }
 
-    /// Closes the queue and runs the jobs still waiting on the calling thread too, beside
-    /// the workers; they come back through [`Workers::finish`].
-    pub fn help(&mut self) {
-        self.queue = None;
-        if let Some(done) = &self.done {
-            run(self.work, &self.waiting, done, &self.stopped);
-        }
-    }
-
-    /// Closes the queue, hands every job still out to `back` as it comes back and waits
-    /// for the workers to end. When `back` returns false, no job is started after it.
-    /// A worker that panicked loses the job it held, and the panic stays in its thread.
+    /// Closes the queue, runs the jobs still waiting on the calling thread beside the
+    /// workers, hands every job to `back` as it is done (between the ones run here, so
+    /// the caller takes results in while a worker holds a long job) and waits for the
+    /// workers to end. When `back` returns false, no job is started after it. A worker
+    /// that panicked loses the job it held, and the panic stays in its thread.
     pub fn finish(mut self, mut back: impl FnMut(J) -> bool) {
         self.queue = None;
-        self.done = None;
-        for job in &self.back {
+        let mut hand = |job: J, workers: &Self| {
             if !back(job) {
-                self.stop();
+                workers.stop();
             }
+        };
+        loop {
+            let next = self.waiting.lock().ok().and_then(|waiting| waiting.try_recv().ok());
+            let Some(mut job) = next else { break };
+            if !self.stopped.load(Ordering::Acquire) {
+                (self.work)(&mut job);
+                hand(job, &self);
+            }
+            self.back.try_iter().for_each(|job| hand(job, &self));
         }
-        for thread in self.threads {
+        self.back.iter().for_each(|job| hand(job, &self));
+        for thread in std::mem::take(&mut self.threads) {
             drop(thread.join());
         }
+    }
+}
+
+impl<J, W> Drop for Workers<'_, J, W> {
+    /// Left without [`Workers::finish`] (an early return), the workers start no job
+    /// still waiting.
+    fn drop(&mut self) {
+        self.stopped.store(true, Ordering::Release);
     }
 }
 
@@ -119,7 +128,7 @@ fn run<J, W: Fn(&mut J)>(work: &W, waiting: &Mutex<Receiver<J>>, done: &Sender<J
             Err(_) => return, // poisoned: another worker panicked while taking a job
         };
         let Ok(mut job) = next else { return };
-        if stopped.load(Ordering::Relaxed) {
+        if stopped.load(Ordering::Acquire) {
             continue;
         }
         work(&mut job);
@@ -134,11 +143,11 @@ mod tests {
     use super::*;
 
     /// Offers jobs `0..n` (squaring each), running refused ones here, and collects them.
-    fn square_all(threads: usize, n: u64, help: bool) -> (usize, Vec<(u64, u64)>) {
+    fn square_all(threads: usize, n: u64) -> (usize, Vec<(u64, u64)>) {
         let work = |job: &mut (u64, u64)| job.1 = job.0 * job.0;
         let mut out = Vec::new();
         let started = std::thread::scope(|scope| {
-            let mut workers = Workers::start(scope, threads, 1, &work);
+            let workers = Workers::start(scope, threads, 1, &work);
             for k in 0..n {
                 if let Err(mut job) = workers.offer((k, 0)) {
                     work(&mut job);
@@ -147,9 +156,6 @@ mod tests {
                 out.extend(workers.done());
             }
             let started = workers.started();
-            if help {
-                workers.help();
-            }
             workers.finish(|job| {
                 out.push(job);
                 true
@@ -163,11 +169,9 @@ mod tests {
     #[test]
     fn every_job_comes_back_done_once() {
         for threads in [0, 1, 2, 3, 8, 1000] {
-            for help in [false, true] {
-                let (started, out) = square_all(threads, 500, help);
-                assert_eq!(started, threads.clamp(1, MAX_THREADS) - 1);
-                assert_eq!(out, (0..500).map(|k| (k, k * k)).collect::<Vec<_>>(), "{threads} {help}");
-            }
+            let (started, out) = square_all(threads, 500);
+            assert_eq!(started, threads.clamp(1, MAX_THREADS) - 1);
+            assert_eq!(out, (0..500).map(|k| (k, k * k)).collect::<Vec<_>>(), "{threads}");
         }
     }
 
@@ -186,7 +190,7 @@ mod tests {
         let (started_tx, started) = channel();
         let (go, gate) = channel();
         let work = held(started_tx, gate);
-        let (offered, back) = std::thread::scope(|scope| {
+        let (offered, mut back) = std::thread::scope(|scope| {
             let workers = Workers::start(scope, 2, 1, &work);
             assert_eq!(workers.started(), 1);
             let mut offered = vec![workers.offer(0).is_ok()];
@@ -201,6 +205,8 @@ mod tests {
             (offered, back)
         });
         assert_eq!(offered, [true, true, false, false, false, false, false, false, false, false]);
+        // Job 1 ran on whichever thread took it first (the worker, or the caller in `finish`).
+        back.sort_unstable();
         assert_eq!(back, [0, 1]);
     }
 
@@ -209,45 +215,55 @@ mod tests {
         let (started_tx, started) = channel();
         let (go, gate) = channel();
         let work = held(started_tx, gate);
-        for help in [false, true] {
+        // Stopped, then finished; or dropped without `finish` (an early return).
+        for dropped in [false, true] {
             let back = std::thread::scope(|scope| {
-                let mut workers = Workers::start(scope, 2, 1, &work);
+                let workers = Workers::start(scope, 2, 1, &work);
                 assert!(workers.offer(0).is_ok());
                 assert_eq!(started.recv(), Ok(0));
                 assert!(workers.offer(1).is_ok());
-                workers.stop();
-                assert!(go.send(()).is_ok()); // job 0 ends
-                if help {
-                    workers.help();
-                }
                 let mut back = Vec::new();
-                workers.finish(|job| {
-                    back.push(job);
-                    true
-                });
+                if dropped {
+                    drop(workers);
+                    assert!(go.send(()).is_ok()); // job 0 ends
+                } else {
+                    workers.stop();
+                    assert!(go.send(()).is_ok());
+                    workers.finish(|job| {
+                        back.push(job);
+                        true
+                    });
+                }
                 back
             });
-            assert_eq!(back, [0], "job 1 waited and was dropped unrun");
-            assert!(started.try_recv().is_err(), "job 1 never started");
+            // The scope has joined the worker: had job 1 started, it would have said so.
+            assert!(started.try_recv().is_err(), "job 1 never started ({dropped})");
+            assert_eq!(back, if dropped { vec![] } else { vec![0] }, "job 1 waited and was dropped unrun");
         }
     }
 
     #[test]
     fn a_worker_that_panics_loses_its_job_not_the_batch() {
-        let work = |job: &mut u32| assert_ne!(*job, 7, "a worker's panic");
-        let mut refused = Vec::new();
-        let mut back = Vec::new();
-        std::thread::scope(|scope| {
-            let workers = Workers::start(scope, 4, 1, &work);
-            refused = (0..50).filter_map(|job| workers.offer(job).err()).collect();
+        let (started_tx, started) = channel();
+        let started_tx = Mutex::new(started_tx);
+        let work = |job: &mut u32| {
+            drop(started_tx.lock().map(|s| s.send(*job)));
+            assert_ne!(*job, 7, "a worker's panic");
+        };
+        let (refused, back) = std::thread::scope(|scope| {
+            let workers = Workers::start(scope, 2, 1, &work);
+            assert!(workers.offer(7).is_ok());
+            assert_eq!(started.recv(), Ok(7), "the only worker took job 7, on which it panics");
+            // The dead worker takes nothing more: one job waits, the others come back.
+            let refused: Vec<u32> = (0..5).filter_map(|job| workers.offer(job).err()).collect();
+            let mut back = Vec::new();
             workers.finish(|job| {
                 back.push(job);
                 true
             });
+            (refused, back)
         });
-        back.extend(&refused);
-        back.sort_unstable();
-        let expected: Vec<u32> = (0..50).filter(|&job| job != 7 || refused.contains(&7)).collect();
-        assert_eq!(back, expected);
+        assert_eq!(refused, [1, 2, 3, 4]);
+        assert_eq!(back, [0], "the job left waiting ran on the calling thread, job 7 is lost");
     }
 }

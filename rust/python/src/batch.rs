@@ -430,12 +430,17 @@ pub fn pack_detached(
                 break;
             }
         }
-        if let Some(mut crew) = workers {
-            py.detach(|| crew.help());
-            crew.finish(|mut chunk| {
-                chunk.recycle(py, &mut results);
-                true
+        // The chunks still queued are packed here too, detached, and the last ones taken
+        // back as they come; their references are dropped attached, after.
+        if let Some(crew) = workers {
+            let mut last = Vec::new();
+            py.detach(|| {
+                crew.finish(|chunk| {
+                    last.push(chunk);
+                    true
+                });
             });
+            last.iter_mut().for_each(|chunk| chunk.recycle(py, &mut results));
         }
         Ok(())
     })?;

@@ -184,13 +184,11 @@ pub fn pack_lines<'py>(
         .into_pyobject(py)
 }
 
-/// Packs rows `start..start + count` of an Arrow binary or string column, read in place
-/// from its `data` and `offsets` buffers (64-bit offsets when `wide`), on up to `threads`
-/// threads: `(data, offsets, packed, tokens_before, tokens_after, dropped, unfit,
-/// errors)`, the packed column's buffers (offsets as wide as the input's, from 0; a bad
-/// row empty) and each bad row's index among the rows and its message.
-///
-/// Arrow's buffers are immutable, so they are read with the GIL released, as `bytes` are.
+/// Packs rows `start..start + count` of an Arrow binary or string column, read from its
+/// `data` and `offsets` buffers (64-bit offsets when `wide`), on up to `threads` threads:
+/// `(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, errors)`, the
+/// packed column's buffers (offsets as wide as the input's, from 0; a bad row empty) and
+/// each bad row's index among the rows and its message.
 #[pyfunction]
 #[pyo3(signature = (data, offsets, wide, start, count, options, threads=1))]
 #[allow(clippy::needless_pass_by_value)] // pyo3 hands over the buffers; dropping them releases them
@@ -206,7 +204,13 @@ pub fn pack_rows<'py>(
     let py = options.budget.py();
     let (options, _) = bytes_options(options)?;
     let (data, offsets) = (bytes_of(&data)?, bytes_of(&offsets)?);
-    let rows = arrow::rows(data, offsets, wide, start, count).map_err(errors::to_py)?;
+    let spans = arrow::rows(data.len(), offsets, wide, start, count).map_err(errors::to_py)?;
+    // An Arrow buffer may be writable (pyarrow's own are; one may wrap a bytearray), so the
+    // rows' bytes are copied out at once, attached, before the GIL is released: nothing
+    // can change them while they are packed.
+    let from = spans.first().map_or(0, |span| span.start);
+    let held = data.get(from..spans.last().map_or(from, |span| span.end)).unwrap_or_default().to_vec();
+    let rows: Vec<&[u8]> = spans.iter().map(|s| held.get(s.start - from..s.end - from).unwrap_or_default()).collect();
     let packed = py.detach(|| request::pack_rows(&rows, b"", &options, threads));
     let offsets = arrow::offsets(&packed.ends, wide).map_err(errors::to_py)?;
     let errors: Vec<(usize, String)> = packed.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
@@ -224,13 +228,13 @@ pub fn pack_rows<'py>(
         .into_pyobject(py)
 }
 
-/// The bytes a buffer holds, borrowed.
+/// The bytes a buffer holds, borrowed: to be read only while attached (another Python
+/// thread may write to it once the GIL is released).
 fn bytes_of(buffer: &PyBuffer<u8>) -> PyResult<&[u8]> {
     if !buffer.is_c_contiguous() {
         return Err(errors::argument("a buffer of rows must be contiguous".into()));
     }
-    // SAFETY: a contiguous buffer of `len_bytes` bytes at `buf_ptr`, kept alive (and, for
-    // Arrow's immutable buffers, unchanged) while the `PyBuffer` is held, which outlives
-    // the slice.
+    // SAFETY: a contiguous buffer of `len_bytes` bytes at `buf_ptr`, kept alive while the
+    // `PyBuffer` is held, which outlives the slice; read only while attached.
     Ok(unsafe { std::slice::from_raw_parts(buffer.buf_ptr().cast::<u8>(), buffer.len_bytes()) })
 }

@@ -1,10 +1,10 @@
 //! Arrow's layout of a binary or string column: the values one after another in a data
 //! buffer, and `n + 1` offsets (32-bit, or 64-bit for the large types, in the machine's
-//! byte order) where value `i` spans `offsets[i]..offsets[i + 1]`. Rows are read from
-//! it in place and the packed column is written in it, so a column is packed without a
-//! copy a row.
+//! byte order) where value `i` spans `offsets[i]..offsets[i + 1]`. The packed column is
+//! written in it, so a column is packed without a copy (or a Python object) a row.
 
 use crate::error::CoreError;
+use std::ops::Range;
 
 /// The bytes an offset takes.
 fn width(wide: bool) -> usize {
@@ -15,19 +15,19 @@ fn width(wide: bool) -> usize {
     }
 }
 
-/// Rows `start..start + count` of the column whose values are `data` and offsets
-/// `offsets` (64-bit when `wide`), borrowed from `data`.
+/// Where rows `start..start + count` lie in the `data_len` bytes of values of a column
+/// whose offsets are `offsets` (64-bit when `wide`).
 ///
 /// # Errors
 /// When the offsets do not hold that many rows, or one runs backwards or past the data:
 /// the message names the row.
-pub fn rows<'d>(
-    data: &'d [u8],
+pub fn rows(
+    data_len: usize,
     offsets: &[u8],
     wide: bool,
     start: usize,
     count: usize,
-) -> Result<Vec<&'d [u8]>, CoreError> {
+) -> Result<Vec<Range<usize>>, CoreError> {
     let width = width(wide);
     let needed = start.checked_add(count).and_then(|n| n.checked_add(1)).and_then(|n| n.checked_mul(width));
     let Some(held) = needed.and_then(|needed| offsets.get(start * width..needed)) else {
@@ -49,12 +49,11 @@ pub fn rows<'d>(
     let mut from = at(0);
     for row in 0..count {
         let to = at(row + 1);
-        let span = usize::try_from(from).ok().zip(usize::try_from(to).ok()).and_then(|(f, t)| data.get(f..t));
-        let Some(span) = span else {
+        let span = usize::try_from(from).ok().zip(usize::try_from(to).ok()).map(|(f, t)| f..t);
+        let Some(span) = span.filter(|span| span.start <= span.end && span.end <= data_len) else {
             return Err(CoreError::argument(format!(
-                "offsets: row {} runs from {from} to {to}, backwards or outside the {} bytes of data",
+                "offsets: row {} runs from {from} to {to}, backwards or outside the {data_len} bytes of data",
                 start + row,
-                data.len()
             )));
         };
         out.push(span);
@@ -94,21 +93,19 @@ mod tests {
 
     #[test]
     fn rows_are_read_where_the_offsets_say() {
-        let data = b"abcdefgh";
         let wide: Vec<u8> = [0i64, 2, 2, 5, 8].iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let expected: Vec<&[u8]> = vec![b"ab", b"", b"cde", b"fgh"];
-        assert_eq!(rows(data, &wide, true, 0, 4).unwrap(), expected);
-        assert_eq!(rows(data, &narrow(&[0, 2, 2, 5, 8]), false, 0, 4).unwrap(), expected);
+        let expected = vec![0..2, 2..2, 2..5, 5..8];
+        assert_eq!(rows(8, &wide, true, 0, 4).unwrap(), expected);
+        assert_eq!(rows(8, &narrow(&[0, 2, 2, 5, 8]), false, 0, 4).unwrap(), expected);
         // A slice of a column: its rows start at its offset.
-        assert_eq!(rows(data, &narrow(&[0, 2, 2, 5, 8]), false, 2, 2).unwrap(), &expected[2..]);
-        assert_eq!(rows(data, &narrow(&[3]), false, 0, 0).unwrap(), Vec::<&[u8]>::new());
+        assert_eq!(rows(8, &narrow(&[0, 2, 2, 5, 8]), false, 2, 2).unwrap(), &expected[2..]);
+        assert_eq!(rows(8, &narrow(&[3]), false, 0, 0).unwrap(), Vec::<Range<usize>>::new());
     }
 
     #[test]
     fn bad_offsets_are_refused_naming_the_row() {
-        let data = b"abcdefgh";
         let message = |offsets: &[i32], start: usize, count: usize| {
-            rows(data, &narrow(offsets), false, start, count).unwrap_err().to_string()
+            rows(8, &narrow(offsets), false, start, count).unwrap_err().to_string()
         };
         let outside = |row: usize, from: i64, to: i64| {
             format!("offsets: row {row} runs from {from} to {to}, backwards or outside the 8 bytes of data")
@@ -122,7 +119,7 @@ mod tests {
             message(&[0, 2], usize::MAX, 2),
             format!("offsets: 2 offsets hold no rows {}..{}", usize::MAX, usize::MAX)
         );
-        assert!(rows(data, &[0, 0, 0], false, 0, 0).is_err(), "an offsets buffer cut inside an offset");
+        assert!(rows(8, &[0, 0, 0], false, 0, 0).is_err(), "an offsets buffer cut inside an offset");
     }
 
     #[test]

@@ -219,7 +219,7 @@ pub fn pack_bodies_with(
     let mut handed = 0;
     let mut wanted = true;
     std::thread::scope(|scope| {
-        let mut workers = Workers::start(scope, threads.min(inputs.len()), WAITING, &pack);
+        let workers = Workers::start(scope, threads.min(inputs.len()), WAITING, &pack);
         for (index, input) in inputs.iter().enumerate() {
             if let Err(mut mine) = workers.offer(BodyJob { index, input, result: None }) {
                 pack(&mut mine);
@@ -232,11 +232,8 @@ pub fn pack_bodies_with(
                 break;
             }
         }
-        if wanted {
-            workers.help();
-        }
-        // The workers' last bodies are handed over as they come: the caller turns them
-        // into its values while a long one is still packing.
+        // The bodies still queued are packed here too, and every last one is handed over
+        // as it comes: the caller turns them into its values while a long one packs.
         workers.finish(|job| {
             put(&mut slots, job);
             wanted = wanted && hand_over(&mut slots, &mut handed, RUN, &mut ready);
