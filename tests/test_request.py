@@ -753,3 +753,33 @@ def test_batches_equal_one_by_one(backend: str, threads: int) -> None:
         cf.pack_requests(bodies, target_context_tokens=-1)
     with pytest.raises(cf.ArgumentError):
         cf.pack_requests(bodies, target_context_tokens=100, threads=0)
+
+
+_HEAD_KEYS = ["model", "max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input", "other"]
+_HEAD_VALUES = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=4),
+    st.dictionaries(st.sampled_from(_HEAD_KEYS), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(members=st.lists(st.tuples(st.sampled_from(_HEAD_KEYS), _HEAD_VALUES), max_size=8), spaced=st.booleans())
+def test_request_head_reads_what_json_loads_reads(members: list[tuple[str, Any]], spaced: bool) -> None:
+    """Keys may repeat (the last counts), caps may be any JSON value; natively, None stands
+    only for a cap past 2**63 - 1, which the gateway then reads with json.loads."""
+    native = native_required()
+    separator = ", " if spaced else ","
+    body = ("{" + separator.join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in members) + "}").encode()
+    expected = reference.request_head(body)
+    got = native.request_head(body)
+    if got is None:
+        assert expected is not None and any(cap is not None and cap > 2**63 - 1 for cap in expected[1])
+    else:
+        assert got == expected
+    assert native.request_head(b"[" + body + b"]") == reference.request_head(b"[" + body + b"]")
+    assert native.request_head(body[:-1]) == reference.request_head(body[:-1]) == (None, (None, None, None), None, None)

@@ -12,6 +12,7 @@ reference backend imports this module, :mod:`contextfold._js` and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -507,6 +508,40 @@ class PackKeywords(WindowKeywords, total=False):
     """:class:`PackOptions`' fields as keywords, for the packing functions' ``**options``."""
 
     target_context_tokens: int
+
+
+OUTPUT_CAPS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+"""A request body's output caps, in the order a gateway takes the first that is a count
+(an int of 0 or more) as the request's output reserve."""
+
+RequestHead = tuple[str | None, tuple[int | None, int | None, int | None], int | None, int | None]
+"""``(model, caps, messages, input)``: what a gateway reads of a request body (see
+:func:`contextfold.reference.request_head`)."""
+
+
+def loaded_head(body: bytes) -> RequestHead:
+    """A request body's head (:data:`RequestHead`) read with ``json.loads``: what the
+    reference backend reads, and what a gateway reads when the bytes path cannot say
+    exactly."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        request = None
+    if not isinstance(request, dict):
+        return None, (None, None, None), None, None
+    first, second, third = (request.get(key) for key in OUTPUT_CAPS)
+    model, messages, items = request.get("model"), request.get("messages"), request.get("input")
+    return (
+        model if isinstance(model, str) else None,
+        (_count(first), _count(second), _count(third)),
+        len(messages) if isinstance(messages, list) else None,
+        len(items) if isinstance(items, list) else None,
+    )
+
+
+def _count(value: Any) -> int | None:
+    """``value`` when a count (an int of 0 or more, not a bool), else None."""
+    return value if type(value) is int and value >= 0 else None
 
 
 _PLAIN = (int, str, type(None))

@@ -22,6 +22,7 @@ from contextfold.reference import pack_rows as pack_rows
 from contextfold.reference import pinned_directive_index as pinned_directive_index
 from contextfold.reference import rank_by_count as rank_by_count
 from contextfold.reference import repo_path as repo_path
+from contextfold.reference import request_head as request_head
 from contextfold.reference import set_count_cache as set_count_cache
 from contextfold.reference import tokens_of as tokens_of
 from contextfold.reference import verbatim_start as verbatim_start

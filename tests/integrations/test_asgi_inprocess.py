@@ -325,6 +325,16 @@ def test_windows_can_come_from_litellms_model_map(monkeypatch: pytest.MonkeyPatc
         PackingMiddleware(lambda *_: None, target_context_tokens=300, model_map=True)  # type: ignore[arg-type]
 
 
+def test_a_cap_past_i64_is_read_exactly(backend: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    cap, window = 2**63 + 5, 2**64 - 1  # the bytes path reads such an int as a double
+    body = body_for(None, max_tokens=cap)
+    expected = cf.pack_request(body, target_context_tokens=window, reserve_output_tokens=cap, sizing="provider")
+    assert forward([body], target_context_tokens=window)[0] == expected.body
+    (report,) = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"]  # type: ignore[attr-defined]
+    assert report["budget"] == window - cap
+
+
 def test_a_reserve_over_the_window_passes_the_body_untouched() -> None:
     body = body_for("small", max_tokens=5_000)
     assert forward([body], target_context_tokens=600, windows={"small": 300})[0] == body

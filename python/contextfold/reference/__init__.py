@@ -9,7 +9,7 @@ the benchmarks measure the extension against.
 from .count_cache import count_cache_info, set_count_cache
 from .pack import handoff_line, pack_handoff, pack_many
 from .paths import canonical_path, rank_by_count, repo_path
-from .request import pack_lines, pack_request, pack_requests, pack_rows
+from .request import pack_lines, pack_request, pack_requests, pack_rows, request_head
 from .tokens import count_tokens, estimate_tokens, message_tokens, message_tokens_array, tokens_of
 from .window import (
     compact_tail_start_for_budget,
@@ -37,6 +37,7 @@ __all__ = [
     "pinned_directive_index",
     "rank_by_count",
     "repo_path",
+    "request_head",
     "set_count_cache",
     "tokens_of",
     "verbatim_start",

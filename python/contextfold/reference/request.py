@@ -22,10 +22,12 @@ from .._contract import (
     EncodingName,
     PackedRequest,
     PackOptions,
+    RequestHead,
     as_bytes,
     bytes_options,
     check_pinned,
     check_tools,
+    loaded_head,
 )
 from .._edits import AppliedEdit
 from .._js import entry
@@ -364,6 +366,16 @@ def pack_requests(bodies: list[Any], options: PackOptions, threads: int = 1) -> 
         except (ContextfoldError, TypeError) as exc:
             out.append(exc)
     return out
+
+
+def request_head(body: bytes) -> RequestHead | None:
+    """What a gateway reads of a request body before packing it, as ``json.loads`` reads
+    it: ``(model, caps, messages, input)``, the ``model`` when a str, each of
+    ``OUTPUT_CAPS`` when a count (an int of 0 or more), and the lengths of ``messages``
+    and ``input`` when lists; all None for a body that is not a JSON object. (Natively,
+    None in place of the whole when a cap is an int past 2**63 - 1, which only
+    ``json.loads`` reads exactly; this reads every one.)"""
+    return loaded_head(body)
 
 
 def pack_lines(

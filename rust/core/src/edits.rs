@@ -44,7 +44,7 @@
 
 use crate::error::{CoreError, Problem};
 use crate::items::{check_item, peek_kind};
-use crate::json::{json_len, JsonNode, JsonType, Key, MessageFields, View};
+use crate::json::{json_len, member, JsonNode, JsonType, Key, MessageFields, View};
 use crate::message::{check_message, role_or_other, Item, Role};
 use crate::text::{Snippet, Text};
 use crate::tokens::MessageSizer;
@@ -783,12 +783,6 @@ enum Thinking {
 /// An id as a map key: its code points, so equal strings match whatever their storage.
 fn id_key<N: JsonNode>(id: Option<N>) -> Option<Vec<u32>> {
     id.and_then(|id| id.as_text().map(|t| t.code_points().collect()))
-}
-
-/// Member `key` of an object (the last, if repeated), for keys [`Key`] does not name.
-fn member<N: JsonNode>(node: &N, key: &str) -> Option<N> {
-    let Ok(View::Object { entries, .. }) = node.view() else { return None };
-    entries.filter(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(key))).last().map(|(_, v)| v)
 }
 
 fn items<N: JsonNode>(node: Option<N>) -> Option<N::Items> {

@@ -586,6 +586,13 @@ fn write_js_number(x: f64, out: &mut impl Write) {
     }
 }
 
+/// Member `key` (ASCII) of an object, the last if repeated (as `json.loads` keeps it), for
+/// keys [`Key`] does not name; `None` when `node` is no object or has no such member.
+pub fn member<N: JsonNode>(node: &N, key: &str) -> Option<N> {
+    let Ok(View::Object { entries, .. }) = node.view() else { return None };
+    entries.filter(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(key))).last().map(|(_, v)| v)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -38,7 +38,7 @@ use node::PyNode;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyString};
-use request::{pack_lines, pack_request, pack_requests, pack_rows};
+use request::{pack_lines, pack_request, pack_requests, pack_rows, request_head};
 use sizer::PySizer;
 use snapshot::Snapshot;
 
@@ -248,7 +248,7 @@ mod _native {
     use super::{
         compact_tail_start_for_budget, count_cache_info, count_tokens, estimate_tokens, message_tokens,
         message_tokens_array, pack::handoff_line, pack::pack_handoff, pack::pack_many, pack_lines, pack_request,
-        pack_requests, pack_rows, pinned_directive_index, set_count_cache, strings::canonical_path,
+        pack_requests, pack_rows, pinned_directive_index, request_head, set_count_cache, strings::canonical_path,
         strings::rank_by_count, strings::repo_path, tokens_of, verbatim_start, window_start, window_start_array,
     };
 

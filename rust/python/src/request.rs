@@ -1,5 +1,5 @@
-//! `pack_request`, `pack_requests`, `pack_lines` and `pack_rows`: request bodies packed by the core
-//! with the GIL released for all of the work.
+//! `pack_request`, `pack_requests`, `pack_lines`, `pack_rows` and `request_head`: request
+//! bodies read and packed by the core with the GIL released for all of the work.
 //!
 //! A `bytes` object is immutable, so its buffer is borrowed as it lies while the calling
 //! thread holds a reference to it; nothing else of Python is read once the work starts.
@@ -11,8 +11,11 @@
 use crate::args::Options;
 use crate::borrow::{before_python, MayRunPython};
 use crate::errors;
+use crate::strings;
 use contextfold_core::pack::PackOptions;
-use contextfold_core::request::{self, arrow, PackedBody, RequestError, Root, ScanError};
+use contextfold_core::request::head::{self, Cap};
+use contextfold_core::request::{self, arrow, scan, PackedBody, RequestError, Root, ScanError};
+use contextfold_core::{JsonNode, Text};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -237,4 +240,37 @@ fn bytes_of(buffer: &PyBuffer<u8>) -> PyResult<&[u8]> {
     // SAFETY: a contiguous buffer of `len_bytes` bytes at `buf_ptr`, kept alive while the
     // `PyBuffer` is held, which outlives the slice; read only while attached.
     Ok(unsafe { std::slice::from_raw_parts(buffer.buf_ptr().cast::<u8>(), buffer.len_bytes()) })
+}
+
+/// What a gateway reads of a request body before packing it, as `json.loads` reads it:
+/// `(model, caps, messages, input)` (see `contextfold.reference.request_head`); `None`
+/// when a cap is an integer past 2**63 - 1, which only `json.loads` reads exactly. The
+/// body is read with the GIL released.
+#[pyfunction]
+pub fn request_head<'py>(body: &Bound<'py, PyBytes>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let py = body.py();
+    let input = body.as_bytes();
+    let nothing =
+        || (None::<Bound<'py, PyString>>, (None::<u64>, None::<u64>, None::<u64>), None::<usize>, None::<usize>);
+    let Ok(tape) = py.detach(|| scan::parse(input, Root::Request)) else {
+        return nothing().into_pyobject(py).map(Some);
+    };
+    let Some(found) = head::head(&tape.node(0)) else {
+        return nothing().into_pyobject(py).map(Some);
+    };
+    let mut caps = [None; 3];
+    for (cap, found) in caps.iter_mut().zip(found.caps) {
+        *cap = match found {
+            Cap::None => None,
+            Cap::Count(n) => Some(n),
+            Cap::Beyond => return Ok(None),
+        };
+    }
+    let model = match found.model.as_ref().and_then(JsonNode::as_text) {
+        Some(Text::Utf8(text)) => Some(PyString::new(py, text)),
+        Some(text) => Some(strings::from_code_points(py, &text.code_points().collect::<Vec<_>>())?),
+        None => None,
+    };
+    let [first, second, third] = caps;
+    (model, (first, second, third), found.messages, found.input).into_pyobject(py).map(Some)
 }

@@ -16,6 +16,7 @@
 //! `[0]`, `fits` whether the count is within the budget.
 
 pub mod arrow;
+pub mod head;
 mod node;
 mod rewrite;
 pub mod scan;
