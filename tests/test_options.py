@@ -134,3 +134,10 @@ def test_keyword_edits_are_reused_when_equal_and_never_confused() -> None:
         pack_options(None, {"target_context_tokens": 900, "edits": [1, 2]})
     with pytest.raises(cf.ArgumentError, match="pinned index must be an int, got ClearToolUses"):
         pack_options(None, {"target_context_tokens": 900, "pinned": [cf.ClearToolUses()]})
+
+
+def test_an_edit_made_unhashable_behind_its_back_is_built_uncached() -> None:
+    edit = cf.ClearToolUses(exclude_tools=["g"])
+    object.__setattr__(edit, "exclude_tools", ["g"])  # a list: no longer hashable
+    options = pack_options(None, {"target_context_tokens": 900, "edits": [edit]})
+    assert options.edits == (edit,)

@@ -573,7 +573,10 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
             key.append((name, tuple(value)))
         else:
             return PackOptions(**keywords)
-    built = _BUILT.get(frozen := tuple(key))
+    try:
+        built = _BUILT.get(frozen := tuple(key))
+    except TypeError:  # an edit whose field was made unhashable behind its frozen back
+        return PackOptions(**keywords)
     if built is None:
         built = PackOptions(**keywords)
         if len(_BUILT) >= _BUILT_MAX:

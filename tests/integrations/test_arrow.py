@@ -119,12 +119,14 @@ def test_a_batch_gets_its_column_packed_and_an_error_column() -> None:
     assert again.column(ERROR_COLUMN).null_count == len(ROWS)
 
 
-def test_a_non_nullable_field_becomes_nullable_when_a_row_is_refused() -> None:
+def test_the_packed_field_is_nullable_in_every_batch() -> None:
+    """A refused row is null: the packed field is nullable whether or not a batch holds one,
+    so every batch of one input gets one schema (and batches can be joined)."""
     schema = pa.schema([pa.field("text", pa.string(), nullable=False)])
     good = pack_batch(pa.table({"text": ["[]"]}, schema=schema), column="text", target_context_tokens=50)
-    assert good.schema.field("text").nullable is False  # nothing refused: the field as declared
     bad = pack_batch(pa.table({"text": ["[]", "{bad"]}, schema=schema), column="text", target_context_tokens=50)
-    assert bad.schema.field("text").nullable is True and bad.column("text").null_count == 1
+    assert good.schema == bad.schema and bad.schema.field("text").nullable
+    assert pa.concat_tables([good, bad]).column("text").null_count == 1
     bad.validate(full=True)
 
 
@@ -151,6 +153,9 @@ def test_bad_columns_and_options_are_refused() -> None:
     twice = pa.Table.from_arrays([pa.array(["[]"]), pa.array(["[]"])], names=["text", "text"])
     with pytest.raises(cf.ArgumentError, match="one column 'text', it has twice or more"):
         pack_batch(twice, column="text", target_context_tokens=50)
+    errors_twice = pa.Table.from_arrays([pa.array(["[]"]), pa.array([None]), pa.array([None])], names=["t", "e", "e"])
+    with pytest.raises(cf.ArgumentError, match="error_column: the batch has 2 columns 'e'"):
+        pack_batch(errors_twice, column="t", error_column="e", target_context_tokens=50)
     with pytest.raises(cf.ArgumentError, match="column and error_column are both 'text'"):
         pack_batch(pa.table({"text": ["[]"]}), column="text", error_column="text", target_context_tokens=50)
     with pytest.raises(cf.ArgumentTypeError, match="expected a pyarrow RecordBatch or Table, got dict"):

@@ -120,9 +120,10 @@ def run_shell(command: str) -> str:
     return command
 
 
-def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole() -> None:
+def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole(caplog: pytest.LogCaptureFixture) -> None:
     from langchain.agents import create_agent
 
+    caplog.set_level("INFO", logger="contextfold.adapter")
     schema = cf.estimate_tokens(json.dumps([convert_to_openai_tool(run_shell)], separators=(",", ":")))
     assert lc.tools_tokens([run_shell]) == schema > 20
     for messages in _agent_transcripts():
@@ -135,6 +136,10 @@ def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole() -> N
         (seen,) = model.seen
         assert seen[0].content == "You fix bugs."
         _check_model_input(messages, seen, 3_500 - schema)
+        # Reported as a gateway counts: the system prompt and the tools' schemas in.
+        report = adapter_reports(caplog)[-1]
+        assert (report["route"], report["budget"]) == ("middleware", 3_500)
+        assert report["tokens_out"] == lc.TokenCounter()(seen) + schema
 
 
 def test_agent_middleware_async(caplog: pytest.LogCaptureFixture) -> None:
@@ -175,6 +180,30 @@ def test_each_pack_is_reported_by_its_entry_point(caplog: pytest.LogCaptureFixtu
     ]
     assert reports[0]["folded"] and reports[0]["tokens_in"] is None and reports[0]["messages_in"] == len(messages)
     assert not reports[3]["folded"] and reports[3]["tokens_in"] == reports[3]["tokens_out"]
+
+
+def test_telemetry_never_fails_a_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from contextfold.integrations import _report
+
+    messages = max(langchain_corpus(), key=len)
+    expected = lc.pack(messages, max_tokens=2_000).messages
+
+    def broken(record: logging.LogRecord) -> bool:
+        raise RuntimeError("a logging filter that fails")
+
+    adapter_log = logging.getLogger("contextfold.adapter")
+    monkeypatch.setattr(adapter_log, "level", logging.INFO)
+    adapter_log.addFilter(broken)
+    try:
+        assert lc.pack(messages, max_tokens=2_000).messages == expected
+    finally:
+        adapter_log.removeFilter(broken)
+    # Nobody listening (no record enabled, no span): no report is made at all.
+    monkeypatch.setattr(adapter_log, "level", logging.ERROR)
+    monkeypatch.setattr(_report.PackReport, "of", None)  # calling it would raise
+    assert lc.pack(messages, max_tokens=2_000).messages == expected
 
 
 def test_a_pack_is_set_on_the_current_span() -> None:

@@ -201,8 +201,10 @@ def pack_converted(
     reported (:func:`~contextfold.integrations._report.report_pack`) as ``adapter``'s at
     ``route``.
     """
-    pack = cf.pack_handoff(converted, options=with_fixed(options, fixed_tokens), shape=shape)
-    report_pack(pack, adapter=adapter, route=route)
+    packing = with_fixed(options, fixed_tokens)
+    pack = cf.pack_handoff(converted, options=packing, shape=shape)
+    fixed = packing.reserve_output_tokens - options.reserve_output_tokens  # what the budget gave up
+    report_pack(pack, adapter=adapter, route=route, fixed_tokens=fixed)
     return Packed(originals_of(pack, originals, converted, make_note), pack)
 
 

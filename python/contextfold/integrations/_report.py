@@ -108,21 +108,29 @@ class PackReport:
 
     def annotate_span(self) -> None:
         """Sets the report's fields on the current OpenTelemetry span, when OpenTelemetry's
-        API is installed and the span is recording (else nothing)."""
-        trace = _opentelemetry_trace()
-        if trace is None:
-            return
-        span = trace.get_current_span()
-        if span.is_recording():
-            # OpenTelemetry's ints are 64-bit signed: a budget of "no limit" (2**64 - 1) is capped.
-            fields = self.as_dict().items()
-            span.set_attributes({f"contextfold.{k}": _span_value(v) for k, v in fields if v is not None})
+        API is installed and the span is recording (else nothing). What the tracer raises
+        is dropped: telemetry never fails a request."""
+        try:
+            span = _recording_span()
+            if span is not None:
+                # OpenTelemetry's ints are 64-bit signed: a budget of "no limit" (2**64 - 1) is capped.
+                fields = self.as_dict().items()
+                span.set_attributes({f"contextfold.{k}": _span_value(v) for k, v in fields if v is not None})
+        except Exception:  # a broken exporter must not fail the model call
+            pass
 
     def log(self, logger: logging.Logger = GATEWAY_LOG) -> None:
-        """Logs the report from ``logger``, its fields as ``record.contextfold``."""
+        """Logs the report from ``logger``, its fields as ``record.contextfold``. What a
+        logging filter raises is dropped: telemetry never fails a request."""
         level = logging.INFO if self.fits else logging.WARNING
         if not logger.isEnabledFor(level):
             return
+        try:
+            self._log(logger, level)
+        except Exception:  # a broken filter must not fail the model call
+            pass
+
+    def _log(self, logger: logging.Logger, level: int) -> None:
         logger.log(
             level,
             "contextfold %s %s %s: %d -> %d messages, %s -> %d tokens (budget %d)%s%s",
@@ -138,6 +146,16 @@ class PackReport:
             "" if self.fits else ", must-keep part over the budget",
             extra={"contextfold": self.as_dict()},
         )
+
+
+def _recording_span() -> Any:
+    """The current OpenTelemetry span when OpenTelemetry's API is installed and the span is
+    recording, else None."""
+    trace = _opentelemetry_trace()
+    if trace is None:
+        return None
+    span = trace.get_current_span()
+    return span if span.is_recording() else None
 
 
 def _span_value(value: Any) -> Any:
@@ -199,15 +217,25 @@ class PackCounters:
         return report
 
 
-def report_pack(pack: cf.HandoffPack, *, adapter: str, route: str) -> PackReport:
+def report_pack(pack: cf.HandoffPack, *, adapter: str, route: str, fixed_tokens: int = 0) -> None:
     """A framework adapter's report of ``pack``, logged from ``contextfold.adapter`` and
-    set on the current span. Its ``tokens_in`` is the pack's tokens when nothing was
-    folded, else None: the adapter does not count a folded transcript whole again."""
+    set on the current span; nothing is made when neither listens. ``fixed_tokens`` (a
+    system prompt, tool schemas the adapter sent beside the messages, which it packed by
+    taking them off the budget) are counted in, as a gateway counts them. Its
+    ``tokens_in`` is the pack's tokens when nothing was folded, else None: the adapter does
+    not count a folded transcript whole again."""
+    level = logging.INFO if pack.fits else logging.WARNING
+    if not ADAPTER_LOG.isEnabledFor(level) and _recording_span() is None:
+        return
     folded = bool(pack.dropped or pack.applied_edits)
     made = PackReport.of(pack, adapter=adapter, model=None, route=route, tokens_in=None if folded else pack.tokens)
+    if fixed_tokens:
+        tokens_in = None if made.tokens_in is None else made.tokens_in + fixed_tokens
+        made = replace(
+            made, tokens_in=tokens_in, tokens_out=made.tokens_out + fixed_tokens, budget=made.budget + fixed_tokens
+        )
     made.log(ADAPTER_LOG)
     made.annotate_span()
-    return made
 
 
 def whole_request_options(options: cf.PackOptions) -> cf.PackOptions:

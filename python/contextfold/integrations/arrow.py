@@ -103,12 +103,14 @@ def pack_batch(
         raise cf.ArgumentError(f"column: the batch must have one column {column!r}, it has {have}")
     (at,) = found
     packed, errors = pack_column(batch.column(at), options=options, threads=threads, **keywords)
-    field = batch.schema.field(at)
-    # A bad row's value is null: a field declared non-nullable would be a lie.
-    batch = batch.set_column(at, field.with_nullable(True) if packed.null_count else field, packed)
-    where = batch.schema.get_field_index(error_column)
-    if where >= 0:
-        return batch.set_column(where, error_column, errors)
+    # A refused row's value is null, so the packed field is nullable, whatever the batch
+    # holds: every batch of one input gets one schema.
+    batch = batch.set_column(at, batch.schema.field(at).with_nullable(True), packed)
+    where = batch.schema.get_all_field_indices(error_column)
+    if len(where) > 1:
+        raise cf.ArgumentError(f"error_column: the batch has {len(where)} columns {error_column!r}")
+    if where:
+        return batch.set_column(where[0], error_column, errors)
     return batch.append_column(error_column, errors)
 
 

@@ -41,7 +41,6 @@ this filter cannot shrink what it does not see.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,8 +59,6 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
     raise missing_extra("openai-agents", exc) from exc
 
 __all__ = ["ContextOverflowError", "InputFilter", "agent_tools"]
-
-log = logging.getLogger("contextfold.integrations.openai_agents")
 
 
 class ContextOverflowError(cf.ContextfoldError):
@@ -176,11 +173,9 @@ class InputFilter:
             edits=self.edits,
         )
         report_pack(pack, adapter="openai-agents", route="call_model_input_filter")
-        if not pack.fits:
+        if not pack.fits and self.on_overflow == "raise":  # "send": the report above warns
             message = f"the input's must-keep part is {pack.tokens} tokens, over the {pack.budget}-token budget"
-            if self.on_overflow == "raise":
-                raise ContextOverflowError(message, pack)
-            log.warning("contextfold: %s; sending it as it is", message)
+            raise ContextOverflowError(message, pack)
         if readable is items:  # the packed list already holds the SDK's own dicts
             return Packed(pack.messages, pack)
         return Packed(originals_of(pack, items, readable, lambda note: note), pack)

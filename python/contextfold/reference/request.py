@@ -372,9 +372,11 @@ def request_head(body: bytes) -> RequestHead | None:
     """What a gateway reads of a request body before packing it, as ``json.loads`` reads
     it: ``(model, caps, messages, input)``, the ``model`` when a str, each of
     ``OUTPUT_CAPS`` when a count (an int of 0 or more), and the lengths of ``messages``
-    and ``input`` when lists; all None for a body that is not a JSON object. (Natively,
+    and ``input`` when lists; all None for a body that is not a JSON object. Natively:
     None in place of the whole when a cap is an int past 2**63 - 1, which only
-    ``json.loads`` reads exactly; this reads every one.)"""
+    ``json.loads`` reads exactly (this reads every one); and a body nested past Python's
+    recursion limit, which ``json.loads`` refuses, is read (as the bytes path packs it),
+    where this gives all None."""
     return loaded_head(body)
 
 
