@@ -29,6 +29,7 @@ pub mod window;
 pub mod workers;
 
 #[cfg(test)]
+#[path = "tests/no_wrap.rs"]
 mod no_wrap_tests;
 
 pub use error::{CoreError, Problem};
