@@ -13,6 +13,7 @@ reference backend imports this module, :mod:`contextfold._js` and
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -67,6 +68,11 @@ def whole(name: str, value: Any, minimum: int = 0, maximum: int | None = U64_MAX
     if maximum is not None and value > maximum:
         raise ArgumentError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
+
+
+def thread_count(threads: int | None, name: str = "threads") -> int:
+    """The threads a batch asks for: ``threads`` checked (at least 1), or one a CPU for None."""
+    return (os.cpu_count() or 1) if threads is None else whole(name, threads, 1)
 
 
 def add_note(exc: BaseException, note: str) -> None:
@@ -533,15 +539,21 @@ def loaded_head(body: bytes) -> RequestHead:
     model, messages, items = request.get("model"), request.get("messages"), request.get("input")
     return (
         model if isinstance(model, str) else None,
-        (_count(first), _count(second), _count(third)),
+        (as_count(first), as_count(second), as_count(third)),
         len(messages) if isinstance(messages, list) else None,
         len(items) if isinstance(items, list) else None,
     )
 
 
-def _count(value: Any) -> int | None:
-    """``value`` when a count (an int of 0 or more, not a bool), else None."""
-    return value if type(value) is int and value >= 0 else None
+def as_count(value: Any) -> int | None:
+    """``value`` when it is an output cap's count (an int of 0 or more, not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def first_count(values: Iterable[Any], default: int) -> int:
+    """The first of ``values`` that is a count (:func:`as_count`), else ``default``: a
+    request's output reserve from its caps, in ``OUTPUT_CAPS`` order."""
+    return next((count for count in map(as_count, values) if count is not None), default)
 
 
 _PLAIN = (int, str, type(None))

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from . import __version__, _backend, backend, message_tokens_array, pack_handoff, window_start
-from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, PackOptions, bytes_options, whole
+from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, PackOptions, bytes_options, thread_count, whole
 from ._edits import ClearThinking, ClearToolUses
 from .errors import ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
@@ -156,7 +156,7 @@ def _pack(args: argparse.Namespace) -> int:
         edits=_edits(args),
     )
     bytes_options(options)
-    threads = (os.cpu_count() or 1) if args.threads is None else whole("--threads", args.threads, 1)
+    threads = thread_count(args.threads, "--threads")
     summary = Summary()
     started = time.perf_counter()
     with _open_input(args.file) as stream, _open_output(args.output) as out, _progress() as advance:

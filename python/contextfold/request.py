@@ -42,12 +42,11 @@ is limited to 100,000 levels natively; the reference backend, which loads throug
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import _backend
-from ._contract import PackedRequest, PackKeywords, PackOptions, as_bytes, bytes_options, pack_options, whole
+from ._contract import PackedRequest, PackKeywords, PackOptions, as_bytes, bytes_options, pack_options, thread_count
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -93,5 +92,5 @@ def pack_requests(
     """
     options = pack_options(options, keywords)
     bytes_options(options)
-    count = (os.cpu_count() or 1) if threads is None else whole("threads", threads, 1)
+    count = thread_count(threads)
     return _backend.impl.pack_requests(list(bodies), options, count)

@@ -164,6 +164,8 @@ def test_bad_columns_and_options_are_refused() -> None:
         pack_column(pa.array(["[]"]), target_context_tokens=50, estimate_tokens=len)
     empty, errors = pack_column(pa.array([], pa.string()), target_context_tokens=50)
     assert len(empty) == 0 and len(errors) == 0
+    nulls, errors = pack_column(pa.nulls(3, pa.large_binary()), target_context_tokens=50)
+    assert (nulls.type, nulls.null_count, errors.null_count) == (pa.large_binary(), 3, 3)
 
 
 def test_offsets_that_lie_are_refused_naming_the_row(impl: Any) -> None:

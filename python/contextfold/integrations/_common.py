@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
-from contextfold._contract import OUTPUT_CAPS, SizingName
+from contextfold._contract import OUTPUT_CAPS, SizingName, first_count
 from contextfold._edits import Edit
 
 from ._report import report_pack
@@ -119,11 +119,7 @@ def edits_from_settings(value: Any, setting: str = "edits") -> tuple[Edit, ...]:
 def output_reserve(request: Mapping[str, Any], default: int) -> int:
     """A request's own output cap (``max_completion_tokens``, else ``max_tokens``, else a
     Responses request's ``max_output_tokens``: the first that is a count), or ``default``."""
-    for key in OUTPUT_CAPS:
-        value = request.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return default
+    return first_count((request.get(key) for key in OUTPUT_CAPS), default)
 
 
 class RequestOptions:

@@ -24,13 +24,12 @@ why. One function serves every engine that hands batches over as Arrow::
 from __future__ import annotations
 
 import json
-import os
 from itertools import accumulate
 from typing import Any, TypeVar
 
 import contextfold as cf
 from contextfold import _backend
-from contextfold._contract import bytes_options, pack_options, whole
+from contextfold._contract import bytes_options, pack_options, thread_count
 
 from ._common import error_record, missing_extra, row_refusal
 
@@ -67,7 +66,7 @@ def pack_column(
     Ray, Spark and Dask already run one task per core; None: one a CPU)."""
     options = pack_options(options, keywords)
     bytes_options(options)
-    count = (os.cpu_count() or 1) if threads is None else whole("threads", threads, 1)
+    count = thread_count(threads)
     if isinstance(column, pa.ChunkedArray):
         # Where each chunk starts in the column (and, last, where the column ends).
         starts = accumulate((len(chunk) for chunk in column.chunks), initial=0)
@@ -132,8 +131,8 @@ def _pack_chunk(chunk: pa.Array, options: cf.PackOptions, threads: int, first: i
         )
     n = len(chunk)
     _, offsets, data = chunk.buffers()
-    if n == 0 or offsets is None:
-        return pa.array([], chunk.type), pa.array([None] * n, pa.string())
+    if n == 0 or offsets is None:  # nothing to read: every row (if any) is null
+        return pa.nulls(n, chunk.type), pa.nulls(n, pa.string())
     data = data if data is not None else pa.py_buffer(b"")
     output, packed_offsets, *_, refused = _backend.impl.pack_rows(
         memoryview(data).cast("B"), memoryview(offsets).cast("B"), wide, chunk.offset, n, options, threads

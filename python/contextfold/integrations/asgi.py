@@ -53,7 +53,15 @@ from typing import Any, Literal, TypeVar
 
 import contextfold as cf
 from contextfold import _backend
-from contextfold._contract import DEFAULT_IMAGE_TOKENS, RequestHead, SizingName, bytes_options, loaded_head, whole
+from contextfold._contract import (
+    DEFAULT_IMAGE_TOKENS,
+    RequestHead,
+    SizingName,
+    bytes_options,
+    first_count,
+    loaded_head,
+    whole,
+)
 from contextfold._edits import Edit
 
 from ._common import RequestOptions, gateway_sizing
@@ -182,7 +190,7 @@ class PackingMiddleware:
         if model is not None:
             window = self.windows.get(model) or self.mapped_window(model) or window
             reserve = self.reserves.get(model, reserve)
-        reserve = next((cap for cap in caps if cap is not None), reserve)  # the body's own cap
+        reserve = first_count(caps, reserve)  # the body's own cap
         if reserve >= window:
             log.warning(
                 "contextfold: %s output reserve %d leaves no room in the %d-token window", path, reserve, window

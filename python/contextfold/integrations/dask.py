@@ -21,7 +21,6 @@ batch, on the bytes path, so the same function is the body of a Dask
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -32,6 +31,7 @@ from contextfold._contract import (  # add_note: exc.add_note, also on Python 3.
     as_bytes,
     bytes_options,
     pack_options,
+    thread_count,
     whole,
 )
 
@@ -84,7 +84,7 @@ def pack_lines(
         partition = whole("partition", partition)
     options = pack_options(options, keywords)
     bytes_options(options)
-    count = (os.cpu_count() or 1) if threads is None else whole("threads", threads, 1)
+    count = thread_count(threads)
     bodies: list[bytes] = []
     refused: dict[int, Exception] = {}
     for index, line in enumerate(lines):

@@ -228,14 +228,7 @@ where
         let mut t = Transcript::read(messages, &mut sizer, format)?;
         // (An error here is raised below, where the entries are checked in order.)
         if let (Ok(()), Ok((Some(tokens), _))) = (options.check_pinned(messages.len()), fits_whole(&mut t, options)) {
-            let tokens = tokens + u128::from(options.system_tokens);
-            return Ok(Packed {
-                kept: (0..messages.len()).collect(),
-                note: None,
-                fits: true,
-                tokens,
-                edits: Plan::default(),
-            });
+            return Ok(Packed::all(messages.len(), tokens + u128::from(options.system_tokens)));
         }
         if share {
             fitted_sizes = t.sizes_format().map(|format| (format, t.sizes()));
@@ -315,6 +308,13 @@ pub struct Packed {
     /// What the edits changed: each kept message they changed is written as
     /// [`Plan::view`] presents it (empty without edits, or when none ran).
     pub edits: Plan,
+}
+
+impl Packed {
+    /// The first `count` messages kept whole, `tokens` in all: what fits needs no note.
+    fn all(count: usize, tokens: u128) -> Self {
+        Packed { kept: (0..count).collect(), note: None, fits: true, tokens, edits: Plan::default() }
+    }
 }
 
 /// Packs `t` under `options`.
@@ -425,7 +425,7 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     let budget = i128::from(options.budget) - i128::from(options.system_tokens);
     let (fits, shown) = fits_whole(t, options)?;
     if let Some(tokens) = fits {
-        return Ok(Packed { kept: (0..n).collect(), note: None, fits: true, tokens, edits: Plan::default() });
+        return Ok(Packed::all(n, tokens));
     }
     let dialect = if t.is_responses() {
         Dialect::Responses
@@ -511,7 +511,7 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     if let Some(tokens) = cost_within(0, end, budget, |i| t.tokens(i))? {
-        return Ok(Packed { kept: (0..end).collect(), note: None, fits: true, tokens, edits: Plan::default() });
+        return Ok(Packed::all(end, tokens));
     }
     let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);
     let chunk = options.cut.chunk_size(options.budget);
