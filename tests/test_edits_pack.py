@@ -112,6 +112,42 @@ def test_batches_with_edits_equal_one_by_one(backend: str) -> None:
     assert [p.applied_edits for p in packed] == [p.applied_edits for p in many]  # type: ignore[union-attr]
 
 
+def test_ids_sharing_their_ends_pair_with_their_own_calls() -> None:
+    """Ids are matched by a hash of their last code points and then compared whole: two
+    ids with the same last eight characters, a reused id and a non-str id each pair as
+    the reference pairs them (the excluded tool's result is the one kept)."""
+    big = "x" * 400
+    calls = [
+        {"id": "first_call_12345678", "type": "function", "function": {"name": "grep", "arguments": "{}"}},
+        {"id": "other_call_12345678", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+    ]
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "first_call_12345678", "content": big},
+        {"role": "tool", "tool_call_id": "other_call_12345678", "content": big},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{**calls[1], "function": {"name": "grep", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "other_call_12345678", "content": big},
+        {"role": "assistant", "content": None, "tool_calls": [{**calls[0], "id": 7}]},
+        {"role": "tool", "tool_call_id": 7, "content": big},
+        {"role": "user", "content": "and now?"},
+    ]
+    edit = cf.ClearToolUses(trigger=0, keep=0, exclude_tools=["grep"])
+    options = cf.PackOptions(target_context_tokens=10**6, cut="chunked", chunk_tokens=1, edits=[edit])  # a step each
+    native, python = _both(lambda: cf.pack_handoff(messages, options=options))
+    assert native == python
+    # grep's first result and the reused id's (its newest call is grep's) stay; bash's
+    # result and the result of the call whose id is not a str (no known tool) are cleared.
+    assert [m.get("content") for m in native.messages if m["role"] == "tool"] == [big, "[cleared]", big, "[cleared]"]
+    body = json.dumps({"messages": messages}).encode()
+    native_body, python_body = _both(lambda: cf.pack_request(body, options=options))
+    assert native_body == python_body and json.loads(native_body.body)["messages"] == native.messages
+
+
 def test_a_custom_estimator_sees_the_edited_messages(backend: str) -> None:
     seen: list[Any] = []
 

@@ -39,8 +39,9 @@
 //! Performance notes: object members that [`Key`] does not name (`id`, `tool_call_id`,
 //! `tool_use_id`, `arguments`, `input`) are found by a walk over the object's entries,
 //! which for a call or block of a handful of keys costs about a lookup; each message's
-//! cost is sized once and re-sized only when an edit changes it; ids are matched by
-//! their code points in a hash map.
+//! cost is sized once and re-sized only when an edit changes it; ids are matched by a
+//! hash of their last code points, compared whole on a match (none is copied), and a
+//! call's tool name is read only when `exclude_tools` names some.
 
 use crate::error::{CoreError, Problem};
 use crate::items::{check_item, peek_kind};
@@ -49,6 +50,7 @@ use crate::message::{check_message, role_or_other, Item, Role};
 use crate::text::{Snippet, Text};
 use crate::tokens::MessageSizer;
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// What [`ClearToolUses`] writes in place of a result by default.
@@ -780,9 +782,34 @@ enum Thinking {
     Blocks(Vec<usize>, usize),
 }
 
-/// An id as a map key: its code points, so equal strings match whatever their storage.
-fn id_key<N: JsonNode>(id: Option<N>) -> Option<Vec<u32>> {
-    id.and_then(|id| id.as_text().map(|t| t.code_points().collect()))
+/// Values by id: ids hashed by [`Text::id_hash`] and compared whole on a hash match, so
+/// no id is copied; an id that is not a str is never found.
+struct ById<N, V> {
+    buckets: FxHashMap<u64, SmallVec<[(N, V); 1]>>,
+}
+
+impl<N: JsonNode, V: Copy> ById<N, V> {
+    fn new() -> Self {
+        Self { buckets: FxHashMap::default() }
+    }
+
+    /// Sets the value of `id` (replacing an equal id's).
+    fn insert(&mut self, id: Option<N>, value: V) {
+        let Some(id) = id else { return };
+        let Some(text) = id.as_text() else { return };
+        let bucket = self.buckets.entry(text.id_hash()).or_default();
+        let same = bucket.iter().position(|(other, _)| other.as_text().is_some_and(|o| o.cmp_code_points(&text).is_eq()));
+        match same.and_then(|k| bucket.get_mut(k)) {
+            Some(entry) => entry.1 = value,
+            None => bucket.push((id, value)),
+        }
+    }
+
+    fn get(&self, id: Option<&N>) -> Option<V> {
+        let text = id?.as_text()?;
+        let bucket = self.buckets.get(&text.id_hash())?;
+        bucket.iter().find(|(other, _)| other.as_text().is_some_and(|o| o.cmp_code_points(&text).is_eq())).map(|e| e.1)
+    }
 }
 
 fn items<N: JsonNode>(node: Option<N>) -> Option<N::Items> {
@@ -932,14 +959,16 @@ where
     // ClearToolUses ------------------------------------------------------------------
 
     /// Every call and every result, in order (a message's `tool_calls` before its blocks),
-    /// read leniently: what pairing tool uses and finding unanswered calls both read.
-    fn exchanges(&self, mut found: impl FnMut(Exchange<N>)) {
+    /// read leniently: what pairing tool uses and finding unanswered calls both read. A
+    /// call's tool name is read only when `names` asks (for `exclude_tools`).
+    fn exchanges(&self, names: bool, mut found: impl FnMut(Exchange<N>)) {
+        let name_in = |node: &N| if names { node.get(Key::Name) } else { None };
         for i in self.live() {
             let Some(m) = self.messages.get(i) else { continue };
             if self.responses {
                 match peek_kind(m) {
                     (Item::Call, _, id) => {
-                        found(Exchange::Call { at: i, slot: Slot::Item, id, name: m.get(Key::Name) })
+                        found(Exchange::Call { at: i, slot: Slot::Item, id, name: name_in(m) })
                     }
                     (Item::Output, _, id) => {
                         found(Exchange::Result { at: i, block: None, id, tool_use: is_tool_output(m) })
@@ -960,14 +989,14 @@ where
             if role == Role::Assistant {
                 for (j, c) in items(fields.tool_calls).into_iter().flatten().enumerate() {
                     if c.json_type() == JsonType::Object {
-                        let name = c.get(Key::Function).and_then(|f| f.get(Key::Name));
+                        let name = if names { c.get(Key::Function).and_then(|f| f.get(Key::Name)) } else { None };
                         found(Exchange::Call { at: i, slot: Slot::ToolCall(j), id: c.get(Key::Id), name });
                     }
                 }
             }
             for (j, block) in items(fields.content).into_iter().flatten().enumerate() {
                 if kind_is(&block, "tool_use") {
-                    let (id, name) = (block.get(Key::Id), block.get(Key::Name));
+                    let (id, name) = (block.get(Key::Id), name_in(&block));
                     found(Exchange::Call { at: i, slot: Slot::Block(j), id, name });
                 } else if kind_is(&block, "tool_result") {
                     let id = block.get(Key::ToolUseId);
@@ -984,17 +1013,12 @@ where
                 n.as_text().is_some_and(|t| exclude.iter().any(|x| t.cmp_code_points(&Text::Utf8(x)).is_eq()))
             })
         };
-        let mut calls: FxHashMap<Vec<u32>, CallSite> = FxHashMap::default();
+        let mut calls = ById::new();
         let mut uses = Vec::new();
-        self.exchanges(|found| match found {
-            Exchange::Call { at, slot, id, name } => {
-                if let Some(id) = id_key(id) {
-                    calls.insert(id, CallSite { at, slot, excluded: excluded(name) });
-                }
-            }
+        self.exchanges(!exclude.is_empty(), |found| match found {
+            Exchange::Call { at, slot, id, name } => calls.insert(id, CallSite { at, slot, excluded: excluded(name) }),
             Exchange::Result { at, block, id, tool_use: true } => {
-                let call = id_key(id).and_then(|id| calls.get(&id).copied());
-                uses.push(ToolUse { at, block, call });
+                uses.push(ToolUse { at, block, call: calls.get(id.as_ref()) });
             }
             Exchange::Result { .. } => {}
         });
@@ -1213,17 +1237,13 @@ where
 
     /// Messages holding a call no later message answers.
     fn unanswered(&self) -> Vec<usize> {
-        let mut calls: Vec<(usize, Vec<u32>)> = Vec::new();
-        let mut answered: FxHashMap<Vec<u32>, usize> = FxHashMap::default();
-        self.exchanges(|found| match found {
-            Exchange::Call { at, id, .. } => calls.extend(id_key(id).map(|id| (at, id))),
-            Exchange::Result { at, id, .. } => {
-                if let Some(id) = id_key(id) {
-                    answered.insert(id, at);
-                }
-            }
+        let mut calls: Vec<(usize, N)> = Vec::new();
+        let mut answered = ById::new();
+        self.exchanges(false, |found| match found {
+            Exchange::Call { at, id, .. } => calls.extend(id.filter(|id| id.as_text().is_some()).map(|id| (at, id))),
+            Exchange::Result { at, id, .. } => answered.insert(id, at),
         });
-        calls.into_iter().filter(|(i, id)| answered.get(id).is_none_or(|&at| at <= *i)).map(|c| c.0).collect()
+        calls.into_iter().filter(|(i, id)| answered.get(Some(id)).is_none_or(|at| at <= *i)).map(|c| c.0).collect()
     }
 
     fn clear_thinking(&mut self, edit: ClearThinking) -> Result<Option<Applied>, CoreError> {

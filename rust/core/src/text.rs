@@ -268,6 +268,20 @@ impl Text<'_> {
         }
     }
 
+    /// A hash of the text's last 8 code points, for matching ids (which differ at their
+    /// ends; on a hash match the ids are compared whole): equal texts hash equal whatever
+    /// their storage.
+    pub fn id_hash(&self) -> u64 {
+        const TAKE: usize = 8;
+        let mix = |hash: u64, c: u32| hash.rotate_left(8) ^ u64::from(c);
+        match *self {
+            Text::Latin1(b) => b.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
+            Text::Ucs2(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
+            Text::Ucs4(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, c)),
+            Text::Utf8(s) => s.chars().rev().take(TAKE).fold(0, |h, c| mix(h, u32::from(c))),
+        }
+    }
+
     /// The array index this text names, by which JavaScript puts an object's key first:
     /// a canonical decimal below 2^32 − 1 (`"0"`, `"7"`; not `"07"`, `"-1"` or `"4294967295"`).
     pub fn array_index(&self) -> Option<u32> {

@@ -155,11 +155,11 @@ fn item_segments<N: JsonNode, S: MessageSizer<N>>(
     let id = |i: usize| ids.get(i - from).copied().flatten();
     // Outputs by (id hash, index).
     let mut outputs: Vec<(u64, usize)> =
-        (from..to).filter(|&i| item(i) == Item::Output).filter_map(|i| Some((id_hash(&id(i)?), i))).collect();
+        (from..to).filter(|&i| item(i) == Item::Output).filter_map(|i| Some((id(i)?.id_hash(), i))).collect();
     outputs.sort_unstable();
     let answer = |call: usize| {
         let key = id(call)?;
-        let hash = id_hash(&key);
+        let hash = key.id_hash();
         let first = outputs.partition_point(|&o| o < (hash, call + 1));
         outputs
             .get(first..)?
@@ -189,19 +189,6 @@ fn item_segments<N: JsonNode, S: MessageSizer<N>>(
         i = end;
     }
     (out, read.into_iter().map(|r| r.1).collect())
-}
-
-/// A hash of a text's last 8 code points (ids differ at their ends; on a match the ids
-/// are compared whole): equal texts hash equal whatever their storage.
-fn id_hash(text: &Text<'_>) -> u64 {
-    const TAKE: usize = 8;
-    let mix = |hash: u64, c: u32| hash.rotate_left(8) ^ u64::from(c);
-    match *text {
-        Text::Latin1(b) => b.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
-        Text::Ucs2(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
-        Text::Ucs4(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, c)),
-        Text::Utf8(s) => s.chars().rev().take(TAKE).fold(0, |h, c| mix(h, u32::from(c))),
-    }
 }
 
 /// Where segments lie between `prefix` and `end`: listed up front (Responses items, whose
