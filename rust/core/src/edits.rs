@@ -46,7 +46,7 @@
 use crate::error::{CoreError, Problem};
 use crate::items::{check_item, peek_kind};
 use crate::json::{json_len, member, JsonNode, JsonType, Key, MessageFields, View};
-use crate::message::{check_message, role_or_other, Item, Role};
+use crate::message::{check_message, role_or_other, Checked, Item, Role};
 use crate::text::{Snippet, Text};
 use crate::tokens::MessageSizer;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -664,7 +664,9 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
 /// Applies `edits` in order to `messages` (each edit seeing the previous one's output) and
 /// says what changed; `sizer` sizes messages as packing does (through the overlay).
 /// `known` holds sizes already taken of messages as they are in the input, by index
-/// (`None`, or past its end: not taken). Also each message's cost as edited, where taken.
+/// (`None`, or past its end: not taken), and `checked` each message's fields as checked
+/// up front as chat messages or Responses items, as `context` says (empty: read here,
+/// leniently). Also each message's cost as edited, where taken.
 ///
 /// # Errors
 /// When a message that must be sized is malformed (naming its index), or the sizer fails.
@@ -674,6 +676,7 @@ pub fn plan<N, S>(
     sizer: &mut S,
     context: &EditContext,
     mut known: Vec<Option<u64>>,
+    checked: &[Checked<N>],
 ) -> Result<(Plan, Vec<Option<u64>>), CoreError>
 where
     N: JsonNode + Clone,
@@ -682,9 +685,10 @@ where
     known.resize(messages.len(), None);
     let mut editor = Editor {
         messages,
+        checked,
         sizer,
         responses: context.responses,
-        edits: BTreeMap::new(),
+        edits: std::iter::repeat_with(|| None).take(messages.len()).collect(),
         placeholders: Vec::new(),
         costs: known,
     };
@@ -696,16 +700,19 @@ where
         };
         applied.extend(done);
     }
-    let plan = Plan { messages: editor.edits.into_values().collect(), applied, placeholders: editor.placeholders };
+    let plan = Plan { messages: editor.edits.into_iter().flatten().collect(), applied, placeholders: editor.placeholders };
     Ok((plan, editor.costs))
 }
 
 /// One [`plan`] call: the transcript as edited so far, and each message's cost.
 struct Editor<'m, 's, N, S> {
     messages: &'m [N],
+    /// Each message's fields as checked up front (empty: none were).
+    checked: &'m [Checked<N>],
     sizer: &'s mut S,
     responses: bool,
-    edits: BTreeMap<usize, MessageEdit>,
+    /// Each message's edit so far, by index.
+    edits: Vec<Option<MessageEdit>>,
     placeholders: Vec<String>,
     costs: Vec<Option<u64>>,
 }
@@ -868,8 +875,13 @@ where
         self.messages.get(i).cloned().ok_or(CoreError::internal("an edited message index out of range"))
     }
 
+    /// Message `i`'s edit so far.
+    fn edit(&self, i: usize) -> Option<&MessageEdit> {
+        self.edits.get(i).and_then(Option::as_ref)
+    }
+
     fn removed(&self, i: usize) -> bool {
-        self.edits.get(&i).is_some_and(|e| e.removed)
+        self.edit(i).is_some_and(|e| e.removed)
     }
 
     /// Indices of the entries not removed.
@@ -883,7 +895,7 @@ where
             return Ok(*cost);
         }
         let node = self.node(i)?;
-        let view = match self.edits.get(&i) {
+        let view = match self.edits.get(i).and_then(Option::as_ref) {
             Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders },
             None => Edited::Plain(node),
         };
@@ -944,16 +956,20 @@ where
             if let Some(slot) = self.costs.get_mut(i) {
                 *slot = Some(cost);
             }
-            self.edits.insert(i, edit);
+            if let Some(slot) = self.edits.get_mut(i) {
+                *slot = Some(edit);
+            }
         }
         for &i in gone {
-            self.edits.entry(i).or_insert_with(|| MessageEdit::new(i)).removed = true;
+            if let Some(slot) = self.edits.get_mut(i) {
+                slot.get_or_insert_with(|| MessageEdit::new(i)).removed = true;
+            }
         }
     }
 
     /// The current edit of message `i`, to change.
     fn edit_of<'c>(&self, changed: &'c mut BTreeMap<usize, MessageEdit>, i: usize) -> &'c mut MessageEdit {
-        changed.entry(i).or_insert_with(|| self.edits.get(&i).cloned().unwrap_or_else(|| MessageEdit::new(i)))
+        changed.entry(i).or_insert_with(|| self.edit(i).cloned().unwrap_or_else(|| MessageEdit::new(i)))
     }
 
     // ClearToolUses ------------------------------------------------------------------
@@ -966,35 +982,46 @@ where
         for i in self.live() {
             let Some(m) = self.messages.get(i) else { continue };
             if self.responses {
-                match peek_kind(m) {
-                    (Item::Call, _, id) => {
+                let (item, id) = match self.checked.get(i) {
+                    Some(c) => (c.item, c.call_id.clone()),
+                    None => {
+                        let (item, _, id) = peek_kind(m);
+                        (item, id)
+                    }
+                };
+                match (item, id) {
+                    (Item::Call, id) => {
                         found(Exchange::Call { at: i, slot: Slot::Item, id, name: name_in(m) })
                     }
-                    (Item::Output, _, id) => {
+                    (Item::Output, id) => {
                         found(Exchange::Result { at: i, block: None, id, tool_use: is_tool_output(m) })
                     }
                     _ => {}
                 }
                 continue;
             }
-            if m.json_type() != JsonType::Object {
-                continue;
-            }
-            let fields = m.message_fields();
-            let role = role_or_other(fields.role);
+            // The fields as checked up front, else as read leniently.
+            let (role, content, tool_calls) = match self.checked.get(i) {
+                Some(c) => (c.role, c.content.clone(), c.tool_calls.clone()),
+                None if m.json_type() == JsonType::Object => {
+                    let fields = m.message_fields();
+                    (role_or_other(fields.role), fields.content, fields.tool_calls)
+                }
+                None => continue,
+            };
             if role == Role::Tool {
                 found(Exchange::Result { at: i, block: None, id: m.get(Key::ToolCallId), tool_use: true });
                 continue;
             }
             if role == Role::Assistant {
-                for (j, c) in items(fields.tool_calls).into_iter().flatten().enumerate() {
+                for (j, c) in items(tool_calls).into_iter().flatten().enumerate() {
                     if c.json_type() == JsonType::Object {
                         let name = if names { c.get(Key::Function).and_then(|f| f.get(Key::Name)) } else { None };
                         found(Exchange::Call { at: i, slot: Slot::ToolCall(j), id: c.get(Key::Id), name });
                     }
                 }
             }
-            for (j, block) in items(fields.content).into_iter().flatten().enumerate() {
+            for (j, block) in items(content).into_iter().flatten().enumerate() {
                 if kind_is(&block, "tool_use") {
                     let (id, name) = (block.get(Key::Id), name_in(&block));
                     found(Exchange::Call { at: i, slot: Slot::Block(j), id, name });
@@ -1028,7 +1055,7 @@ where
     /// Whether replacing the use's result by `placeholder` makes it shorter.
     fn result_shorter(&self, u: &ToolUse, placeholder: &str) -> Result<bool, CoreError> {
         let m = self.node(u.at)?;
-        let edit = self.edits.get(&u.at);
+        let edit = self.edit(u.at);
         let placeholder_of = |k: usize| self.placeholders.get(k).map_or("", String::as_str);
         let field = |p| CoreError::field(Some(u.at), "content", p);
         if let Some(j) = u.block {
@@ -1055,7 +1082,7 @@ where
     fn input_longer(&self, call: Option<CallSite>) -> Result<bool, CoreError> {
         let Some(c) = call else { return Ok(false) };
         let m = self.node(c.at)?;
-        let edit = self.edits.get(&c.at);
+        let edit = self.edit(c.at);
         let problem = |p| CoreError::field(Some(c.at), "input", p);
         match c.slot {
             Slot::Item => {
@@ -1090,7 +1117,7 @@ where
     fn weight(&mut self, u: &ToolUse) -> Result<u64, CoreError> {
         let Some(j) = u.block else { return self.cost(u.at) };
         let blocks = items(self.node(u.at)?.get(Key::Content)).map_or(0, Iterator::count);
-        let mut alone = self.edits.get(&u.at).cloned().unwrap_or_else(|| MessageEdit::new(u.at));
+        let mut alone = self.edit(u.at).cloned().unwrap_or_else(|| MessageEdit::new(u.at));
         for other in (0..blocks).filter(|&k| k != j) {
             alone.set_block(other, BlockEdit::Removed);
         }
@@ -1220,7 +1247,7 @@ where
         if m.json_type() != JsonType::Object || role_or_other(m.get(Key::Role)) != Role::Assistant {
             return None;
         }
-        let edit = self.edits.get(&i);
+        let edit = self.edit(i);
         let mut found = Vec::new();
         let mut held = 0;
         for (j, block) in items(m.get(Key::Content)).into_iter().flatten().enumerate() {
@@ -1386,7 +1413,7 @@ mod tests {
 
     fn run(messages: &[Value], edits: &[Edit], context: &EditContext) -> Plan {
         let refs: Vec<&Value> = messages.iter().collect();
-        plan(&refs, edits, &mut CharsPerToken, context, Vec::new()).unwrap().0
+        plan(&refs, edits, &mut CharsPerToken, context, Vec::new(), &[]).unwrap().0
     }
 
     fn edit_of(v: &Value) -> Edit {
@@ -1549,7 +1576,7 @@ mod tests {
         let refs: Vec<&Value> = messages.iter().collect();
         let context = EditContext { budget: 0, step: 1, base: 0, responses: false };
         let edits = [Edit::ClearToolUses(ClearToolUses::default())];
-        let err = plan(&refs, &edits, &mut CharsPerToken, &context, Vec::new()).unwrap_err();
+        let err = plan(&refs, &edits, &mut CharsPerToken, &context, Vec::new(), &[]).unwrap_err();
         assert!(matches!(err, CoreError::Message { index: Some(1), field: "content", .. }), "{err:?}");
         // Under its trigger a ClearThinking edit sizes nothing, so reads no further.
         assert!(plan(
@@ -1557,7 +1584,8 @@ mod tests {
             &[Edit::ClearThinking(ClearThinking::default())],
             &mut CharsPerToken,
             &context,
-            Vec::new()
+            Vec::new(),
+            &[]
         )
         .is_ok());
     }

@@ -151,6 +151,11 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         self.checked.get(i)
     }
 
+    /// Every entry's checked fields, when they were read up front (else empty).
+    pub fn into_checked(self) -> Vec<Checked<N>> {
+        self.checked
+    }
+
     /// Entry `i`'s fields read leniently, checking nothing: a role that is not a str
     /// reads as [`Role::Other`], content that is not a str or list and tool_calls that
     /// are not a list as absent (see [`peek_item`] for items). A well-formed entry reads

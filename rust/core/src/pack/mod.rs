@@ -244,13 +244,15 @@ where
     };
     options.check_pinned(messages.len())?;
     // The edits read the whole transcript, each in its own order: every entry is checked
-    // first, in order, so the first malformed one is the one named.
-    Transcript::read_all(messages, &mut sizer, format)?;
+    // first, in order, so the first malformed one is the one named; the plan reads the
+    // fields so checked when they were read in its format.
+    let read = Transcript::read_all(messages, &mut sizer, format)?;
+    let checked = if read.sizes_format() == Some(responses) { read.into_checked() } else { Vec::new() };
     // Cleared results move in the chunked cut's steps (a quarter of the budget by
     // default), whatever the cut.
     let step = options.cut.chunk_size(options.budget).unwrap_or((options.budget / 4).max(1));
     let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses };
-    let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known)?;
+    let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known, &checked)?;
     if plan.is_empty() {
         let mut t = Transcript::read(messages, sizer, format)?;
         if share {
