@@ -2,8 +2,8 @@
 //!
 //! A gateway sees the same conversation again every turn (turn N resends turns 1..N-1
 //! byte for byte), and hashing costs far less than byte-pair encoding. So every exact
-//! count goes through one process-wide map from `(seed, 128-bit XXH3 hash of some bytes)`
-//! to the count, where the bytes determine the text counted: the text's own UTF-8 (a
+//! count goes through one process-wide map from a 128-bit key of `(seed, some bytes)` to
+//! the count, where the bytes determine the text counted: the text's own UTF-8 (a
 //! message's SPEC §3 text, a note, a system prompt, a `count_tokens` text), or, on the
 //! bytes path, the message's JSON in the body, so a hit neither decodes nor builds its
 //! text. The seed tells the encoding and which of the two the bytes are. Sources shorter
@@ -17,15 +17,19 @@
 //! first insert, and a failed allocation leaves that shard empty: a count then goes
 //! uncached, never aborts.
 //!
-//! Collisions: a lookup compares its key with the 4 keys of one set, so a wrong count is
-//! returned only if other bytes' 128-bit hash equals it: at most `4 / 2^128` a lookup,
-//! under 10^-19 over 10^18 lookups.
+//! Keys: XXH3-128 of the seed and of the bytes' own XXH3-128, under a secret drawn at
+//! random when the process starts ([`key`]). Collisions: a lookup compares its key with
+//! the 4 keys of one set, so a wrong count is returned only if another `(seed, bytes)`
+//! has the same key: for inputs not chosen against the secret, about `4 / 2^128` a
+//! lookup; the secret never leaves the process, so no input can be written to collide
+//! with another's. (XXH3 is not a cryptographic hash: a party that learned the secret
+//! could.)
 
 use std::alloc::Layout;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
-use xxhash_rust::xxh3::xxh3_128_with_seed;
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError, TryLockError};
+use xxhash_rust::xxh3::xxh3_128_with_secret;
 
 /// The bound a process starts with: 64 MiB, room for about 2.8 million counts.
 pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
@@ -34,6 +38,33 @@ pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
 /// per-thread piece cache, would only take slots from longer texts. From this length on
 /// a lookup is several times cheaper than counting.
 pub const MIN_CACHED_BYTES: usize = 16;
+
+/// The process's XXH3 secret: random, drawn once (from the standard library's random
+/// state, which cannot fail), so keys differ between processes and no input can be
+/// written to collide with another's without it.
+static SECRET: LazyLock<[u8; 192]> = LazyLock::new(|| {
+    use std::hash::BuildHasher;
+    let random = std::hash::RandomState::new();
+    let mut secret = [0_u8; 192];
+    for (i, word) in secret.chunks_exact_mut(8).enumerate() {
+        word.copy_from_slice(&random.hash_one(i).to_le_bytes());
+    }
+    secret
+});
+
+/// The key of `source` under `seed`: the 128-bit XXH3 of the seed and the source's own
+/// 128-bit XXH3, both under [`SECRET`]. The seed is hashed in, not given as XXH3's seed:
+/// that seed only shifts the secret, so a source one bit from another, under the
+/// neighbouring seed, hashed alike (a 16-byte text counted in one encoding gave its
+/// count to its neighbour in the other).
+fn key(seed: u64, source: &[u8]) -> [u64; 2] {
+    let mut outer = [0_u8; 24];
+    let (head, tail) = outer.split_at_mut(8);
+    head.copy_from_slice(&seed.to_le_bytes());
+    tail.copy_from_slice(&xxh3_128_with_secret(source, &*SECRET).to_le_bytes());
+    let hash = xxh3_128_with_secret(&outer, &*SECRET);
+    [hash as u64, (hash >> 64) as u64]
+}
 
 /// Locks, each guarding an equal share of the table.
 const SHARDS: usize = 64;
@@ -194,8 +225,7 @@ impl CountCache {
         if source.len() < MIN_CACHED_BYTES || !self.enabled.load(Relaxed) {
             return count();
         }
-        let hash = xxh3_128_with_seed(source, seed);
-        let key = [hash as u64, (hash >> 64) as u64];
+        let key = key(seed, source);
         let Some(shard) = self.shards.get((key[1] >> 58) as usize % SHARDS) else { return count() };
         if key == [0, 0] {
             return count();
@@ -311,6 +341,33 @@ mod tests {
         assert_eq!(first, Encoding::O200kBase.count_uncached(&long));
         assert!(GLOBAL.stats().hits > before);
         assert!(GLOBAL.stats().bytes <= DEFAULT_MAX_BYTES);
+    }
+
+    #[test]
+    fn sources_of_other_seeds_never_share_a_count() {
+        // XXH3's seed only shifts its secret, so with the seed as the domain a source one
+        // bit away from another, under the neighbouring seed, hashed alike: a text of 16
+        // bytes counted in o200k_base gave its count to its neighbour counted in
+        // cl100k_base. Each pair below collided that way; none may share a count.
+        let relations: [(u64, u64, u8, u8); 7] =
+            [(0, 1, 0, 1), (2, 3, 0, 1), (4, 5, 0, 1), (0, 2, 0xc, 2), (1, 3, 0xc, 2), (0, 4, 8, 4), (1, 5, 8, 4)];
+        let cache = CountCache::new(1 << 20);
+        for i in 0..500_u32 {
+            let mut first = format!("{i:0>8}-count-{i:>4}").into_bytes();
+            first.truncate(16);
+            for &(a, b, low, high) in &relations {
+                let mut second = first.clone();
+                second[0] ^= low;
+                second[8] ^= high;
+                let (Ok(x), Ok(y)) = (std::str::from_utf8(&first), std::str::from_utf8(&second)) else { continue };
+                cache.count(a, x, |_| 1);
+                assert_eq!(cache.count(b, y, |_| 2), 2, "{x:?} under {a}, {y:?} under {b}");
+            }
+        }
+        // The texts the collision was found with: 16 UTF-8 bytes, one bit apart at byte 8.
+        let cache = CountCache::new(1 << 20);
+        cache.count(0, "00中000crt\r\n\r\n@", |_| 6);
+        assert_eq!(cache.count(1, "00中000brt\r\n\r\n@", |_| 7), 7);
     }
 
     #[test]
