@@ -17,19 +17,19 @@
 //! first insert, and a failed allocation leaves that shard empty: a count then goes
 //! uncached, never aborts.
 //!
-//! Keys: XXH3-128 of the seed and of the bytes' own XXH3-128, under a secret drawn at
-//! random when the process starts ([`key`]). Collisions: a lookup compares its key with
+//! Keys: the [`keyed`] 128-bit hash of the seed and of the bytes' own keyed hash, under
+//! a secret drawn at random when the process starts ([`key`]). Collisions: a lookup compares its key with
 //! the 4 keys of one set, so a wrong count is returned only if another `(seed, bytes)`
 //! has the same key: for inputs not chosen against the secret, about `4 / 2^128` a
 //! lookup; the secret never leaves the process, so no input can be written to collide
 //! with another's. (XXH3 is not a cryptographic hash: a party that learned the secret
 //! could.)
 
+use crate::keyed;
 use std::alloc::Layout;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError, TryLockError};
-use xxhash_rust::xxh3::xxh3_128_with_secret;
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 /// The bound a process starts with: 64 MiB, room for about 2.8 million counts.
 pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
@@ -39,30 +39,17 @@ pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
 /// a lookup is several times cheaper than counting.
 pub const MIN_CACHED_BYTES: usize = 16;
 
-/// The process's XXH3 secret: random, drawn once (from the standard library's random
-/// state, which cannot fail), so keys differ between processes and no input can be
-/// written to collide with another's without it.
-static SECRET: LazyLock<[u8; 192]> = LazyLock::new(|| {
-    use std::hash::BuildHasher;
-    let random = std::hash::RandomState::new();
-    let mut secret = [0_u8; 192];
-    for (i, word) in secret.chunks_exact_mut(8).enumerate() {
-        word.copy_from_slice(&random.hash_one(i).to_le_bytes());
-    }
-    secret
-});
-
-/// The key of `source` under `seed`: the 128-bit XXH3 of the seed and the source's own
-/// 128-bit XXH3, both under [`SECRET`]. The seed is hashed in, not given as XXH3's seed:
-/// that seed only shifts the secret, so a source one bit from another, under the
-/// neighbouring seed, hashed alike (a 16-byte text counted in one encoding gave its
-/// count to its neighbour in the other).
+/// The key of `source` under `seed`: the [`keyed::hash128`] of the seed and the source's
+/// own keyed hash. The seed is hashed in, not given as XXH3's seed: that seed only shifts
+/// the secret, so a source one bit from another, under the neighbouring seed, hashed
+/// alike (a 16-byte text counted in one encoding gave its count to its neighbour in the
+/// other).
 fn key(seed: u64, source: &[u8]) -> [u64; 2] {
     let mut outer = [0_u8; 24];
     let (head, tail) = outer.split_at_mut(8);
     head.copy_from_slice(&seed.to_le_bytes());
-    tail.copy_from_slice(&xxh3_128_with_secret(source, &*SECRET).to_le_bytes());
-    let hash = xxh3_128_with_secret(&outer, &*SECRET);
+    tail.copy_from_slice(&keyed::hash128(source).to_le_bytes());
+    let hash = keyed::hash128(&outer);
     [hash as u64, (hash >> 64) as u64]
 }
 

@@ -40,7 +40,7 @@
 //! `tool_use_id`, `arguments`, `input`) are found by a walk over the object's entries,
 //! which for a call or block of a handful of keys costs about a lookup; each message's
 //! cost is sized once and re-sized only when an edit changes it; ids are matched by a
-//! hash of their last code points, compared whole on a match (none is copied), and a
+//! keyed hash ([`Text::id_hash`]), compared whole on a match (none is copied), and a
 //! call's tool name is read only when `exclude_tools` names some.
 
 use crate::error::{CoreError, Problem};

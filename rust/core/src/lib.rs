@@ -16,6 +16,7 @@ pub mod encoding;
 pub mod error;
 pub mod items;
 pub mod json;
+pub mod keyed;
 pub mod message;
 pub mod pack;
 pub mod paths;

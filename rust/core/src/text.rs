@@ -268,17 +268,23 @@ impl Text<'_> {
         }
     }
 
-    /// A hash of the text's last 8 code points, for matching ids (which differ at their
-    /// ends; on a hash match the ids are compared whole): equal texts hash equal whatever
-    /// their storage.
+    /// A [`keyed`](crate::keyed) hash of the whole text, for matching ids in hash maps
+    /// (ids come from input, so an unkeyed hash would let a transcript pile them into one
+    /// bucket): equal texts hash equal whatever their storage, ASCII hashed as its bytes,
+    /// anything else as its code points.
     pub fn id_hash(&self) -> u64 {
-        const TAKE: usize = 8;
-        let mix = |hash: u64, c: u32| hash.rotate_left(8) ^ u64::from(c);
         match *self {
-            Text::Latin1(b) => b.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
-            Text::Ucs2(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, u32::from(c))),
-            Text::Ucs4(u) => u.iter().rev().take(TAKE).fold(0, |h, &c| mix(h, c)),
-            Text::Utf8(s) => s.chars().rev().take(TAKE).fold(0, |h, c| mix(h, u32::from(c))),
+            Text::Latin1(b) if b.is_ascii() => crate::keyed::hash64(b),
+            Text::Utf8(s) if s.is_ascii() => crate::keyed::hash64(s.as_bytes()),
+            _ => {
+                let points: smallvec::SmallVec<[u32; 32]> = self.code_points().collect();
+                let bytes: smallvec::SmallVec<[u8; 128]> = if points.iter().all(|&c| c < 0x80) {
+                    points.iter().map(|&c| c as u8).collect()
+                } else {
+                    points.iter().flat_map(|c| c.to_le_bytes()).collect()
+                };
+                crate::keyed::hash64(&bytes)
+            }
         }
     }
 
@@ -502,6 +508,29 @@ mod tests {
             let ucs2: Vec<u16> = s.chars().filter(|&c| u32::from(c) <= 0xFFFF).map(|c| c as u16).collect();
             let bmp: String = s.chars().filter(|&c| u32::from(c) <= 0xFFFF).collect();
             assert_eq!(Text::Ucs2(&ucs2).json_len(), json_len_reference(&bmp), "{n}");
+        }
+    }
+
+    #[test]
+    fn id_hashes_read_the_whole_id_whatever_its_storage() {
+        // Ids that share their ends hash apart (a hash of the last characters let a
+        // transcript of such ids pile them into one bucket, each lookup walking all).
+        let ids: Vec<String> = (0..2_000).map(|i| format!("call_{i}_SAME_SUFFIX")).collect();
+        let hashes: std::collections::HashSet<u64> = ids.iter().map(|id| Text::Utf8(id).id_hash()).collect();
+        assert_eq!(hashes.len(), ids.len());
+        // Equal texts hash equal in every storage.
+        for s in ["call_1", "é-call", "Ω😀"] {
+            let points: Vec<u32> = s.chars().map(u32::from).collect();
+            let expected = Text::Utf8(s).id_hash();
+            assert_eq!(Text::Ucs4(&points).id_hash(), expected, "{s:?}");
+            if points.iter().all(|&c| c <= 0xFFFF) {
+                let wide: Vec<u16> = points.iter().map(|&c| c as u16).collect();
+                assert_eq!(Text::Ucs2(&wide).id_hash(), expected, "{s:?}");
+            }
+            if points.iter().all(|&c| c <= 0xFF) {
+                let narrow: Vec<u8> = points.iter().map(|&c| c as u8).collect();
+                assert_eq!(Text::Latin1(&narrow).id_hash(), expected, "{s:?}");
+            }
         }
     }
 

@@ -140,9 +140,9 @@ pub(super) fn segments<N: JsonNode, S: MessageSizer<N>>(
 /// that lies between, so parallel calls and their outputs form one segment. Also each
 /// item's role, as read.
 ///
-/// Performance: each item is read once; outputs are found by a hash of their `call_id`'s
-/// code points in a sorted list (no string built or map allocated per id), the ids
-/// compared whole on a hash match.
+/// Performance: each item is read once; outputs are found by the keyed hash of their
+/// `call_id` ([`Text::id_hash`]) in a sorted list (no string built or map allocated per
+/// id), the ids compared whole on a hash match.
 fn item_segments<N: JsonNode, S: MessageSizer<N>>(
     t: &Transcript<'_, N, S>,
     from: usize,
