@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 import contextfold
-from contextfold import pack_handoff, pack_many, pack_request, pack_requests, reference
+from contextfold import ClearToolUses, pack_handoff, pack_many, pack_request, pack_requests, reference
 from contextfold._backend import using
 from contextfold.bench import langchain_trimmer
 from contextfold.synthetic import responses_items
@@ -53,10 +53,10 @@ class Pair:
     clock: Callable[[], float] = time.process_time
 
 
-def _packer(impl: Any, convos: list[list[dict[str, Any]]]) -> Call:
+def _packer(impl: Any, convos: list[list[dict[str, Any]]], edits: tuple[Any, ...] = ()) -> Call:
     def run() -> list[Any]:
         with using(impl):
-            return [pack_handoff(c, target_context_tokens=BUDGET) for c in convos]
+            return [pack_handoff(c, target_context_tokens=BUDGET, edits=edits) for c in convos]
 
     return run
 
@@ -91,6 +91,12 @@ def pairs() -> dict[str, Pair]:
             trim = prepare(convos)
             assert len(trim()) == len(convos)
             out[f"pack_handoff {name}: native vs LangChain trim_messages"] = Pair(native, trim)
+
+    # What context editing costs: packing the corpus with ClearToolUses() against without.
+    edited = _packer(_native, corpus(), (ClearToolUses(),))
+    checked = _packer(reference, corpus(), (ClearToolUses(),))
+    assert [(p.kept, p.applied_edits) for p in edited()] == [(p.kept, p.applied_edits) for p in checked()]
+    out["pack_handoff corpus: native edit+fold vs fold"] = Pair(edited, _packer(_native, corpus()))
 
     convos = [repeated(1_000)]
     window, window_reference = _windower(_native, convos), _windower(reference, convos)
