@@ -61,6 +61,31 @@ def test_texts_one_bit_apart_in_other_encodings_keep_their_own_counts(backend: s
     assert cf.count_cache_info().hits == 0
 
 
+def test_provider_sizings_of_other_image_costs_keep_their_own_counts(backend: str) -> None:
+    """Natively a provider sizing's image cost was folded into the encoding's seed by a
+    seeded 64-bit hash, so (o200k_base, 1,600) and (cl100k_base, 266,388,637,248) shared
+    a domain: the second body then counted 1,648 tokens."""
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "hello world, this is a long enough message " * 3},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ],
+    }
+    body = json.dumps({"model": "m", "messages": [message, {"role": "user", "content": "the question"}]}).encode()
+
+    def tokens(encoding: str, image_tokens: int) -> int:
+        options = cf.PackOptions(
+            target_context_tokens=10**12, estimate_tokens=encoding, sizing="provider", image_tokens=image_tokens
+        )
+        return cf.pack_request(body, options=options).tokens
+
+    cold = tokens("cl100k_base", 266_388_637_248)
+    cf.set_count_cache(cf.DEFAULT_COUNT_CACHE_BYTES)
+    tokens("o200k_base", 1_600)
+    assert tokens("cl100k_base", 266_388_637_248) == cold > 266_388_637_248
+
+
 def test_off_counts_the_same_and_holds_nothing(backend: str) -> None:
     texts = [f"{i}: {LONG}" for i in range(50)] + ["é" * 40, "\ud800 lone surrogate " * 4]
     on = [cf.count_tokens(t, name) for t in texts for name in ENCODINGS]

@@ -113,9 +113,9 @@ def test_batches_with_edits_equal_one_by_one(backend: str) -> None:
 
 
 def test_ids_sharing_their_ends_pair_with_their_own_calls() -> None:
-    """Ids are matched by a hash of their last code points and then compared whole: two
-    ids with the same last eight characters, a reused id and a non-str id each pair as
-    the reference pairs them (the excluded tool's result is the one kept)."""
+    """Two ids with the same ends (a hash of an id's last characters once put them in one
+    bucket), a reused id and a non-str id each pair as the reference pairs them (the
+    excluded tool's result is the one kept)."""
     big = "x" * 400
     calls = [
         {"id": "first_call_12345678", "type": "function", "function": {"name": "grep", "arguments": "{}"}},

@@ -101,10 +101,10 @@ def set_count_cache(max_bytes: int) -> None:
     first use, its pages mapped as they are written) and a bound under 6 KiB turns it
     off; the reference evicts its oldest counts while its measured memory is above the
     bound. Each backend has its own cache. Counts are identical with the cache on or off.
-    The hash: natively XXH3-128 under a secret drawn at random when the process starts,
-    so no text can be written to take another's count; the reference, BLAKE2b
+    The hash: natively XXH3-128 under a secret drawn at random on first use in the
+    process, so no text can be written to take another's count; the reference, BLAKE2b
     personalised by the encoding. A wrong count needs two keys equal by chance, about
-    4 in 2**128 a lookup.
+    8 in 2**128 a lookup.
     """
     _backend.impl.set_count_cache(whole("max_bytes", max_bytes))
 

@@ -2,11 +2,12 @@
 //!
 //! A gateway sees the same conversation again every turn (turn N resends turns 1..N-1
 //! byte for byte), and hashing costs far less than byte-pair encoding. So every exact
-//! count goes through one process-wide map from a 128-bit key of `(seed, some bytes)` to
-//! the count, where the bytes determine the text counted: the text's own UTF-8 (a
+//! count goes through one process-wide map from a 128-bit key of `(domain, some bytes)`
+//! to the count, where the bytes and the [`Domain`] determine the count: the text's own UTF-8 (a
 //! message's SPEC §3 text, a note, a system prompt, a `count_tokens` text), or, on the
 //! bytes path, the message's JSON in the body, so a hit neither decodes nor builds its
-//! text. The seed tells the encoding and which of the two the bytes are. Sources shorter
+//! text. The domain tells the encoding, which of the two the bytes are, whether a message
+//! was sized whole, and a provider sizing's image cost (part of the count). Sources shorter
 //! than [`MIN_CACHED_BYTES`] are counted every time.
 //!
 //! The map is a preallocated, sharded, set-associative table rather than a hash map with
@@ -17,13 +18,13 @@
 //! first insert, and a failed allocation leaves that shard empty: a count then goes
 //! uncached, never aborts.
 //!
-//! Keys: the [`keyed`] 128-bit hash of the seed and of the bytes' own keyed hash, under
-//! a secret drawn at random when the process starts ([`key`]). Collisions: a lookup compares its key with
-//! the 4 keys of one set, so a wrong count is returned only if another `(seed, bytes)`
-//! has the same key: for inputs not chosen against the secret, about `4 / 2^128` a
-//! lookup; the secret never leaves the process, so no input can be written to collide
-//! with another's. (XXH3 is not a cryptographic hash: a party that learned the secret
-//! could.)
+//! Keys: the [`keyed`] 128-bit hash of the domain and of the bytes' own keyed hash, under
+//! a secret drawn at random on first use ([`key`]). Collisions: a lookup compares its key
+//! with the 4 keys of one set, so a wrong count is returned only if another `(domain,
+//! bytes)` has the same key: for inputs not chosen against the secret, about `8 / 2^128`
+//! a lookup (the outer hash or the bytes' own colliding); the secret never leaves the
+//! process, so no input can be written to collide with another's. (XXH3 is not a
+//! cryptographic hash: a party that learned the secret could.)
 
 use crate::keyed;
 use std::alloc::Layout;
@@ -39,16 +40,22 @@ pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
 /// a lookup is several times cheaper than counting.
 pub const MIN_CACHED_BYTES: usize = 16;
 
-/// The key of `source` under `seed`: the [`keyed::hash128`] of the seed and the source's
-/// own keyed hash. The seed is hashed in, not given as XXH3's seed: that seed only shifts
-/// the secret, so a source one bit from another, under the neighbouring seed, hashed
-/// alike (a 16-byte text counted in one encoding gave its count to its neighbour in the
-/// other).
-fn key(seed: u64, source: &[u8]) -> [u64; 2] {
-    let mut outer = [0_u8; 24];
-    let (head, tail) = outer.split_at_mut(8);
-    head.copy_from_slice(&seed.to_le_bytes());
-    tail.copy_from_slice(&keyed::hash128(source).to_le_bytes());
+/// What a source's bytes are counted as: two words a caller keeps distinct for every
+/// encoding, kind of source and sizing (see `Encoding`'s domains).
+pub type Domain = [u64; 2];
+
+/// The key of `source` in `domain`: the [`keyed::hash128`] of the domain's words and the
+/// source's own keyed hash. The domain is hashed in whole, never given as XXH3's seed:
+/// that seed only shifts the secret, so a source one bit from another, under the
+/// neighbouring seed, hashed alike (a 16-byte text counted in one encoding gave its count
+/// to its neighbour in the other).
+fn key(domain: Domain, source: &[u8]) -> [u64; 2] {
+    let mut outer = [0_u8; 32];
+    let (words, inner) = outer.split_at_mut(16);
+    let (first, second) = words.split_at_mut(8);
+    first.copy_from_slice(&domain[0].to_le_bytes());
+    second.copy_from_slice(&domain[1].to_le_bytes());
+    inner.copy_from_slice(&keyed::hash128(source).to_le_bytes());
     let hash = keyed::hash128(&outer);
     [hash as u64, (hash >> 64) as u64]
 }
@@ -189,30 +196,30 @@ impl CountCache {
         }
     }
 
-    /// `count(text)`, remembered under `seed` (one per encoding) when the text is long
+    /// `count(text)`, remembered in `domain` (one per encoding) when the text is long
     /// enough and the cache is on.
-    pub fn count(&self, seed: u64, text: &str, count: impl FnOnce(&str) -> usize) -> usize {
-        match self.remembered(seed, text.as_bytes(), || Ok::<_, Infallible>(count(text))) {
+    pub fn count(&self, domain: Domain, text: &str, count: impl FnOnce(&str) -> usize) -> usize {
+        match self.remembered(domain, text.as_bytes(), || Ok::<_, Infallible>(count(text))) {
             Ok(counted) => counted,
             Err(never) => match never {},
         }
     }
 
-    /// `count()`, remembered under `seed` and `source` (bytes that determine what is
-    /// counted) when the source is long enough and the cache is on.
+    /// `count()`, remembered in `domain` under `source` (bytes that, in that domain,
+    /// determine the count) when the source is long enough and the cache is on.
     ///
     /// # Errors
     /// What `count` returns; an error is not remembered.
     pub fn remembered<E>(
         &self,
-        seed: u64,
+        domain: Domain,
         source: &[u8],
         count: impl FnOnce() -> Result<usize, E>,
     ) -> Result<usize, E> {
         if source.len() < MIN_CACHED_BYTES || !self.enabled.load(Relaxed) {
             return count();
         }
-        let key = key(seed, source);
+        let key = key(domain, source);
         let Some(shard) = self.shards.get((key[1] >> 58) as usize % SHARDS) else { return count() };
         if key == [0, 0] {
             return count();
@@ -293,7 +300,7 @@ mod tests {
     }
 
     fn o200k(cache: &CountCache, text: &str) -> usize {
-        cache.count(0, text, |t| Encoding::O200kBase.count_uncached(t))
+        cache.count([0, 0], text, |t| Encoding::O200kBase.count_uncached(t))
     }
 
     fn nothing_held(max_bytes: usize) -> CountCacheStats {
@@ -312,7 +319,7 @@ mod tests {
         let seen = cache.stats();
         assert_eq!((seen.misses, seen.hits, seen.entries), (200, 200, 200));
         // Another seed (encoding) is another key.
-        cache.count(1, &text(0), |t| Encoding::Cl100kBase.count_uncached(t));
+        cache.count([1, 0], &text(0), |t| Encoding::Cl100kBase.count_uncached(t));
         assert_eq!(cache.stats().misses, 201);
         cache.configure(1 << 20);
         assert_eq!(cache.stats(), nothing_held(1 << 20));
@@ -347,14 +354,14 @@ mod tests {
                 second[0] ^= low;
                 second[8] ^= high;
                 let (Ok(x), Ok(y)) = (std::str::from_utf8(&first), std::str::from_utf8(&second)) else { continue };
-                cache.count(a, x, |_| 1);
-                assert_eq!(cache.count(b, y, |_| 2), 2, "{x:?} under {a}, {y:?} under {b}");
+                cache.count([a, 0], x, |_| 1);
+                assert_eq!(cache.count([b, 0], y, |_| 2), 2, "{x:?} under {a}, {y:?} under {b}");
             }
         }
         // The texts the collision was found with: 16 UTF-8 bytes, one bit apart at byte 8.
         let cache = CountCache::new(1 << 20);
-        cache.count(0, "00中000crt\r\n\r\n@", |_| 6);
-        assert_eq!(cache.count(1, "00中000brt\r\n\r\n@", |_| 7), 7);
+        cache.count([0, 0], "00中000crt\r\n\r\n@", |_| 6);
+        assert_eq!(cache.count([1, 0], "00中000brt\r\n\r\n@", |_| 7), 7);
     }
 
     #[test]
@@ -370,7 +377,7 @@ mod tests {
         let max_bytes = 100_000;
         let cache = CountCache::new(max_bytes);
         for i in 0..100_000 {
-            cache.count(0, &text(i), str::len);
+            cache.count([0, 0], &text(i), str::len);
         }
         let seen = cache.stats();
         assert!(seen.bytes <= max_bytes && seen.bytes > max_bytes * 9 / 10, "{seen:?}");
@@ -384,7 +391,7 @@ mod tests {
             let cache = CountCache::new(DEFAULT_MAX_BYTES);
             cache.configure(max_bytes);
             for _ in 0..3 {
-                assert_eq!(cache.count(0, &text(1), str::len), text(1).len());
+                assert_eq!(cache.count([0, 0], &text(1), str::len), text(1).len());
             }
             assert_eq!(cache.stats(), nothing_held(max_bytes));
         }

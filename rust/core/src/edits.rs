@@ -231,6 +231,9 @@ pub struct MessageEdit {
     pub blocks: Vec<(usize, BlockEdit)>,
     /// The entry is removed (a Responses `reasoning` item).
     pub removed: bool,
+    /// Every content block but this one is left out: how a block's tool use is weighed
+    /// (never set in a [`Plan`]).
+    pub alone: Option<usize>,
 }
 
 impl MessageEdit {
@@ -353,8 +356,8 @@ pub enum Edited<'p, N> {
     Plain(N),
     /// A message or item with some of [`MessageEdit`]'s changes.
     Message { node: N, edit: &'p MessageEdit, placeholders: &'p [String] },
-    /// A message's content blocks, some changed or left out.
-    Blocks { node: N, blocks: &'p [(usize, BlockEdit)], placeholders: &'p [String] },
+    /// A message's content blocks, some changed or left out (all but `alone`, if given).
+    Blocks { node: N, blocks: &'p [(usize, BlockEdit)], alone: Option<usize>, placeholders: &'p [String] },
     /// A message's `tool_calls`, the listed entries' arguments emptied.
     Calls { node: N, calls: &'p [usize] },
     /// A tool call whose `function.arguments` is emptied.
@@ -409,8 +412,8 @@ impl<'p, N> Edited<'p, N> {
             }
         }
         match member {
-            Member::Field(Field::Content) if !edit.blocks.is_empty() => {
-                Edited::Blocks { node: value, blocks: &edit.blocks, placeholders }
+            Member::Field(Field::Content) if !edit.blocks.is_empty() || edit.alone.is_some() => {
+                Edited::Blocks { node: value, blocks: &edit.blocks, alone: edit.alone, placeholders }
             }
             Member::ToolCalls if !edit.calls.is_empty() => Edited::Calls { node: value, calls: &edit.calls },
             _ => Edited::Plain(value),
@@ -447,6 +450,8 @@ fn plain_view<'a, 'p, N: JsonNode + Clone>(view: View<'a, N>) -> View<'a, Edited
 /// The items of an [`Edited`] array.
 pub enum EditedItems<'p, N: JsonNode> {
     Plain(N::Items),
+    /// One block, as edited (a block weighed alone).
+    One(Option<Edited<'p, N>>),
     Blocks { items: N::Items, at: usize, blocks: &'p [(usize, BlockEdit)], placeholders: &'p [String] },
     Calls { items: N::Items, at: usize, calls: &'p [usize] },
 }
@@ -457,22 +462,14 @@ impl<'p, N: JsonNode> Iterator for EditedItems<'p, N> {
     fn next(&mut self) -> Option<Edited<'p, N>> {
         match self {
             EditedItems::Plain(items) => items.next().map(Edited::Plain),
+            EditedItems::One(item) => item.take(),
             EditedItems::Blocks { items, at, blocks, placeholders } => loop {
                 let node = items.next()?;
                 let j = *at;
                 *at += 1;
-                let change = blocks.binary_search_by_key(&j, |b| b.0).ok().and_then(|k| blocks.get(k));
-                return Some(match change.map(|b| b.1) {
-                    Some(BlockEdit::Removed) => continue,
-                    Some(BlockEdit::Content(k)) => {
-                        let value = Replacement::Placeholder(k).resolve(placeholders);
-                        Edited::Patched { node, key: "content", value }
-                    }
-                    Some(BlockEdit::EmptyInput) => {
-                        Edited::Patched { node, key: "input", value: Substitute::EmptyObject }
-                    }
-                    None => Edited::Plain(node),
-                });
+                if let Some(block) = edited_block(node, j, blocks, placeholders) {
+                    return Some(block);
+                }
             },
             EditedItems::Calls { items, at, calls } => {
                 let node = items.next()?;
@@ -482,6 +479,25 @@ impl<'p, N: JsonNode> Iterator for EditedItems<'p, N> {
             }
         }
     }
+}
+
+/// Block `j` of a content list, as `blocks` edit it (`None`: left out).
+fn edited_block<'p, N>(
+    node: N,
+    j: usize,
+    blocks: &'p [(usize, BlockEdit)],
+    placeholders: &'p [String],
+) -> Option<Edited<'p, N>> {
+    let change = blocks.binary_search_by_key(&j, |b| b.0).ok().and_then(|k| blocks.get(k));
+    Some(match change.map(|b| b.1) {
+        Some(BlockEdit::Removed) => return None,
+        Some(BlockEdit::Content(k)) => {
+            let value = Replacement::Placeholder(k).resolve(placeholders);
+            Edited::Patched { node, key: "content", value }
+        }
+        Some(BlockEdit::EmptyInput) => Edited::Patched { node, key: "input", value: Substitute::EmptyObject },
+        None => Edited::Plain(node),
+    })
 }
 
 /// The entries of an [`Edited`] object.
@@ -537,7 +553,16 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
                 }
                 other => plain_view(other),
             },
-            Edited::Blocks { node, blocks, placeholders } => match node.view()? {
+            Edited::Blocks { node, blocks, alone: Some(j), placeholders } => match node.view()? {
+                View::Array { mut items, .. } => {
+                    // Reached directly, not walked to: a message of many blocks weighs
+                    // each alone.
+                    let one = items.nth(*j).and_then(|block| edited_block(block, *j, blocks, placeholders));
+                    View::Array { len: usize::from(one.is_some()), items: EditedItems::One(one) }
+                }
+                other => plain_view(other),
+            },
+            Edited::Blocks { node, blocks, alone: None, placeholders } => match node.view()? {
                 View::Array { items, len } => {
                     let gone = blocks.iter().filter(|b| b.1 == BlockEdit::Removed && b.0 < len).count();
                     View::Array { items: EditedItems::Blocks { items, at: 0, blocks, placeholders }, len: len - gone }
@@ -688,7 +713,7 @@ where
         checked,
         sizer,
         responses: context.responses,
-        edits: std::iter::repeat_with(|| None).take(messages.len()).collect(),
+        edits: Vec::new(),
         placeholders: Vec::new(),
         costs: known,
     };
@@ -711,7 +736,7 @@ struct Editor<'m, 's, N, S> {
     checked: &'m [Checked<N>],
     sizer: &'s mut S,
     responses: bool,
-    /// Each message's edit so far, by index.
+    /// Each message's edit so far, by index (empty until an edit changes one).
     edits: Vec<Option<MessageEdit>>,
     placeholders: Vec<String>,
     costs: Vec<Option<u64>>,
@@ -793,18 +818,20 @@ enum Thinking {
 /// no id is copied; an id that is not a str is never found.
 struct ById<N, V> {
     buckets: FxHashMap<u64, SmallVec<[(N, V); 1]>>,
+    /// [`Text::id_hash`], but for a test that makes ids collide.
+    hash: fn(&Text<'_>) -> u64,
 }
 
 impl<N: JsonNode, V: Copy> ById<N, V> {
     fn new() -> Self {
-        Self { buckets: FxHashMap::default() }
+        Self { buckets: FxHashMap::default(), hash: |text| text.id_hash() }
     }
 
     /// Sets the value of `id` (replacing an equal id's).
     fn insert(&mut self, id: Option<N>, value: V) {
         let Some(id) = id else { return };
         let Some(text) = id.as_text() else { return };
-        let bucket = self.buckets.entry(text.id_hash()).or_default();
+        let bucket = self.buckets.entry((self.hash)(&text)).or_default();
         let same = bucket.iter().position(|(other, _)| other.as_text().is_some_and(|o| o.cmp_code_points(&text).is_eq()));
         match same.and_then(|k| bucket.get_mut(k)) {
             Some(entry) => entry.1 = value,
@@ -814,7 +841,7 @@ impl<N: JsonNode, V: Copy> ById<N, V> {
 
     fn get(&self, id: Option<&N>) -> Option<V> {
         let text = id?.as_text()?;
-        let bucket = self.buckets.get(&text.id_hash())?;
+        let bucket = self.buckets.get(&(self.hash)(&text))?;
         bucket.iter().find(|(other, _)| other.as_text().is_some_and(|o| o.cmp_code_points(&text).is_eq())).map(|e| e.1)
     }
 }
@@ -952,6 +979,9 @@ where
     }
 
     fn commit(&mut self, changed: BTreeMap<usize, MessageEdit>, after: &[u64], gone: &[usize]) {
+        if self.edits.is_empty() {
+            self.edits = vec![None; self.messages.len()];
+        }
         for ((i, edit), &cost) in changed.into_iter().zip(after) {
             if let Some(slot) = self.costs.get_mut(i) {
                 *slot = Some(cost);
@@ -989,11 +1019,11 @@ where
                         (item, id)
                     }
                 };
-                match (item, id) {
-                    (Item::Call, id) => {
+                match item {
+                    Item::Call => {
                         found(Exchange::Call { at: i, slot: Slot::Item, id, name: name_in(m) })
                     }
-                    (Item::Output, id) => {
+                    Item::Output => {
                         found(Exchange::Result { at: i, block: None, id, tool_use: is_tool_output(m) })
                     }
                     _ => {}
@@ -1116,11 +1146,18 @@ where
     /// costs holding that block alone.
     fn weight(&mut self, u: &ToolUse) -> Result<u64, CoreError> {
         let Some(j) = u.block else { return self.cost(u.at) };
-        let blocks = items(self.node(u.at)?.get(Key::Content)).map_or(0, Iterator::count);
-        let mut alone = self.edit(u.at).cloned().unwrap_or_else(|| MessageEdit::new(u.at));
-        for other in (0..blocks).filter(|&k| k != j) {
-            alone.set_block(other, BlockEdit::Removed);
-        }
+        // The message's edit with block `j` alone: its other blocks' edits do not show.
+        let alone = match self.edit(u.at) {
+            Some(edit) => MessageEdit {
+                index: u.at,
+                fields: edit.fields.clone(),
+                calls: edit.calls.clone(),
+                blocks: edit.block(j).map(|to| vec![(j, to)]).unwrap_or_default(),
+                removed: false,
+                alone: Some(j),
+            },
+            None => MessageEdit { alone: Some(j), ..MessageEdit::new(u.at) },
+        };
         self.cost_with(u.at, Some(&alone))
     }
 
@@ -1409,6 +1446,21 @@ mod tests {
                 serde_json::from_str(&text).unwrap()
             })
             .collect()
+    }
+
+    #[test]
+    fn ids_in_one_bucket_keep_their_own_values() {
+        // Every id hashed alike: the map must still tell them apart, and an equal id
+        // (reused) replaces the value of the one before it.
+        let ids = [json!("call_a"), json!("call_b"), json!("call_a"), json!(7)];
+        let asked = [json!("call_a"), json!("call_b"), json!("call_c"), json!(7)];
+        let mut by_id: ById<&Value, usize> = ById { hash: |_| 42, ..ById::new() };
+        for (at, id) in ids.iter().enumerate() {
+            by_id.insert(Some(id), at);
+        }
+        let found: Vec<Option<usize>> = asked.iter().map(|id| by_id.get(Some(&id))).collect();
+        assert_eq!(found, [Some(2), Some(1), None, None]);
+        assert_eq!(by_id.buckets.get(&42).map(|bucket| bucket.len()), Some(2));
     }
 
     fn run(messages: &[Value], edits: &[Edit], context: &EditContext) -> Plan {

@@ -247,7 +247,7 @@ impl Encoding {
         });
     }
 
-    /// Which scratch slot the encoding uses, and its count-cache seed for texts.
+    /// Which scratch slot the encoding uses.
     const fn index(self) -> usize {
         match self {
             Encoding::O200kBase => 0,
@@ -255,22 +255,25 @@ impl Encoding {
         }
     }
 
-    /// The count-cache seed for a message's source: other than every text seed, and
-    /// apart for a message sized whole (whose text is another function of it) and for
-    /// each provider sizing (another text, and each image's cost in the count).
-    fn source_seed(self, sized_whole: bool, sizing: Sizing) -> u64 {
-        let seed = 2 + 2 * self.index() as u64 + u64::from(sized_whole);
+    /// The count-cache domain of a text: its encoding.
+    const fn text_domain(self) -> count_cache::Domain {
+        [self.index() as u64, 0]
+    }
+
+    /// The count-cache domain of a message's source: apart from every text's, and for a
+    /// message sized whole (whose text is another function of it) and for provider sizing
+    /// (another text, with each image's cost in the count: its word is that cost).
+    fn source_domain(self, sized_whole: bool, sizing: Sizing) -> count_cache::Domain {
+        let kind = 2 + 2 * self.index() as u64 + u64::from(sized_whole);
         match sizing {
-            Sizing::Seed => seed,
-            Sizing::Provider { image_tokens } => {
-                xxhash_rust::xxh3::xxh3_64_with_seed(&image_tokens.to_le_bytes(), seed) | 1 << 63
-            }
+            Sizing::Seed => [kind, 0],
+            Sizing::Provider { image_tokens } => [kind | 1 << 8, image_tokens],
         }
     }
 
     /// Tokens in a Rust string, remembered by the process's [`count_cache`].
     pub fn count_str(self, text: &str) -> usize {
-        count_cache::GLOBAL.count(self.index() as u64, text, |text| self.count_uncached(text))
+        count_cache::GLOBAL.count(self.text_domain(), text, |text| self.count_uncached(text))
     }
 
     /// Tokens in a Rust string, counted by the encoder.
@@ -406,8 +409,8 @@ impl<N: JsonNode> MessageSizer<N> for ExactTokens {
             // the sizing, so the message's source stands for it: a hit neither decodes nor
             // builds it.
             Some(source) => {
-                let seed = self.encoding.source_seed(checked.item.sized_whole(), self.sizing);
-                let remembered = count_cache::GLOBAL.remembered(seed, source, || {
+                let domain = self.encoding.source_domain(checked.item.sized_whole(), self.sizing);
+                let remembered = count_cache::GLOBAL.remembered(domain, source, || {
                     let count = |encoding: Encoding, text: Text<'_>, transcoded: &mut String| {
                         Encoding::as_utf8(text, transcoded, |s| encoding.count_uncached(s))
                     };

@@ -119,6 +119,19 @@ impl<P: Preorder> Iterator for Siblings<P> {
         self.left -= 1;
         Some(node)
     }
+
+    /// Sibling `n` from here: the ones before it are stepped over, not made nodes.
+    fn nth(&mut self, n: usize) -> Option<P::Node> {
+        if n >= self.left {
+            self.left = 0;
+            return None;
+        }
+        for _ in 0..n {
+            self.pos = self.store.end_of(self.pos)?;
+            self.left -= 1;
+        }
+        self.next()
+    }
 }
 
 /// Read access to a JSON-like value: a message, its content, a content part.

@@ -1,15 +1,16 @@
-//! Hashes keyed by a secret drawn at random when the process starts: for keys that input
-//! chooses (message texts in the count cache, tool-call ids in hash maps), so no input
-//! can be written to collide with another's, or to pile its ids into one bucket, without
-//! the secret, which never leaves the process. XXH3 under that secret: fast on short and
-//! long inputs alike, though not a cryptographic hash (one who learned the secret could
-//! write collisions).
+//! Hashes keyed by a secret drawn at random on first use in a process, for keys that input
+//! chooses (message texts in the count cache, tool-call ids in hash maps, the strings
+//! `rank_by_count` counts): no input can be written to collide with another's, or to pile
+//! its keys into one bucket, without the secret, which never leaves the process (a forked
+//! child shares its parent's). XXH3 under that secret: fast on short and long inputs
+//! alike, though not a cryptographic hash (one who learned the secret could write
+//! collisions).
 
 use std::sync::LazyLock;
 use xxhash_rust::xxh3::{xxh3_128_with_secret, xxh3_64_with_secret};
 
-/// The secret: XXH3's default size, from the standard library's random state (which,
-/// unlike a crate's own source of randomness, cannot fail).
+/// The secret: XXH3's default size, from the standard library's random state (the OS's
+/// random source, read as std's own `HashMap` keys are).
 static SECRET: LazyLock<[u8; 192]> = LazyLock::new(|| {
     use std::hash::BuildHasher;
     let random = std::hash::RandomState::new();

@@ -270,19 +270,26 @@ impl Text<'_> {
 
     /// A [`keyed`](crate::keyed) hash of the whole text, for matching ids in hash maps
     /// (ids come from input, so an unkeyed hash would let a transcript pile them into one
-    /// bucket): equal texts hash equal whatever their storage, ASCII hashed as its bytes,
-    /// anything else as its code points.
+    /// bucket): equal texts hash equal whatever their storage. ASCII is hashed as its
+    /// bytes; other text as a byte no ASCII holds (0x80) and then its code points, four
+    /// bytes each, so no two texts give the same bytes.
     pub fn id_hash(&self) -> u64 {
         match *self {
             Text::Latin1(b) if b.is_ascii() => crate::keyed::hash64(b),
             Text::Utf8(s) if s.is_ascii() => crate::keyed::hash64(s.as_bytes()),
             _ => {
-                let points: smallvec::SmallVec<[u32; 32]> = self.code_points().collect();
-                let bytes: smallvec::SmallVec<[u8; 128]> = if points.iter().all(|&c| c < 0x80) {
-                    points.iter().map(|&c| c as u8).collect()
-                } else {
-                    points.iter().flat_map(|c| c.to_le_bytes()).collect()
-                };
+                let mut bytes: smallvec::SmallVec<[u8; 128]> = smallvec::smallvec![0x80];
+                let mut ascii = true;
+                for c in self.code_points() {
+                    ascii &= c < 0x80;
+                    bytes.extend_from_slice(&c.to_le_bytes());
+                }
+                if ascii {
+                    // ASCII held wide (never so in a Python str, whose storage is its
+                    // narrowest): hashed as the bytes it would be held in.
+                    let narrow: smallvec::SmallVec<[u8; 64]> = self.code_points().map(|c| c as u8).collect();
+                    return crate::keyed::hash64(&narrow);
+                }
                 crate::keyed::hash64(&bytes)
             }
         }
@@ -519,6 +526,9 @@ mod tests {
         let hashes: std::collections::HashSet<u64> = ids.iter().map(|id| Text::Utf8(id).id_hash()).collect();
         assert_eq!(hashes.len(), ids.len());
         // Equal texts hash equal in every storage.
+        // Distinct texts give distinct hashed bytes: a wide character is not the ASCII
+        // bytes of its code point.
+        assert_ne!(Text::Ucs2(&[0x100]).id_hash(), Text::Utf8("\0\u{1}\0\0").id_hash());
         for s in ["call_1", "é-call", "Ω😀"] {
             let points: Vec<u32> = s.chars().map(u32::from).collect();
             let expected = Text::Utf8(s).id_hash();

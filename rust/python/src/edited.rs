@@ -31,7 +31,8 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
             }
             if !edit.blocks.is_empty() {
                 if let Some(content) = message.get_item("content")? {
-                    let view = Edited::Blocks { node: PyNode(content), blocks: &edit.blocks, placeholders };
+                    let view =
+                        Edited::Blocks { node: PyNode(content), blocks: &edit.blocks, alone: None, placeholders };
                     message.set_item("content", built(py, &view)?)?;
                 }
             }
@@ -45,7 +46,9 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
             }
             message.into_any()
         }
-        Edited::Blocks { node, blocks, placeholders } => {
+        // A block is weighed alone only while planning; a plan never presents one so.
+        Edited::Blocks { alone: Some(_), .. } => return Err(crate::errors::internal("a block view built alone")),
+        Edited::Blocks { node, blocks, alone: None, placeholders } => {
             let out = PyList::empty(py);
             let list = node.0.cast::<PyList>().map_err(|_| changed())?;
             if blocks.last().is_some_and(|&(j, _)| j >= list.len()) {

@@ -18,19 +18,6 @@ pub struct RankKey<'a, 'py> {
     text: Text<'a>,
 }
 
-/// How rank keys hash: keyed at random per process (flooding-resistant, as CPython's own
-/// str hash is) and several times faster than CPython's SipHash on a short path. A fresh
-/// str has no cached hash, so CPython's would be computed here for every item; equal
-/// strs hold equal data (CPython keeps each in its narrowest kind). The keys come from
-/// the standard library's random state, which cannot fail (ahash's own source of
-/// randomness panics when the OS gives none).
-static RANK_HASH: std::sync::LazyLock<ahash::RandomState> = std::sync::LazyLock::new(|| {
-    use std::hash::BuildHasher;
-    let random = std::hash::RandomState::new();
-    let [k0, k1, k2, k3] = [0_u8, 1, 2, 3].map(|i| random.hash_one(i));
-    ahash::RandomState::with_seeds(k0, k1, k2, k3)
-});
-
 impl<'a, 'py> RankKey<'a, 'py> {
     /// The key for `list[index]`.
     ///
@@ -53,7 +40,11 @@ impl<'a, 'py> RankKey<'a, 'py> {
         // SAFETY: an exact str, alive (and immutable) while the list holds it.
         let text = unsafe { crate::node::text_at(string.as_ptr()) }
             .ok_or_else(|| crate::errors::internal("unreadable str data"))?;
-        let hash = RANK_HASH.hash_one(text.raw_bytes());
+        // Keyed at random per process (flooding-resistant, as CPython's own str hash is)
+        // and several times faster than CPython's SipHash on a short path: a fresh str has
+        // no cached hash, so CPython's would be computed here for every item. Equal strs
+        // hold equal data (CPython keeps each in its narrowest kind).
+        let hash = contextfold_core::keyed::hash64(text.raw_bytes());
         Ok(Self { string, hash, text })
     }
 }
