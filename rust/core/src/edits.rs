@@ -231,9 +231,6 @@ pub struct MessageEdit {
     pub blocks: Vec<(usize, BlockEdit)>,
     /// The entry is removed (a Responses `reasoning` item).
     pub removed: bool,
-    /// Every content block but this one is left out: how a block's tool use is weighed
-    /// (never set in a [`Plan`]).
-    pub alone: Option<usize>,
 }
 
 impl MessageEdit {
@@ -311,7 +308,7 @@ impl Plan {
     /// Message `index` (whose node is `node`) as edited.
     pub fn view<N>(&self, index: usize, node: N) -> Edited<'_, N> {
         match self.edit(index) {
-            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders },
+            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
             None => Edited::Plain(node),
         }
     }
@@ -354,10 +351,12 @@ impl<N> Overlay<'_, N> {
 pub enum Edited<'p, N> {
     /// The value as it is, and all under it.
     Plain(N),
-    /// A message or item with some of [`MessageEdit`]'s changes.
-    Message { node: N, edit: &'p MessageEdit, placeholders: &'p [String] },
+    /// A message or item with some of [`MessageEdit`]'s changes; with `alone`, its
+    /// content holds only that block (its index and node): how a block's tool use is
+    /// weighed, never in a plan's output.
+    Message { node: N, edit: &'p MessageEdit, placeholders: &'p [String], alone: Option<(usize, N)> },
     /// A message's content blocks, some changed or left out (all but `alone`, if given).
-    Blocks { node: N, blocks: &'p [(usize, BlockEdit)], alone: Option<usize>, placeholders: &'p [String] },
+    Blocks { node: N, blocks: &'p [(usize, BlockEdit)], alone: Option<(usize, N)>, placeholders: &'p [String] },
     /// A message's `tool_calls`, the listed entries' arguments emptied.
     Calls { node: N, calls: &'p [usize] },
     /// A tool call whose `function.arguments` is emptied.
@@ -403,8 +402,18 @@ impl<'p, N> Edited<'p, N> {
         }
     }
 
-    /// `value`, a member of the message `edit` changes, as edited.
-    fn member(edit: &'p MessageEdit, placeholders: &'p [String], member: Option<Member>, value: N) -> Self {
+    /// `value`, a member of the message `edit` changes (its content only block `alone`,
+    /// if given), as edited.
+    fn member(
+        edit: &'p MessageEdit,
+        placeholders: &'p [String],
+        alone: Option<&(usize, N)>,
+        member: Option<Member>,
+        value: N,
+    ) -> Self
+    where
+        N: Clone,
+    {
         let Some(member) = member else { return Edited::Plain(value) };
         if let Member::Field(field) = member {
             if let Some(to) = edit.field(field) {
@@ -412,8 +421,8 @@ impl<'p, N> Edited<'p, N> {
             }
         }
         match member {
-            Member::Field(Field::Content) if !edit.blocks.is_empty() || edit.alone.is_some() => {
-                Edited::Blocks { node: value, blocks: &edit.blocks, alone: edit.alone, placeholders }
+            Member::Field(Field::Content) if !edit.blocks.is_empty() || alone.is_some() => {
+                Edited::Blocks { node: value, blocks: &edit.blocks, alone: alone.cloned(), placeholders }
             }
             Member::ToolCalls if !edit.calls.is_empty() => Edited::Calls { node: value, calls: &edit.calls },
             _ => Edited::Plain(value),
@@ -503,22 +512,22 @@ fn edited_block<'p, N>(
 /// The entries of an [`Edited`] object.
 pub enum EditedEntries<'p, N: JsonNode> {
     Plain(N::Entries),
-    Message { entries: N::Entries, edit: &'p MessageEdit, placeholders: &'p [String] },
+    Message { entries: N::Entries, edit: &'p MessageEdit, placeholders: &'p [String], alone: Option<(usize, N)> },
     Call(N::Entries),
     Patched { entries: N::Entries, key: &'static str, value: Substitute<'p> },
     Empty,
 }
 
-impl<'p, N: JsonNode> Iterator for EditedEntries<'p, N> {
+impl<'p, N: JsonNode + Clone> Iterator for EditedEntries<'p, N> {
     type Item = (Edited<'p, N>, Edited<'p, N>);
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             EditedEntries::Plain(entries) => entries.next().map(|(k, v)| (Edited::Plain(k), Edited::Plain(v))),
-            EditedEntries::Message { entries, edit, placeholders } => {
+            EditedEntries::Message { entries, edit, placeholders, alone } => {
                 let (k, v) = entries.next()?;
                 let member = k.as_text().and_then(|t| Member::named(&t));
-                Some((Edited::Plain(k), Edited::member(edit, placeholders, member, v)))
+                Some((Edited::Plain(k), Edited::member(edit, placeholders, alone.as_ref(), member, v)))
             }
             EditedEntries::Call(entries) => {
                 let (k, v) = entries.next()?;
@@ -547,17 +556,16 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
     fn view(&self) -> Result<View<'_, Self>, Problem> {
         Ok(match self {
             Edited::Plain(node) => plain_view(node.view()?),
-            Edited::Message { node, edit, placeholders } => match node.view()? {
+            Edited::Message { node, edit, placeholders, alone } => match node.view()? {
                 View::Object { entries, len } => {
-                    View::Object { entries: EditedEntries::Message { entries, edit, placeholders }, len }
+                    let alone = alone.clone();
+                    View::Object { entries: EditedEntries::Message { entries, edit, placeholders, alone }, len }
                 }
                 other => plain_view(other),
             },
-            Edited::Blocks { node, blocks, alone: Some(j), placeholders } => match node.view()? {
-                View::Array { mut items, .. } => {
-                    // Reached directly, not walked to: a message of many blocks weighs
-                    // each alone.
-                    let one = items.nth(*j).and_then(|block| edited_block(block, *j, blocks, placeholders));
+            Edited::Blocks { node, blocks, alone: Some((j, block)), placeholders } => match node.view()? {
+                View::Array { .. } => {
+                    let one = edited_block(block.clone(), *j, blocks, placeholders);
                     View::Array { len: usize::from(one.is_some()), items: EditedItems::One(one) }
                 }
                 other => plain_view(other),
@@ -593,8 +601,8 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
             Edited::Plain(node) | Edited::Blocks { node, .. } | Edited::Calls { node, .. } => {
                 node.get(key).map(Edited::Plain)
             }
-            Edited::Message { node, edit, placeholders } => {
-                node.get(key).map(|v| Edited::member(edit, placeholders, Member::of(key), v))
+            Edited::Message { node, edit, placeholders, alone } => {
+                node.get(key).map(|v| Edited::member(edit, placeholders, alone.as_ref(), Member::of(key), v))
             }
             Edited::Call(node) => {
                 node.get(key).map(|v| if key == Key::Function { emptied_function(v) } else { Edited::Plain(v) })
@@ -616,10 +624,10 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
         };
         match self {
             Edited::Plain(node) => wrap(node.message_fields(), &Edited::Plain, &Edited::Plain),
-            Edited::Message { node, edit, placeholders } => wrap(
+            Edited::Message { node, edit, placeholders, alone } => wrap(
                 node.message_fields(),
-                &|v| Edited::member(edit, placeholders, Some(Member::Field(Field::Content)), v),
-                &|v| Edited::member(edit, placeholders, Some(Member::ToolCalls), v),
+                &|v| Edited::member(edit, placeholders, alone.as_ref(), Some(Member::Field(Field::Content)), v),
+                &|v| Edited::member(edit, placeholders, alone.as_ref(), Some(Member::ToolCalls), v),
             ),
             _ => MessageFields {
                 role: self.get(Key::Role),
@@ -711,6 +719,7 @@ where
     let mut editor = Editor {
         messages,
         checked,
+        lists: std::cell::RefCell::default(),
         sizer,
         responses: context.responses,
         edits: Vec::new(),
@@ -734,6 +743,8 @@ struct Editor<'m, 's, N, S> {
     messages: &'m [N],
     /// Each message's fields as checked up front (empty: none were).
     checked: &'m [Checked<N>],
+    /// The lists [`Editor::item_of`] has read, by message and key.
+    lists: std::cell::RefCell<FxHashMap<(usize, Key), Vec<N>>>,
     sizer: &'s mut S,
     responses: bool,
     /// Each message's edit so far, by index (empty until an edit changes one).
@@ -923,7 +934,7 @@ where
         }
         let node = self.node(i)?;
         let view = match self.edits.get(i).and_then(Option::as_ref) {
-            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders },
+            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
             None => Edited::Plain(node),
         };
         let cost = size(&mut *self.sizer, i, &view, self.responses)?;
@@ -953,7 +964,7 @@ where
     fn cost_with(&mut self, i: usize, edit: Option<&MessageEdit>) -> Result<u64, CoreError> {
         let node = self.node(i)?;
         let view = match edit {
-            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders },
+            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
             None => Edited::Plain(node),
         };
         size(&mut *self.sizer, i, &view, self.responses)
@@ -1082,6 +1093,21 @@ where
         uses
     }
 
+    /// Item `j` of message `i`'s `key` list (content blocks, tool calls). Each list read is
+    /// kept, so a message of many tool uses is read once, not once a use.
+    fn item_of(&self, i: usize, key: Key, j: usize) -> Result<Option<N>, CoreError> {
+        let Ok(mut lists) = self.lists.try_borrow_mut() else {
+            return Ok(items(self.node(i)?.get(key)).and_then(|mut it| it.nth(j)));
+        };
+        let list = match lists.entry((i, key)) {
+            std::collections::hash_map::Entry::Occupied(read) => read.into_mut(),
+            std::collections::hash_map::Entry::Vacant(unread) => {
+                unread.insert(items(self.node(i)?.get(key)).map(Iterator::collect).unwrap_or_default())
+            }
+        };
+        Ok(list.get(j).cloned())
+    }
+
     /// Whether replacing the use's result by `placeholder` makes it shorter.
     fn result_shorter(&self, u: &ToolUse, placeholder: &str) -> Result<bool, CoreError> {
         let m = self.node(u.at)?;
@@ -1092,7 +1118,7 @@ where
             if let Some(BlockEdit::Content(k)) = edit.and_then(|e| e.block(j)) {
                 return Ok(str_json_units(placeholder_of(k)) > str_json_units(placeholder));
             }
-            let block = items(m.get(Key::Content)).and_then(|mut it| it.nth(j));
+            let block = self.item_of(u.at, Key::Content, j)?;
             let content = block.and_then(|b| b.get(Key::Content));
             return longer(content, json_len, str_json_units(placeholder)).map_err(field);
         }
@@ -1126,8 +1152,7 @@ where
                 if edit.is_some_and(|e| e.calls.binary_search(&j).is_ok()) {
                     return Ok(false);
                 }
-                let function =
-                    items(m.get(Key::ToolCalls)).and_then(|mut it| it.nth(j)).and_then(|c| c.get(Key::Function));
+                let function = self.item_of(c.at, Key::ToolCalls, j)?.and_then(|c| c.get(Key::Function));
                 let arguments =
                     function.filter(|f| f.json_type() == JsonType::Object).and_then(|f| member(&f, "arguments"));
                 longer(arguments, json_len, str_json_units("{}")).map_err(problem)
@@ -1136,7 +1161,7 @@ where
                 if edit.and_then(|e| e.block(j)) == Some(BlockEdit::EmptyInput) {
                     return Ok(false);
                 }
-                let block = items(m.get(Key::Content)).and_then(|mut it| it.nth(j));
+                let block = self.item_of(c.at, Key::Content, j)?;
                 longer(block.and_then(|b| member(&b, "input")), json_len, 2).map_err(problem)
             }
         }
@@ -1146,19 +1171,14 @@ where
     /// costs holding that block alone.
     fn weight(&mut self, u: &ToolUse) -> Result<u64, CoreError> {
         let Some(j) = u.block else { return self.cost(u.at) };
-        // The message's edit with block `j` alone: its other blocks' edits do not show.
-        let alone = match self.edit(u.at) {
-            Some(edit) => MessageEdit {
-                index: u.at,
-                fields: edit.fields.clone(),
-                calls: edit.calls.clone(),
-                blocks: edit.block(j).map(|to| vec![(j, to)]).unwrap_or_default(),
-                removed: false,
-                alone: Some(j),
-            },
-            None => MessageEdit { alone: Some(j), ..MessageEdit::new(u.at) },
+        let Some(block) = self.item_of(u.at, Key::Content, j)? else {
+            return Err(CoreError::internal("a tool use's block is missing"));
         };
-        self.cost_with(u.at, Some(&alone))
+        let empty = MessageEdit::new(u.at);
+        let edit = self.edits.get(u.at).and_then(Option::as_ref).unwrap_or(&empty);
+        let node = self.node(u.at)?;
+        let view = Edited::Message { node, edit, placeholders: &self.placeholders, alone: Some((j, block)) };
+        size(&mut *self.sizer, u.at, &view, self.responses)
     }
 
     /// Where the cleared tool uses end: the last cut point at or before the newest `keep`,

@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 /// The object keys the core looks up. An enum rather than `&str`, so a binding can keep
 /// one interned key object per name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Key {
     Role,
     Content,

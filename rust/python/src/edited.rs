@@ -24,7 +24,11 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
         Edited::Plain(node) => node.0.clone(),
         Edited::Str(text) => PyString::new(py, text).into_any(),
         Edited::EmptyObject => PyDict::new(py).into_any(),
-        Edited::Message { node, edit, placeholders } => {
+        // A block is weighed alone only while planning; a plan never presents one so.
+        Edited::Message { alone: Some(_), .. } | Edited::Blocks { alone: Some(_), .. } => {
+            return Err(crate::errors::internal("a block view built alone"))
+        }
+        Edited::Message { node, edit, placeholders, alone: None } => {
             let message = copied(&node.0)?;
             for &(field, replacement) in &edit.fields {
                 message.set_item(field.key(), substitute(py, replacement.resolve(placeholders)))?;
@@ -46,8 +50,6 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
             }
             message.into_any()
         }
-        // A block is weighed alone only while planning; a plan never presents one so.
-        Edited::Blocks { alone: Some(_), .. } => return Err(crate::errors::internal("a block view built alone")),
         Edited::Blocks { node, blocks, alone: None, placeholders } => {
             let out = PyList::empty(py);
             let list = node.0.cast::<PyList>().map_err(|_| changed())?;

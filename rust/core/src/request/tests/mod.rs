@@ -55,6 +55,23 @@ fn values_read_as_json_loads_reads_them() {
 }
 
 #[test]
+fn an_item_is_reached_by_its_index_past_nested_ones() {
+    let tape = scan::parse(br#"{"a": [1, [2, [3]], {"b": [4]}, "five", 6]}"#, Root::Request).unwrap();
+    let View::Object { mut entries, .. } = tape.node(0).view().unwrap() else { panic!("an object") };
+    let (_, array) = entries.next().unwrap();
+    let all: Vec<Value> = match array.view().unwrap() {
+        View::Array { items, .. } => items.map(value).collect(),
+        _ => panic!("an array"),
+    };
+    for j in 0..all.len() + 2 {
+        let View::Array { mut items, .. } = array.view().unwrap() else { panic!("an array") };
+        assert_eq!(items.nth(j).map(value), all.get(j).cloned(), "{j}");
+        // What follows the item reached is the rest, in order.
+        assert_eq!(items.map(value).collect::<Vec<_>>(), all.get(j + 1..).unwrap_or_default().to_vec());
+    }
+}
+
+#[test]
 fn lone_surrogates_stay_utf16() {
     let tape = scan::parse(br#"["a\ud800b", "\udc00", "\ud83d\u0041"]"#, Root::Request).unwrap();
     let units: Vec<Vec<u16>> = match tape.node(0).view().unwrap() {
