@@ -1,6 +1,7 @@
 """Context edits: what packing the corpus with ``ClearToolUses()`` costs beside packing
 it without (native and reference, one run), and, on the four longest corpus transcripts,
-what the edit buys: messages visible at the same budget, and replayed turn by turn with
+what the edit buys: messages visible at the same budget (and with the server-side rule
+below), and replayed turn by turn with
 the chunked cut, how often the previous turn's packed messages stay a prefix of the next
 one's and the cache-weighted input cost (cached tokens at a tenth of the price), beside
 folding alone and beside the server-side rule (every result but the newest 3 cleared on
@@ -42,11 +43,11 @@ def bench_pack_corpus_with_edits(benchmark: Any, backend: str, edited: bool) -> 
         benchmark(lambda: [pack_handoff(c, target_context_tokens=BUDGET, edits=edits) for c in convos])
 
 
-def _server_rule(messages: list[dict[str, Any]], budget: int) -> list[Any]:
+def _server_rule(messages: list[dict[str, Any]], budget: int, cut: str = "chunked") -> Any:
     """Every tool result but the newest 3 cleared on each request (no steps), then folded."""
     cost = lambda i, m: message_tokens(m)  # noqa: E731
     edited, _, _ = apply_edits(messages, EDITS, cost=cost, base=0, budget=budget, step=1, responses=False)
-    return pack_handoff(edited, target_context_tokens=budget, cut="chunked").messages
+    return pack_handoff(edited, target_context_tokens=budget, cut=cut)  # type: ignore[arg-type]
 
 
 def _replay(run: list[dict[str, Any]], pack: Any) -> tuple[float, float]:
@@ -79,11 +80,13 @@ def bench_what_the_edit_buys(benchmark: Any) -> None:
             alone = len(pack_handoff(run, target_context_tokens=budget).kept)
             edited = len(pack_handoff(run, target_context_tokens=budget, edits=EDITS).kept)
             row[f"visible x at {budget}"] = round(edited / alone, 2)
+            server = len(_server_rule(run, budget, "greedy").kept)
+            row[f"visible x at {budget} (server rule)"] = round(server / alone, 2)
         fold, fold_kept = _replay(run, lambda m: pack_handoff(m, target_context_tokens=BUDGET, cut="chunked").messages)
         stepped, stepped_kept = _replay(
             run, lambda m: pack_handoff(m, target_context_tokens=BUDGET, cut="chunked", edits=EDITS).messages
         )
-        server, server_kept = _replay(run, lambda m: _server_rule(m, BUDGET))
+        server, server_kept = _replay(run, lambda m: _server_rule(m, BUDGET).messages)
         row.update(
             {
                 "prefix kept (fold)": round(fold_kept, 2),
