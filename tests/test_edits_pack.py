@@ -160,6 +160,24 @@ def test_a_custom_estimator_sees_the_edited_messages(backend: str) -> None:
     assert pack.applied_edits and any(text == "[cleared]" for text in seen)
 
 
+@given(st.integers(0, 10**9))
+@settings(max_examples=60, deadline=None)
+def test_a_custom_estimator_weighs_each_tool_result_block_alone(seed: int) -> None:
+    """A block's tool use is weighed as its message holding that block alone: natively that
+    view was refused when a custom estimator asked for it as a Python value."""
+    rng = random.Random(seed)
+    messages = anthropic_transcript(rng, rng.randint(2, 10))
+    options = cf.PackOptions(
+        target_context_tokens=rng.choice([100, 400, 1_500]),
+        estimate_tokens=lambda text: len(text) // 3,
+        edits=[cf.ClearToolUses(keep=rng.randint(0, 2), clear_tool_inputs=rng.random() < 0.5), cf.ClearThinking()],
+    )
+    native, python = _both(lambda: cf.pack_handoff(messages, options=options))
+    assert native == python
+    many, _ = _both(lambda: cf.pack_many([messages, messages], options=options))
+    assert many == [native, native]
+
+
 def test_results_report_no_edit_when_none_ran(backend: str) -> None:
     messages = openai_corpus()[0]
     pack = cf.pack_handoff(messages, target_context_tokens=10**7, edits=[cf.ClearToolUses()])

@@ -461,8 +461,17 @@ pub enum EditedItems<'p, N: JsonNode> {
     Plain(N::Items),
     /// One block, as edited (a block weighed alone).
     One(Option<Edited<'p, N>>),
-    Blocks { items: N::Items, at: usize, blocks: &'p [(usize, BlockEdit)], placeholders: &'p [String] },
-    Calls { items: N::Items, at: usize, calls: &'p [usize] },
+    Blocks {
+        items: N::Items,
+        at: usize,
+        blocks: &'p [(usize, BlockEdit)],
+        placeholders: &'p [String],
+    },
+    Calls {
+        items: N::Items,
+        at: usize,
+        calls: &'p [usize],
+    },
 }
 
 impl<'p, N: JsonNode> Iterator for EditedItems<'p, N> {
@@ -734,7 +743,8 @@ where
         };
         applied.extend(done);
     }
-    let plan = Plan { messages: editor.edits.into_iter().flatten().collect(), applied, placeholders: editor.placeholders };
+    let plan =
+        Plan { messages: editor.edits.into_iter().flatten().collect(), applied, placeholders: editor.placeholders };
     Ok((plan, editor.costs))
 }
 
@@ -843,7 +853,8 @@ impl<N: JsonNode, V: Copy> ById<N, V> {
         let Some(id) = id else { return };
         let Some(text) = id.as_text() else { return };
         let bucket = self.buckets.entry((self.hash)(&text)).or_default();
-        let same = bucket.iter().position(|(other, _)| other.as_text().is_some_and(|o| o.cmp_code_points(&text).is_eq()));
+        let same =
+            bucket.iter().position(|(other, _)| other.as_text().is_some_and(|o| o.cmp_code_points(&text).is_eq()));
         match same.and_then(|k| bucket.get_mut(k)) {
             Some(entry) => entry.1 = value,
             None => bucket.push((id, value)),
@@ -1031,12 +1042,8 @@ where
                     }
                 };
                 match item {
-                    Item::Call => {
-                        found(Exchange::Call { at: i, slot: Slot::Item, id, name: name_in(m) })
-                    }
-                    Item::Output => {
-                        found(Exchange::Result { at: i, block: None, id, tool_use: is_tool_output(m) })
-                    }
+                    Item::Call => found(Exchange::Call { at: i, slot: Slot::Item, id, name: name_in(m) }),
+                    Item::Output => found(Exchange::Result { at: i, block: None, id, tool_use: is_tool_output(m) }),
                     _ => {}
                 }
                 continue;

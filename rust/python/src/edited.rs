@@ -24,19 +24,15 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
         Edited::Plain(node) => node.0.clone(),
         Edited::Str(text) => PyString::new(py, text).into_any(),
         Edited::EmptyObject => PyDict::new(py).into_any(),
-        // A block is weighed alone only while planning; a plan never presents one so.
-        Edited::Message { alone: Some(_), .. } | Edited::Blocks { alone: Some(_), .. } => {
-            return Err(crate::errors::internal("a block view built alone"))
-        }
-        Edited::Message { node, edit, placeholders, alone: None } => {
+        Edited::Message { node, edit, placeholders, alone } => {
             let message = copied(&node.0)?;
             for &(field, replacement) in &edit.fields {
                 message.set_item(field.key(), substitute(py, replacement.resolve(placeholders)))?;
             }
-            if !edit.blocks.is_empty() {
+            if !edit.blocks.is_empty() || alone.is_some() {
                 if let Some(content) = message.get_item("content")? {
-                    let view =
-                        Edited::Blocks { node: PyNode(content), blocks: &edit.blocks, alone: None, placeholders };
+                    let (blocks, alone) = (&edit.blocks, alone.clone());
+                    let view = Edited::Blocks { node: PyNode(content), blocks, alone, placeholders };
                     message.set_item("content", built(py, &view)?)?;
                 }
             }
@@ -50,13 +46,18 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
             }
             message.into_any()
         }
-        Edited::Blocks { node, blocks, alone: None, placeholders } => {
+        Edited::Blocks { node, blocks, alone, placeholders } => {
             let out = PyList::empty(py);
             let list = node.0.cast::<PyList>().map_err(|_| changed())?;
             if blocks.last().is_some_and(|&(j, _)| j >= list.len()) {
                 return Err(changed());
             }
-            for (j, block) in list.iter().enumerate() {
+            // All the blocks, or (a block's tool use weighed alone) that one.
+            let chosen: Vec<(usize, Bound<'py, PyAny>)> = match alone {
+                Some((j, block)) => vec![(*j, block.0.clone())],
+                None => list.iter().enumerate().collect(),
+            };
+            for (j, block) in chosen {
                 let edit = blocks.binary_search_by_key(&j, |b| b.0).ok().and_then(|k| blocks.get(k)).map(|b| b.1);
                 match edit {
                     None => out.append(block)?,

@@ -84,12 +84,6 @@ impl<'py> Iterator for ListItems<'py> {
         let item = unsafe { pyo3::ffi::PyList_GET_ITEM(self.list.as_ptr(), i as pyo3::ffi::Py_ssize_t) };
         Some(PyNode(unsafe { Bound::from_borrowed_ptr(self.list.py(), item) }))
     }
-
-    /// Item `n` from here, reached by its index (an edit weighs one block of many).
-    fn nth(&mut self, n: usize) -> Option<PyNode<'py>> {
-        self.next = self.next.saturating_add(n);
-        self.next()
-    }
 }
 
 /// A dict's entries, by `PyDict_Next`.
