@@ -19,7 +19,7 @@
 //! uncached, never aborts.
 //!
 //! Keys: the [`keyed`] 128-bit hash of the domain and of the bytes' own keyed hash, under
-//! a secret drawn at random on first use ([`key`]). Collisions: a lookup compares its key
+//! a secret drawn at random on first use (`key`). Collisions: a lookup compares its key
 //! with the 4 keys of one set, so a wrong count is returned only if another `(domain,
 //! bytes)` has the same key: for inputs not chosen against the secret, about `8 / 2^128`
 //! a lookup (the outer hash or the bytes' own colliding); the secret never leaves the
