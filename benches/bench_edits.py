@@ -1,11 +1,11 @@
 """Context edits: what packing the corpus with ``ClearToolUses()`` costs beside packing
 it without (native and reference, one run), and, on the four longest corpus transcripts,
-what the edit buys: messages visible at the same budget (and with the server-side rule
-below), and replayed turn by turn with
+what the edit buys: messages visible at the same budget, and replayed turn by turn with
 the chunked cut, how often the previous turn's packed messages stay a prefix of the next
-one's and the cache-weighted input cost (cached tokens at a tenth of the price), beside
-folding alone and beside the server-side rule (every result but the newest 3 cleared on
-each request). The figures go to the benchmark's ``extra_info`` and to stdout (``-s``).
+one's and the cache-weighted input cost (cached tokens at a tenth of the price), each
+beside folding alone and beside the server-side rule (every result but the newest 3
+cleared on each request). The figures go to the benchmark's ``extra_info`` and to stdout
+(``-s``).
 
     pytest benches/bench_edits.py --benchmark-enable --benchmark-group-by=group -s
 """

@@ -3,12 +3,12 @@
 //! A gateway sees the same conversation again every turn (turn N resends turns 1..N-1
 //! byte for byte), and hashing costs far less than byte-pair encoding. So every exact
 //! count goes through one process-wide map from a 128-bit key of `(domain, some bytes)`
-//! to the count, where the bytes and the [`Domain`] determine the count: the text's own UTF-8 (a
-//! message's SPEC §3 text, a note, a system prompt, a `count_tokens` text), or, on the
-//! bytes path, the message's JSON in the body, so a hit neither decodes nor builds its
-//! text. The domain tells the encoding, which of the two the bytes are, whether a message
-//! was sized whole, and a provider sizing's image cost (part of the count). Sources shorter
-//! than [`MIN_CACHED_BYTES`] are counted every time.
+//! to the count, where the bytes and the [`Domain`] determine the count: the text's own
+//! UTF-8 (a message's SPEC §3 text, a note, a system prompt, a `count_tokens` text), or,
+//! on the bytes path, the message's JSON in the body, so a hit neither decodes nor builds
+//! its text. The domain tells the encoding, which of the two the bytes are, whether a
+//! message was sized whole, and a provider sizing's image cost (part of the count).
+//! Sources shorter than [`MIN_CACHED_BYTES`] are counted every time.
 //!
 //! The map is a preallocated, sharded, set-associative table rather than a hash map with
 //! an eviction policy: its memory is the table, so the bound holds by construction, and a

@@ -728,7 +728,7 @@ where
     let mut editor = Editor {
         messages,
         checked,
-        lists: std::cell::RefCell::default(),
+        lists: FxHashMap::default(),
         sizer,
         responses: context.responses,
         edits: Vec::new(),
@@ -748,13 +748,19 @@ where
     Ok((plan, editor.costs))
 }
 
+/// Message `i`'s edit in `edits` (by index), if any: borrowing the edits alone, so a
+/// caller can size through the sizer meanwhile.
+fn edit_in(edits: &[Option<MessageEdit>], i: usize) -> Option<&MessageEdit> {
+    edits.get(i).and_then(Option::as_ref)
+}
+
 /// One [`plan`] call: the transcript as edited so far, and each message's cost.
 struct Editor<'m, 's, N, S> {
     messages: &'m [N],
     /// Each message's fields as checked up front (empty: none were).
     checked: &'m [Checked<N>],
     /// The lists [`Editor::item_of`] has read, by message and key.
-    lists: std::cell::RefCell<FxHashMap<(usize, Key), Vec<N>>>,
+    lists: FxHashMap<(usize, Key), Vec<N>>,
     sizer: &'s mut S,
     responses: bool,
     /// Each message's edit so far, by index (empty until an edit changes one).
@@ -926,7 +932,7 @@ where
 
     /// Message `i`'s edit so far.
     fn edit(&self, i: usize) -> Option<&MessageEdit> {
-        self.edits.get(i).and_then(Option::as_ref)
+        edit_in(&self.edits, i)
     }
 
     fn removed(&self, i: usize) -> bool {
@@ -944,7 +950,7 @@ where
             return Ok(*cost);
         }
         let node = self.node(i)?;
-        let view = match self.edits.get(i).and_then(Option::as_ref) {
+        let view = match edit_in(&self.edits, i) {
             Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
             None => Edited::Plain(node),
         };
@@ -1102,21 +1108,18 @@ where
 
     /// Item `j` of message `i`'s `key` list (content blocks, tool calls). Each list read is
     /// kept, so a message of many tool uses is read once, not once a use.
-    fn item_of(&self, i: usize, key: Key, j: usize) -> Result<Option<N>, CoreError> {
-        let Ok(mut lists) = self.lists.try_borrow_mut() else {
-            return Ok(items(self.node(i)?.get(key)).and_then(|mut it| it.nth(j)));
-        };
-        let list = match lists.entry((i, key)) {
-            std::collections::hash_map::Entry::Occupied(read) => read.into_mut(),
-            std::collections::hash_map::Entry::Vacant(unread) => {
-                unread.insert(items(self.node(i)?.get(key)).map(Iterator::collect).unwrap_or_default())
-            }
-        };
-        Ok(list.get(j).cloned())
+    fn item_of(&mut self, i: usize, key: Key, j: usize) -> Result<Option<N>, CoreError> {
+        if let Some(list) = self.lists.get(&(i, key)) {
+            return Ok(list.get(j).cloned());
+        }
+        let list: Vec<N> = items(self.node(i)?.get(key)).map(Iterator::collect).unwrap_or_default();
+        let item = list.get(j).cloned();
+        self.lists.insert((i, key), list);
+        Ok(item)
     }
 
     /// Whether replacing the use's result by `placeholder` makes it shorter.
-    fn result_shorter(&self, u: &ToolUse, placeholder: &str) -> Result<bool, CoreError> {
+    fn result_shorter(&mut self, u: &ToolUse, placeholder: &str) -> Result<bool, CoreError> {
         let m = self.node(u.at)?;
         let edit = self.edit(u.at);
         let placeholder_of = |k: usize| self.placeholders.get(k).map_or("", String::as_str);
@@ -1142,7 +1145,7 @@ where
     }
 
     /// Whether the call has an input longer than emptying it leaves.
-    fn input_longer(&self, call: Option<CallSite>) -> Result<bool, CoreError> {
+    fn input_longer(&mut self, call: Option<CallSite>) -> Result<bool, CoreError> {
         let Some(c) = call else { return Ok(false) };
         let m = self.node(c.at)?;
         let edit = self.edit(c.at);
@@ -1182,7 +1185,7 @@ where
             return Err(CoreError::internal("a tool use's block is missing"));
         };
         let empty = MessageEdit::new(u.at);
-        let edit = self.edits.get(u.at).and_then(Option::as_ref).unwrap_or(&empty);
+        let edit = edit_in(&self.edits, u.at).unwrap_or(&empty);
         let node = self.node(u.at)?;
         let view = Edited::Message { node, edit, placeholders: &self.placeholders, alone: Some((j, block)) };
         size(&mut *self.sizer, u.at, &view, self.responses)

@@ -277,19 +277,15 @@ impl Text<'_> {
         match *self {
             Text::Latin1(b) if b.is_ascii() => crate::keyed::hash64(b),
             Text::Utf8(s) if s.is_ascii() => crate::keyed::hash64(s.as_bytes()),
+            // ASCII held wide (never so in a Python str, whose storage is its narrowest):
+            // hashed as the bytes it would be held in.
+            _ if self.code_points().all(|c| c < 0x80) => {
+                let narrow: smallvec::SmallVec<[u8; 64]> = self.code_points().map(|c| c as u8).collect();
+                crate::keyed::hash64(&narrow)
+            }
             _ => {
                 let mut bytes: smallvec::SmallVec<[u8; 128]> = smallvec::smallvec![0x80];
-                let mut ascii = true;
-                for c in self.code_points() {
-                    ascii &= c < 0x80;
-                    bytes.extend_from_slice(&c.to_le_bytes());
-                }
-                if ascii {
-                    // ASCII held wide (never so in a Python str, whose storage is its
-                    // narrowest): hashed as the bytes it would be held in.
-                    let narrow: smallvec::SmallVec<[u8; 64]> = self.code_points().map(|c| c as u8).collect();
-                    return crate::keyed::hash64(&narrow);
-                }
+                bytes.extend(self.code_points().flat_map(u32::to_le_bytes));
                 crate::keyed::hash64(&bytes)
             }
         }

@@ -6,7 +6,8 @@
 
 use crate::borrow::MayRunPython;
 use crate::node::PyNode;
-use contextfold_core::edits::{BlockEdit, Edited, Substitute};
+use contextfold_core::edits::{Edited, Substitute};
+use contextfold_core::{JsonNode, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
@@ -19,8 +20,8 @@ pub fn to_object<'py>(_: MayRunPython, py: Python<'py>, node: &Edited<'_, PyNode
     built(py, node)
 }
 
-fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match node {
+fn built<'py>(py: Python<'py>, value: &Edited<'_, PyNode<'py>>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
         Edited::Plain(node) => node.0.clone(),
         Edited::Str(text) => PyString::new(py, text).into_any(),
         Edited::EmptyObject => PyDict::new(py).into_any(),
@@ -46,28 +47,17 @@ fn built<'py>(py: Python<'py>, node: &Edited<'_, PyNode<'py>>) -> PyResult<Bound
             }
             message.into_any()
         }
-        Edited::Blocks { node, blocks, alone, placeholders } => {
-            let out = PyList::empty(py);
-            let list = node.0.cast::<PyList>().map_err(|_| changed())?;
-            if blocks.last().is_some_and(|&(j, _)| j >= list.len()) {
+        Edited::Blocks { node: list, blocks, .. } => {
+            let len = list.0.cast::<PyList>().map_err(|_| changed())?.len();
+            if blocks.last().is_some_and(|&(j, _)| j >= len) {
                 return Err(changed());
             }
-            // All the blocks, or (a block's tool use weighed alone) that one.
-            let chosen: Vec<(usize, Bound<'py, PyAny>)> = match alone {
-                Some((j, block)) => vec![(*j, block.0.clone())],
-                None => list.iter().enumerate().collect(),
-            };
-            for (j, block) in chosen {
-                let edit = blocks.binary_search_by_key(&j, |b| b.0).ok().and_then(|k| blocks.get(k)).map(|b| b.1);
-                match edit {
-                    None => out.append(block)?,
-                    Some(BlockEdit::Removed) => {}
-                    Some(BlockEdit::Content(k)) => {
-                        let text = placeholders.get(k).map_or("", String::as_str);
-                        out.append(with(&block, "content", PyString::new(py, text).into_any())?)?;
-                    }
-                    Some(BlockEdit::EmptyInput) => out.append(with(&block, "input", PyDict::new(py).into_any())?)?,
-                }
+            // Each block as the core's view presents it (all of them, or the one weighed
+            // alone), built.
+            let View::Array { items, .. } = value.view().map_err(|_| changed())? else { return Err(changed()) };
+            let out = PyList::empty(py);
+            for block in items {
+                out.append(built(py, &block)?)?;
             }
             out.into_any()
         }
