@@ -181,9 +181,13 @@ def test_paths_native_equals_reference(path: str, root: str | None) -> None:
     assert native.repo_path(path, root) == reference.repo_path(path, root)
 
 
+# Long paths sharing prefixes of every length, so the order is decided in any word.
+LONG_PATHS = [f"src/{d}/file_{n}.ts" for d in ("pkg1", "pkg10", "pkgé") for n in (1, 10, 100, 1000)]
+
+
 @pytest.mark.slow
 @settings(max_examples=3_000)
-@given(st.lists(st.one_of(PATHY, st.sampled_from(["a", "B", "b", "é", "_x", "a1"])), max_size=60))
+@given(st.lists(st.one_of(PATHY, st.sampled_from(["a", "B", "b", "é", "_x", "a1", *LONG_PATHS])), max_size=60))
 def test_rank_native_equals_reference(items: list[str]) -> None:
     native = native_required()
     items += ["".join(list(s)) for s in items]  # equal strings as other objects (two characters on), of every kind

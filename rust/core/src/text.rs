@@ -258,14 +258,32 @@ impl Text<'_> {
 
     /// Compares two texts by code point, whatever their representations (Python's `str`
     /// order).
+    #[inline]
     pub fn cmp_code_points(&self, other: &Text<'_>) -> std::cmp::Ordering {
+        // Inline for the common case (sorting ranks thousands of paths, nearly all
+        // Latin-1); the rest out of line, so the inlined part stays small.
         match (self, other) {
-            (Text::Latin1(a), Text::Latin1(b)) => a.cmp(b),
+            (Text::Latin1(a), Text::Latin1(b)) => cmp_bytes(a, b),
+            _ => self.cmp_code_points_wide(other),
+        }
+    }
+
+    #[inline(never)]
+    fn cmp_code_points_wide(&self, other: &Text<'_>) -> std::cmp::Ordering {
+        match (self, other) {
+            (Text::Latin1(a), Text::Latin1(b)) => cmp_bytes(a, b),
             (Text::Ucs2(a), Text::Ucs2(b)) => a.cmp(b),
             (Text::Ucs4(a), Text::Ucs4(b)) => a.cmp(b),
-            (Text::Utf8(a), Text::Utf8(b)) => a.cmp(b),
+            // UTF-8's byte order is its code points' order.
+            (Text::Utf8(a), Text::Utf8(b)) => cmp_bytes(a.as_bytes(), b.as_bytes()),
             _ => self.code_points().cmp(other.code_points()),
         }
+    }
+
+    /// Whether two texts hold the same representation and the same data: how two Python
+    /// strs are equal, since CPython keeps each in its narrowest representation.
+    pub fn same_data(&self, other: &Text<'_>) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other) && self.raw_bytes() == other.raw_bytes()
     }
 
     /// A [`keyed`](crate::keyed) hash of the whole text, for matching ids in hash maps
@@ -473,9 +491,59 @@ impl<'o> Snippet<'o> {
     }
 }
 
+/// Byte order of two byte strings, eight bytes at a time, inline: on the short keys that
+/// are ranked and matched (paths, ids) a call into the C library's `memcmp` cost more than
+/// the comparison.
+#[inline]
+fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let common = a.len().min(b.len());
+    let (a_head, b_head) = (a.split_at(common).0, b.split_at(common).0);
+    let (a_words, b_words) = (a_head.chunks_exact(8), b_head.chunks_exact(8));
+    let (a_tail, b_tail) = (a_words.remainder(), b_words.remainder());
+    let word = |w: &[u8]| <[u8; 8]>::try_from(w).map_or(0, u64::from_be_bytes);
+    for (x, y) in a_words.zip(b_words) {
+        let (x, y) = (word(x), word(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    // The tails are the same length (the heads are): zero-padded, one word each.
+    let padded = |tail: &[u8]| {
+        let mut word = [0u8; 8];
+        word.iter_mut().zip(tail).for_each(|(w, &t)| *w = t);
+        u64::from_be_bytes(word)
+    };
+    padded(a_tail).cmp(&padded(b_tail)).then(a.len().cmp(&b.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Pairs that share a prefix of any length, so every word and tail position decides.
+        #[test]
+        fn byte_order_is_the_slices_order(
+            prefix in proptest::collection::vec(any::<u8>(), 0..40),
+            a in proptest::collection::vec(any::<u8>(), 0..12),
+            b in proptest::collection::vec(any::<u8>(), 0..12),
+        ) {
+            let (a, b) = ([prefix.as_slice(), &a].concat(), [prefix.as_slice(), &b].concat());
+            prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
+            prop_assert_eq!(cmp_bytes(&a, &a), std::cmp::Ordering::Equal);
+            prop_assert_eq!(Text::Latin1(&a).same_data(&Text::Latin1(&b)), a == b);
+        }
+    }
+
+    #[test]
+    fn same_data_needs_the_same_representation() {
+        // "ab" as Latin-1 and U+6261 as UCS-2 hold the same bytes on a little-endian machine.
+        let wide = [u16::from_ne_bytes([b'a', b'b'])];
+        assert!(!Text::Latin1(b"ab").same_data(&Text::Ucs2(&wide)));
+        assert!(Text::Ucs2(&wide).same_data(&Text::Ucs2(&wide)));
+        assert!(!Text::Latin1(b"ab").same_data(&Text::Latin1(b"abc")));
+    }
 
     fn json_len_reference(s: &str) -> usize {
         serde_json::to_string(s).map(|j| j.encode_utf16().count()).unwrap_or_default()

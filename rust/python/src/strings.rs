@@ -57,7 +57,7 @@ impl Hash for RankKey<'_, '_> {
 
 impl PartialEq for RankKey<'_, '_> {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && (self.string.as_ptr() == other.string.as_ptr() || self.cmp(other) == Ordering::Equal)
+        self.hash == other.hash && (self.string.as_ptr() == other.string.as_ptr() || self.text.same_data(&other.text))
     }
 }
 
