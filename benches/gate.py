@@ -35,7 +35,7 @@ from contextfold.synthetic import responses_items
 
 from .bench_codemap import ITEMS, counter_sorted
 from .bench_replay import replay
-from .bench_request import bodies, check_bodies, object_path
+from .bench_request import STYLES, bodies, check_bodies, object_path, styled_bodies
 from .conftest import corpus, repeated
 
 BUDGET = 8_000
@@ -132,11 +132,19 @@ def pairs() -> dict[str, Pair]:
     try:
         import orjson
     except ImportError:
-        pass
+        styles = [style for style in STYLES if style != "orjson"]  # written by orjson.dumps
     else:
+        styles = list(STYLES)
         out["pack_request corpus: native vs orjson.loads alone"] = Pair(
             pack_all, lambda: [orjson.loads(b) for b in requests]
         )
+        # Issue #26: the same bodies written in each of four JSON styles (styled_bodies
+        # checks each against the object path).
+        for style in STYLES:
+            styled = styled_bodies(style)
+            out[f"pack_request corpus, {style} JSON: native vs orjson.loads alone"] = Pair(
+                partial(_request_packer, styled), lambda styled=styled: [orjson.loads(b) for b in styled]
+            )
 
     try:
         import pyarrow as pa
@@ -151,7 +159,7 @@ def pairs() -> dict[str, Pair]:
             pack_request(b, target_context_tokens=BUDGET) for b in requests
         ]
 
-    def batched(threads: int) -> Call:
+    def batched(threads: int, batch: list[bytes] = batch) -> Call:
         def run() -> list[Any]:
             with using(_native):
                 return pack_requests(batch, target_context_tokens=BUDGET, threads=threads)
@@ -159,6 +167,11 @@ def pairs() -> dict[str, Pair]:
         return run
 
     out["pack_requests 10,000 corpus: 2 threads vs 1"] = Pair(batched(2), batched(1), time.perf_counter)
+    for style in styles:
+        styled_batch = [styled_bodies(style)[i % len(requests)] for i in range(10_000)]
+        out[f"pack_requests 10,000 corpus, {style} JSON: 2 threads vs 1"] = Pair(
+            batched(2, styled_batch), batched(1, styled_batch), time.perf_counter
+        )
 
     def replayed(estimate: str | None) -> Call:
         def run() -> list[Any]:
