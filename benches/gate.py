@@ -140,7 +140,7 @@ def pairs() -> dict[str, Pair]:
         )
         # Issue #26: the same bodies written in each of four JSON styles (styled_bodies
         # checks each against the object path).
-        for style in STYLES:
+        for style in styles:
             styled = styled_bodies(style)
             out[f"pack_request corpus, {style} JSON: native vs orjson.loads alone"] = Pair(
                 partial(_request_packer, styled), lambda styled=styled: [orjson.loads(b) for b in styled]
@@ -168,7 +168,12 @@ def pairs() -> dict[str, Pair]:
 
     out["pack_requests 10,000 corpus: 2 threads vs 1"] = Pair(batched(2), batched(1), time.perf_counter)
     for style in styles:
-        styled_batch = [styled_bodies(style)[i % len(requests)] for i in range(10_000)]
+        styled = styled_bodies(style)
+        styled_batch = [styled[i % len(styled)] for i in range(10_000)]
+        with using(_native):
+            assert pack_requests(styled, target_context_tokens=BUDGET, threads=2) == [
+                pack_request(b, target_context_tokens=BUDGET) for b in styled
+            ]
         out[f"pack_requests 10,000 corpus, {style} JSON: 2 threads vs 1"] = Pair(
             batched(2, styled_batch), batched(1, styled_batch), time.perf_counter
         )

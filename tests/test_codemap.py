@@ -181,7 +181,8 @@ def test_paths_native_equals_reference(path: str, root: str | None) -> None:
     assert native.repo_path(path, root) == reference.repo_path(path, root)
 
 
-# Long paths sharing prefixes of every length, so the order is decided in any word.
+# Long paths sharing prefixes, so the order is decided in the first and second eight-byte
+# words and in the tail.
 LONG_PATHS = [f"src/{d}/file_{n}.ts" for d in ("pkg1", "pkg10", "pkgé") for n in (1, 10, 100, 1000)]
 
 

@@ -264,14 +264,14 @@ impl Text<'_> {
         // Latin-1); the rest out of line, so the inlined part stays small.
         match (self, other) {
             (Text::Latin1(a), Text::Latin1(b)) => cmp_bytes(a, b),
-            _ => self.cmp_code_points_wide(other),
+            _ => self.cmp_code_points_rest(other),
         }
     }
 
+    /// [`Text::cmp_code_points`] for every pair but two Latin-1 texts.
     #[inline(never)]
-    fn cmp_code_points_wide(&self, other: &Text<'_>) -> std::cmp::Ordering {
+    fn cmp_code_points_rest(&self, other: &Text<'_>) -> std::cmp::Ordering {
         match (self, other) {
-            (Text::Latin1(a), Text::Latin1(b)) => cmp_bytes(a, b),
             (Text::Ucs2(a), Text::Ucs2(b)) => a.cmp(b),
             (Text::Ucs4(a), Text::Ucs4(b)) => a.cmp(b),
             // UTF-8's byte order is its code points' order.
@@ -280,8 +280,9 @@ impl Text<'_> {
         }
     }
 
-    /// Whether two texts hold the same representation and the same data: how two Python
-    /// strs are equal, since CPython keeps each in its narrowest representation.
+    /// Whether two texts hold the same representation and the same data: CPython's own
+    /// `str` equality (kind, then bytes), for texts read from Python strs. Not text
+    /// equality in general: `Latin1(b"ab")` and `Utf8("ab")` differ here.
     pub fn same_data(&self, other: &Text<'_>) -> bool {
         std::mem::discriminant(self) == std::mem::discriminant(other) && self.raw_bytes() == other.raw_bytes()
     }

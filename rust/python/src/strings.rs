@@ -9,8 +9,9 @@ use pyo3::PyTypeInfo;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 
-/// A `str` as a ranking key: hashed by its data, equal and ordered by code points (so ties
-/// rank in plain code-point order). Borrowed from the list being ranked.
+/// A `str` as a ranking key: hashed and equal by its data (kind and bytes), ordered by
+/// code points (so ties rank in plain code-point order). Borrowed from the list being
+/// ranked.
 pub struct RankKey<'a, 'py> {
     pub string: Borrowed<'a, 'py, PyString>,
     hash: u64,
