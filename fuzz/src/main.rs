@@ -11,7 +11,7 @@
 //! invariant stops the run: the input is written to `fuzz/failures/` and the exit code is 1.
 //!
 //! ```text
-//! cargo run --release -p contextfold-fuzz -- --seconds 60 [--seed N] [--corpus DIR]
+//! cargo run -p contextfold-fuzz -- --seconds 60 [--seed N] [--corpus DIR]
 //! ```
 
 // A harness reports a broken invariant by stopping; it indexes its own test data freely.
