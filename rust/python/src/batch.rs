@@ -266,14 +266,27 @@ pub fn pack_many<'py>(
     let mut out = Vec::with_capacity(n);
     let probe = if threads > 1 && n >= PROBE + 2 * CHUNK { PROBE } else { 0 };
     let mut packing = Vec::with_capacity(probe);
+    // The probe's last `GATE` transcripts are also extracted, each just before it is
+    // packed in place, so the two costs are of the same transcripts (a batch's sizes vary
+    // a thousandfold). Extracting first warms what packing reads: when in doubt, the
+    // threads stay out.
+    let mut gate = Gate::default();
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).take(probe) {
+        let gated = i + GATE >= probe;
+        if gated {
+            gate.extract(i, &transcript);
+        }
         let started = std::time::Instant::now();
         let (n, kept, packed) = pack_in_place(i, &transcript, opts)?;
-        packing.push(started.elapsed());
+        let took = started.elapsed();
+        packing.push(took);
+        if gated {
+            gate.packing += took;
+        }
         out.push(handoff_pack(before_python(), n, kept, packed, &call.budget)?);
         fairness.tick()?;
     }
-    let detached = if probe > 0 {
+    let detached = if probe > 0 && gate.pays() {
         // The median: a time slice lost to another process must not make packing in
         // place look dear (a low estimate keeps the threads out when in doubt).
         packing.sort_unstable();
@@ -359,8 +372,34 @@ pub const PROBE: usize = CHUNK;
 /// a loaded machine, more than they could gain on an idle one.
 const WORTH_IT: f64 = 0.5;
 
-/// Transcripts whose extraction is timed before any worker starts.
+/// Transcripts of the probe whose extraction is timed against packing them in place
+/// before any worker starts.
 const GATE: usize = 4;
+
+/// The probe's verdict on workers: what extracting some of its transcripts cost, and
+/// what packing the same ones in place cost.
+#[derive(Default)]
+struct Gate {
+    extracting: std::time::Duration,
+    packing: std::time::Duration,
+}
+
+impl Gate {
+    /// Times extracting transcript `i` (into a chunk dropped at once: the probe packs it
+    /// in place).
+    fn extract(&mut self, i: usize, transcript: &Bound<'_, PyAny>) {
+        let mut scratch = Chunk::new();
+        let started = std::time::Instant::now();
+        extract_transcript(i, transcript, &mut scratch);
+        self.extracting += started.elapsed();
+    }
+
+    /// Whether extracting costs clearly less than packing in place, so that workers
+    /// packing what this thread extracts would beat this thread packing alone.
+    fn pays(&self) -> bool {
+        self.extracting.as_secs_f64() < WORTH_IT * self.packing.as_secs_f64()
+    }
+}
 
 /// Transcripts handled with workers before this thread's pace is compared with packing
 /// in place again (enough chunks for the pipeline to fill).
@@ -370,11 +409,9 @@ const TRIAL: usize = 2 * CHUNK;
 /// one included; fewer when the OS refuses to start more); for each, `None` where it was
 /// left to the attached path.
 ///
-/// The threads are used only while they pay against `in_place`, the measured cost of
-/// packing one transcript in place. The first [`GATE`] extractions are timed: when they cost
-/// nearly as much as packing in place (reading the transcripts is the work, and the
-/// workers would idle) those are packed here and the rest left to the attached path.
-/// After [`TRIAL`] transcripts this thread's pace is compared again: when the workers
+/// Called once the probe found that extracting pays ([`Gate`]). The threads are used
+/// only while they pay against `in_place`, the measured cost of packing one transcript
+/// in place: after [`TRIAL`] transcripts this thread's pace is compared with it: when the workers
 /// cannot keep up (the CPUs are busy with other work) this thread packs chunks itself,
 /// its pace falls to that of packing in place or below, and the rest is left to the
 /// attached path.
@@ -395,7 +432,10 @@ pub fn pack_detached(
     let mut results: Vec<Option<Detached>> = std::iter::repeat_with(|| None).take(total).collect();
     let pack = |chunk: &mut Chunk| pack_chunk(chunk, options);
     std::thread::scope(|scope| -> PyResult<()> {
-        let mut workers = None;
+        let crew = Workers::start(scope, threads, 1, &pack);
+        if crew.started() == 0 {
+            return Ok(()); // the OS refused: all left to the attached path
+        }
         let mut chunk = Chunk::new();
         let started = std::time::Instant::now();
         // Whether `done` transcripts took clearly less time than packing them in place.
@@ -403,15 +443,6 @@ pub fn pack_detached(
         for (i, transcript) in transcripts.iter().enumerate().skip(from) {
             extract_transcript(i, &transcript, &mut chunk);
             let done = i + 1 - from;
-            if workers.is_none() && (done == GATE || i + 1 == total) {
-                workers = pays(done).then(|| Workers::start(scope, threads, 1, &pack)).filter(|w| w.started() > 0);
-                if workers.is_none() {
-                    pack_chunk(&mut chunk, options);
-                    chunk.recycle(py, &mut results);
-                    return Ok(());
-                }
-            }
-            let Some(crew) = &workers else { continue };
             if chunk.transcripts.len() < CHUNK && i + 1 < total {
                 continue;
             }
@@ -432,16 +463,14 @@ pub fn pack_detached(
         }
         // The chunks still queued are packed here too, detached, and the last ones taken
         // back as they come; their references are dropped attached, after.
-        if let Some(crew) = workers {
-            let mut last = Vec::new();
-            py.detach(|| {
-                crew.finish(|chunk| {
-                    last.push(chunk);
-                    true
-                });
+        let mut last = Vec::new();
+        py.detach(|| {
+            crew.finish(|chunk| {
+                last.push(chunk);
+                true
             });
-            last.iter_mut().for_each(|chunk| chunk.recycle(py, &mut results));
-        }
+        });
+        last.iter_mut().for_each(|chunk| chunk.recycle(py, &mut results));
         Ok(())
     })?;
     Ok(results)
