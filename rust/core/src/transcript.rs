@@ -70,7 +70,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             Format::Chat => Some(false),
             Format::Responses => Some(true),
         };
-        let sizes = Sizes::Reached(FxHashMap::default());
+        let sizes = Sizes::reached(messages.len());
         Ok(Self { messages, checked: Vec::new(), sizes, sizer, responses, assumed: None })
     }
 
@@ -115,7 +115,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
     /// [`Transcript::chat_tokens`]) are dropped when the entries are Responses items.
     pub fn decide_responses(&mut self, responses: bool) {
         if self.responses.is_none() && responses {
-            self.sizes = Sizes::Reached(FxHashMap::default());
+            self.sizes = Sizes::reached(self.messages.len());
         }
         self.responses.get_or_insert(responses);
     }
@@ -221,7 +221,16 @@ enum Sizes {
     Reached(FxHashMap<usize, u64>),
 }
 
+/// Messages whose sizes a map read on demand holds before it first grows: a transcript
+/// that fits is sized whole, and growing the map from empty cost 1.4% of the instructions
+/// of packing the corpus (callgrind).
+const REACHED_FIRST: usize = 128;
+
 impl Sizes {
+    fn reached(messages: usize) -> Self {
+        Sizes::Reached(FxHashMap::with_capacity_and_hasher(messages.min(REACHED_FIRST), Default::default()))
+    }
+
     fn get(&self, i: usize) -> Option<u64> {
         match self {
             Sizes::Every(slots) => slots.get(i).copied().flatten(),
