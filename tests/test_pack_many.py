@@ -86,6 +86,37 @@ def test_odd_values_take_the_attached_path_and_raise_the_same(backend: str) -> N
         cf.pack_many([good, "nope"], target_context_tokens=100)
 
 
+class _FloatAppends(int):
+    """An int too large for 64 bits whose ``float()`` (which sizing it calls, to print it
+    as JavaScript would) grows its transcript: a transcript holding one must be read as
+    one-by-one packing reads it, once."""
+
+    transcript: list[Any]
+
+    def __float__(self) -> float:
+        self.transcript.append({"role": "user", "content": "appended by __float__ " * 50})
+        return 1.5
+
+
+@pytest.mark.parametrize("at", [0, 29, 31, 40, 99])  # the probe, its last transcripts, the rest
+def test_a_value_whose_reading_runs_code_is_read_once(backend: str, at: int) -> None:
+    def batch() -> list[list[dict[str, Any]]]:
+        made = [
+            [{"role": "user", "content": f"hello {i} " * 5}, {"role": "assistant", "content": "ok"}] for i in range(100)
+        ]
+        big = _FloatAppends(2**70)
+        big.transcript = made[at]
+        made[at].append({"role": "user", "content": [{"type": "text", "text": "x", "n": big}]})
+        return made
+
+    alone = batch()
+    expected = one_by_one(alone, target_context_tokens=10_000)
+    for threads in (1, 2):
+        given = batch()
+        assert cf.pack_many(given, target_context_tokens=10_000, threads=threads) == expected
+        assert [len(t) for t in given] == [len(t) for t in alone]  # float() ran as often
+
+
 def test_custom_estimator_batches(backend: str) -> None:
     batch = openai_corpus()[:10]
     words = lambda text: len(text.split())  # noqa: E731

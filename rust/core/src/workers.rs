@@ -5,9 +5,9 @@
 //! body) and the extension's `pack_many` (a job is a chunk of transcripts the calling
 //! thread copied out of Python objects while the workers packed the previous ones).
 //!
-//! Jobs wait in a queue of a set depth (a few a worker: enough that a worker finds the
+//! Jobs wait in a queue of the depth each caller sets (enough that a worker finds the
 //! next job waiting when it is done, without sleeping until the calling thread offers
-//! one); past that, [`Workers::offer`] gives the job back and the calling thread runs it
+//! one: 64 request bodies a worker, one chunk of transcripts); past that, [`Workers::offer`] gives the job back and the calling thread runs it
 //! itself, so it never blocks on a full queue and stays as busy as the workers. Workers
 //! take one job at a time, so one long job does not hold up a fixed share of the rest.
 

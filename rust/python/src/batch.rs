@@ -132,6 +132,9 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
                         Ok(f) => Entry::Float(f.value()),
                         Err(_) => match value.extract::<i64>() {
                             Ok(i) => Entry::Int(i),
+                            // A subclass's float() may run Python code, which extraction
+                            // must never do: the probe reads a transcript twice.
+                            Err(_) if !PyInt::is_exact_type_of(&value) => return None,
                             Err(_) => Entry::Float(value.extract::<f64>().unwrap_or(f64::INFINITY)),
                         },
                     };
@@ -362,7 +365,8 @@ pub fn thread_count(requested: usize) -> usize {
 }
 
 /// Transcripts the calling thread packs in place before `pack_detached` takes over: the
-/// first chunk, whose cost per transcript is what extraction must beat.
+/// first chunk. Its last [`GATE`] decide whether workers start; its median cost per
+/// transcript is what the workers' pace is held to after [`TRIAL`] transcripts.
 pub const PROBE: usize = CHUNK;
 
 /// How much cheaper a transcript must be with workers than packed in place for them to
