@@ -415,10 +415,10 @@ const TRIAL: usize = 2 * CHUNK;
 ///
 /// Called once the probe found that extracting pays ([`Gate`]). The threads are used
 /// only while they pay against `in_place`, the measured cost of packing one transcript
-/// in place: after [`TRIAL`] transcripts this thread's pace is compared with it: when the workers
-/// cannot keep up (the CPUs are busy with other work) this thread packs chunks itself,
-/// its pace falls to that of packing in place or below, and the rest is left to the
-/// attached path.
+/// in place. After [`TRIAL`] transcripts this thread's pace is compared with it: when
+/// the workers cannot keep up (the CPUs are busy with other work) this thread packs
+/// chunks itself, its pace falls to that of packing in place or below, and the rest is
+/// left to the attached path.
 ///
 /// # Errors
 /// The exception a signal handler raised (KeyboardInterrupt); the chunks in flight are
