@@ -7,8 +7,9 @@
 //!
 //! Jobs wait in a queue of the depth each caller sets (enough that a worker finds the
 //! next job waiting when it is done, without sleeping until the calling thread offers
-//! one: 64 request bodies a worker, one chunk of transcripts); past that, [`Workers::offer`] gives the job back and the calling thread runs it
-//! itself, so it never blocks on a full queue and stays as busy as the workers. Workers
+//! one: 64 request bodies a worker, or one chunk of transcripts); past that,
+//! [`Workers::offer`] gives the job back and the calling thread runs it itself, so it
+//! never blocks on a full queue and stays as busy as the workers. Workers
 //! take one job at a time, so one long job does not hold up a fixed share of the rest.
 
 use std::sync::atomic::{AtomicBool, Ordering};
