@@ -273,23 +273,21 @@ pub fn pack_many<'py>(
     // packed in place, so the two costs are of the same transcripts (a batch's sizes vary
     // a thousandfold). Extracting first warms what packing reads: when in doubt, the
     // threads stay out.
-    let mut gate = Gate::default();
+    let mut extracting = std::time::Duration::ZERO;
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).take(probe) {
-        let gated = i + GATE >= probe;
-        if gated {
-            gate.extract(i, &transcript);
+        if i + GATE >= probe {
+            extracting += extraction_time(i, &transcript);
         }
         let started = std::time::Instant::now();
         let (n, kept, packed) = pack_in_place(i, &transcript, opts)?;
-        let took = started.elapsed();
-        packing.push(took);
-        if gated {
-            gate.packing += took;
-        }
+        packing.push(started.elapsed());
         out.push(handoff_pack(before_python(), n, kept, packed, &call.budget)?);
         fairness.tick()?;
     }
-    let detached = if probe > 0 && gate.pays() {
+    let gated: std::time::Duration = packing.iter().rev().take(GATE).sum();
+    // Workers pay when extracting costs clearly less than packing in place: they pack
+    // what this thread extracts.
+    let detached = if probe > 0 && extracting.as_secs_f64() < WORTH_IT * gated.as_secs_f64() {
         // The median: a time slice lost to another process must not make packing in
         // place look dear (a low estimate keeps the threads out when in doubt).
         packing.sort_unstable();
@@ -380,29 +378,13 @@ const WORTH_IT: f64 = 0.5;
 /// before any worker starts.
 const GATE: usize = 4;
 
-/// The probe's verdict on workers: what extracting some of its transcripts cost, and
-/// what packing the same ones in place cost.
-#[derive(Default)]
-struct Gate {
-    extracting: std::time::Duration,
-    packing: std::time::Duration,
-}
-
-impl Gate {
-    /// Times extracting transcript `i` (into a chunk dropped at once: the probe packs it
-    /// in place).
-    fn extract(&mut self, i: usize, transcript: &Bound<'_, PyAny>) {
-        let mut scratch = Chunk::new();
-        let started = std::time::Instant::now();
-        extract_transcript(i, transcript, &mut scratch);
-        self.extracting += started.elapsed();
-    }
-
-    /// Whether extracting costs clearly less than packing in place, so that workers
-    /// packing what this thread extracts would beat this thread packing alone.
-    fn pays(&self) -> bool {
-        self.extracting.as_secs_f64() < WORTH_IT * self.packing.as_secs_f64()
-    }
+/// How long extracting transcript `i` takes (into a chunk dropped at once: the probe
+/// packs it in place).
+fn extraction_time(i: usize, transcript: &Bound<'_, PyAny>) -> std::time::Duration {
+    let mut scratch = Chunk::new();
+    let started = std::time::Instant::now();
+    extract_transcript(i, transcript, &mut scratch);
+    started.elapsed()
 }
 
 /// Transcripts handled with workers before this thread's pace is compared with packing
@@ -413,7 +395,7 @@ const TRIAL: usize = 2 * CHUNK;
 /// one included; fewer when the OS refuses to start more); for each, `None` where it was
 /// left to the attached path.
 ///
-/// Called once the probe found that extracting pays ([`Gate`]). The threads are used
+/// Called once the probe found that extracting pays (see [`GATE`]). The threads are used
 /// only while they pay against `in_place`, the measured cost of packing one transcript
 /// in place. After [`TRIAL`] transcripts this thread's pace is compared with it: when
 /// the workers cannot keep up (the CPUs are busy with other work) this thread packs
