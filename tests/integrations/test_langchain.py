@@ -69,6 +69,64 @@ def test_dropped_ids_remove_exactly_the_dropped_messages() -> None:
     assert [m.id for m in remaining] == [messages[i].id for i in packed.pack.kept]
 
 
+EDITS = {
+    "results cleared": [cf.ClearToolUses(keep=2)],
+    "inputs and thinking cleared": [cf.ClearToolUses(keep=2, clear_tool_inputs=True), cf.ClearThinking(keep=1)],
+}
+
+
+def _check_edited(inputs: list[BaseMessage], packed: Any, direct: cf.HandoffPack) -> int:
+    """The adapter's output is what packing the dicts gives, as the caller's messages: each
+    kept message the caller's own object when no edit changed it, else an edited copy of
+    it (same class, same id). Returns how many kept messages were edited."""
+    assert packed.pack == direct
+    assert lc.to_dicts(packed.messages) == direct.messages
+    outputs = [m for m in packed.messages if direct.note is None or m.content != direct.note]
+    assert len(outputs) == len(direct.kept)
+    edited = 0
+    for k, out in zip(direct.kept, outputs, strict=True):
+        same = lc.to_dicts([out]) == lc.to_dicts([inputs[k]])
+        assert (out is inputs[k]) == same, f"message {k}: {'copied unchanged' if same else 'edit lost'}"
+        assert type(out) is type(inputs[k]) and out.id == inputs[k].id
+        edited += out is not inputs[k]
+    return edited
+
+
+@pytest.mark.parametrize("edits", EDITS.values(), ids=list(EDITS))
+def test_edits_come_back_as_edited_copies_of_the_callers_messages(edits: list[Any]) -> None:
+    edited = 0
+    for messages in langchain_corpus():
+        packed = lc.pack(messages, max_tokens=4_000, edits=edits)
+        direct = cf.pack_handoff(lc.to_dicts(messages), target_context_tokens=4_000, edits=edits)
+        edited += _check_edited(messages, packed, direct)
+        assert lc.pack_messages(messages, max_tokens=4_000, edits=edits) == packed.messages
+    assert edited > 30  # the corpus really was edited, not passed through
+
+
+def test_thinking_blocks_cleared_come_back_in_a_copy() -> None:
+    def thought(i: int) -> list[dict[str, Any]]:
+        return [
+            {"type": "thinking", "thinking": f"step {i} " * 250, "signature": "sig"},
+            {"type": "text", "text": "ok"},
+        ]
+
+    messages: list[BaseMessage] = [HumanMessage(content="fix the bug", id="h")]
+    for i in range(4):
+        call = {"id": f"c{i}", "name": "read_file", "args": {"path": f"f{i}.py"}}
+        messages.append(AIMessage(content=thought(i), tool_calls=[call], id=f"a{i}"))
+        messages.append(ToolMessage(content="x" * 2_000, tool_call_id=f"c{i}", id=f"t{i}"))
+        messages.append(HumanMessage(content="go on", id=f"h{i}"))  # a turn each: thinking is cleared by turn
+    edits = [cf.ClearThinking(keep=1), cf.ClearToolUses(trigger=1_000, keep=1, clear_tool_inputs=True)]
+    packed = lc.pack(messages, max_tokens=3_000, edits=edits)
+    direct = cf.pack_handoff(lc.to_dicts(messages), target_context_tokens=3_000, edits=edits)
+    assert {e.type for e in direct.applied_edits} == {"clear_thinking", "clear_tool_uses"} and direct.dropped == 0
+    assert _check_edited(messages, packed, direct) >= 4
+    first = packed.messages[1]
+    assert first.content == [{"type": "text", "text": "ok"}] and first.tool_calls[0]["args"] == {}
+    assert packed.messages[2].content == "[cleared]" and packed.messages[2].tool_call_id == "c0"
+    assert packed.messages[-2] is messages[-2] and packed.messages[-3] is messages[-3]  # the newest kept whole
+
+
 def test_pack_messages_is_a_runnable_in_a_chain() -> None:
     messages = max(langchain_corpus(), key=len)
     trimmer = lc.pack_messages(max_tokens=3_000, reserve_output_tokens=500)

@@ -247,6 +247,25 @@ def test_pinned_items_stay_with_their_exchange() -> None:
     assert pinned.messages[at : at + len(group)] == [items[i] for i in group]
 
 
+def test_pydantic_items_an_edit_leaves_alone_are_returned_as_they_are() -> None:
+    _, items = max(corpus(), key=lambda run: len(run[1]))
+    objects = [
+        ResponseFunctionToolCall.model_validate(item) if kind(item) == "function_call" else item for item in items
+    ]
+    edits = [cf.ClearToolUses(keep=1, clear_tool_inputs=True)]
+    as_objects = oa.InputFilter(target_context_tokens=5_000, edits=edits).pack(objects)
+    as_dicts = oa.InputFilter(target_context_tokens=5_000, edits=edits).pack(items)
+    assert as_objects.pack == as_dicts.pack
+    assert [oa._as_dict(x) for x in as_objects.messages] == as_dicts.messages
+    # The SDK's own objects where no edit changed them; an edited one comes back as the
+    # dict that is sent.
+    pack = as_dicts.pack
+    kept = [m for m in as_dicts.messages if m.get("content") is not pack.note]
+    changed = {k for k, m in zip(pack.kept, kept, strict=True) if m is not items[k]}
+    assert len(changed) > 10
+    assert kept_positions(objects, as_objects.messages)[0] == [k for k in pack.kept if k not in changed]
+
+
 def test_every_pack_option_is_taken() -> None:
     instructions, items = max(corpus(), key=lambda run: len(run[1]))
     options: dict[str, Any] = {

@@ -25,6 +25,7 @@ from pydantic_ai.messages import (
     ModelResponse,
     SystemPromptPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -99,6 +100,43 @@ def test_history_processor_returns_the_original_objects_with_pairs_whole(budget:
         processed = pai.history_processor(max_tokens=budget)(messages)
         assert kept_positions(messages, processed)[0] == packed.pack.kept
     assert folded >= 10
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [[cf.ClearToolUses(keep=1)], [cf.ClearThinking(keep=1), cf.ClearToolUses(keep=1, clear_tool_inputs=True)]],
+    ids=["results cleared", "inputs and thinking cleared"],
+)
+def test_edits_come_back_as_edited_copies_of_the_callers_messages(edits: list[Any]) -> None:
+    """What the processor returns is what packing the dicts gives, as the caller's messages:
+    a kept message no edit changed is the caller's object, an edited one a copy with the
+    edited parts replaced (a thinking part removed, a result's content or a call's
+    arguments cleared)."""
+    thoughtful: list[ModelMessage] = []  # four turns, each thinking before a call
+    for i in range(4):
+        thoughtful.append(ModelRequest(parts=[UserPromptPart(content=f"step {i}")]))
+        call = ToolCallPart("read_file", {"path": f"f{i}.py"}, tool_call_id=f"c{i}")
+        thoughtful.append(ModelResponse(parts=[ThinkingPart(content="hmm " * 500), TextPart(content="ok"), call]))
+        thoughtful.append(ModelRequest(parts=[ToolReturnPart("read_file", "x" * 2_000, tool_call_id=f"c{i}")]))
+    corpus_runs = [*corpus(), thoughtful]
+    edited = 0
+    for messages in corpus_runs:
+        packed = pai.pack(messages, max_tokens=4_000, edits=edits)
+        direct = cf.pack_handoff(pai.to_dicts(messages), target_context_tokens=4_000, shape="anthropic", edits=edits)
+        assert packed.pack == direct
+        sent = pai.to_dicts(packed.messages)
+        assert sent == direct.messages
+        outputs = [
+            m for m, d in zip(packed.messages, sent, strict=True) if direct.note is None or d["content"] != direct.note
+        ]
+        assert len(outputs) == len(direct.kept)
+        for k, out in zip(direct.kept, outputs, strict=True):
+            same = pai.to_dicts([out]) == pai.to_dicts([messages[k]])
+            assert (out is messages[k]) == same, f"message {k}: {'copied unchanged' if same else 'edit lost'}"
+            assert type(out) is type(messages[k])
+            edited += out is not messages[k]
+    assert edited > 30  # the corpus really was edited, not passed through
+    assert any(e.type == "clear_thinking" for e in direct.applied_edits) == (len(edits) == 2)
 
 
 def test_each_pack_is_reported(caplog: pytest.LogCaptureFixture) -> None:

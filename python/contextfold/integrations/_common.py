@@ -179,10 +179,16 @@ class Packed(NamedTuple):
     """The pack of the converted dicts: ``kept``, ``dropped``, ``fits``, ``tokens``, ``note``."""
 
 
+MakeEdited = Callable[[Any, dict[str, Any], dict[str, Any]], Any]
+"""``(original, converted, edited)``: the caller's message as a context edit changed its
+converted dict (``converted`` before the edit, ``edited`` after)."""
+
+
 def pack_converted(
     originals: Sequence[T],
     converted: Sequence[dict[str, Any]],
     make_note: Callable[[dict[str, Any]], Any],
+    make_edited: MakeEdited,
     options: cf.PackOptions,
     *,
     shape: Literal["openai", "anthropic"],
@@ -190,18 +196,15 @@ def pack_converted(
     adapter: str,
     route: str,
 ) -> Packed:
-    """Packs ``converted`` (one dict per original, same order) and maps the result back.
-
-    The kept messages come back as the ``originals`` at the ``kept`` indices; the note
-    (the one output dict that is not an input) goes through ``make_note``. The pack is
-    reported (:func:`~contextfold.integrations._report.report_pack`) as ``adapter``'s at
-    ``route``.
+    """Packs ``converted`` (one dict per original, same order) and maps the result back
+    (:func:`originals_of`). The pack is reported
+    (:func:`~contextfold.integrations._report.report_pack`) as ``adapter``'s at ``route``.
     """
     packing = with_fixed(options, fixed_tokens)
     pack = cf.pack_handoff(converted, options=packing, shape=shape)
     fixed = packing.reserve_output_tokens - options.reserve_output_tokens  # what the budget gave up
     report_pack(pack, adapter=adapter, route=route, fixed_tokens=fixed)
-    return Packed(originals_of(pack, originals, converted, make_note), pack)
+    return Packed(originals_of(pack, originals, converted, make_note, make_edited), pack)
 
 
 def originals_of(
@@ -209,16 +212,39 @@ def originals_of(
     originals: Sequence[Any],
     converted: Sequence[Any],
     make_note: Callable[[dict[str, Any]], Any],
+    make_edited: MakeEdited,
 ) -> list[Any]:
-    """``pack.messages`` (a pack of ``converted``) with each kept message swapped for its
-    original, and the note (the one output message that is not an input) made by ``make_note``."""
+    """``pack.messages`` (a pack of ``converted``) in the caller's objects: a kept message
+    the pack returns as it was given becomes its original; one a context edit changed (a
+    new dict) becomes ``make_edited(original, converted, edited)``; the note (the message
+    whose content is ``pack.note`` itself) becomes ``make_note(note)``."""
     out: list[Any] = []
-    kept = pack.kept
-    j = 0
+    kept = iter(pack.kept)
     for message in pack.messages:
-        if j < len(kept) and message is converted[kept[j]]:
-            out.append(originals[kept[j]])
-            j += 1
-        else:
+        if pack.note is not None and message.get("content") is pack.note:
             out.append(make_note(message))
+            continue
+        k = next(kept)
+        original, before = originals[k], converted[k]
+        out.append(original if message is before else make_edited(original, before, message))
     return out
+
+
+def edited_items(before: Sequence[Any], after: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """Each item of ``before`` (a content or call list a context edit changed) with what it
+    became in ``after``: itself when unchanged, its replacement, or None when removed (an
+    edit removes only ``thinking`` and ``redacted_thinking`` blocks, and replaces the rest
+    in place)."""
+    out = []
+    rest = iter(after)
+    current = next(rest, None)
+    for item in before:
+        if current is not item and isinstance(item, dict) and item.get("type") in _REMOVABLE:
+            out.append((item, None))
+            continue
+        out.append((item, current))
+        current = next(rest, None)
+    return out
+
+
+_REMOVABLE = ("thinking", "redacted_thinking")

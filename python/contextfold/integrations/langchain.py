@@ -4,7 +4,10 @@
 OpenAI-shape dicts for :func:`contextfold.pack_handoff` and maps the result back by
 ``kept`` index, so what comes back are the caller's own message objects (ids intact, so a
 ``RemoveMessage(id=...)`` still finds them) plus the note as a ``HumanMessage`` or an
-``AIMessage`` (whichever keeps roles alternating). An ``AIMessage``'s ``tool_calls`` and
+``AIMessage`` (whichever keeps roles alternating). A message a context edit changed
+(``edits=``) comes back as a copy of the caller's (``model_copy``, same id) with the edit
+applied: a ``ToolMessage``'s content cleared, thinking blocks left out of an ``AIMessage``'s
+content, its calls' ``args`` emptied. An ``AIMessage``'s ``tool_calls`` and
 the ``ToolMessage`` answers right after it are kept or dropped together.
 
 Conversion, one dict per message: ``SystemMessage`` → system, ``HumanMessage`` → user,
@@ -30,7 +33,16 @@ from contextfold._contract import WindowKeywords
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-from ._common import Estimator, Packed, json_text, missing_extra, pack_converted, text_tokens, window_options
+from ._common import (
+    Estimator,
+    Packed,
+    edited_items,
+    json_text,
+    missing_extra,
+    pack_converted,
+    text_tokens,
+    window_options,
+)
 from .langchain_edits import ClearToolUsesEdit
 
 try:
@@ -90,6 +102,25 @@ def _call(call_id: str | None, name: str | None, arguments: str | None) -> dict[
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or ""}}
 
 
+def _edited_message(original: BaseMessage, converted: dict[str, Any], edited: dict[str, Any]) -> BaseMessage:
+    """A copy of ``original`` with what the context edits changed: its content (a tool
+    result cleared, thinking blocks removed), its calls' arguments (emptied)."""
+    update: dict[str, Any] = {}
+    if edited["content"] is not converted["content"]:
+        update["content"] = edited["content"]
+    calls = edited.get("tool_calls")
+    if calls is not None and calls is not converted.get("tool_calls") and isinstance(original, AIMessage):
+        emptied = [new is not call for call, new in edited_items(converted["tool_calls"], calls)]
+        valid = len(original.tool_calls)
+        update["tool_calls"] = [
+            {**c, "args": {}} if e else c for c, e in zip(original.tool_calls, emptied[:valid], strict=True)
+        ]
+        update["invalid_tool_calls"] = [
+            {**c, "args": "{}"} if e else c for c, e in zip(original.invalid_tool_calls, emptied[valid:], strict=True)
+        ]
+    return original.model_copy(update=update)
+
+
 def _note_message(note: dict[str, Any]) -> BaseMessage:
     return AIMessage(content=note["content"]) if note["role"] == "assistant" else HumanMessage(content=note["content"])
 
@@ -125,6 +156,7 @@ def pack_with(
         messages,
         to_dicts(messages),
         _note_message,
+        _edited_message,
         options,
         shape="openai",
         fixed_tokens=fixed_tokens,

@@ -21,7 +21,8 @@ definitions (``tools=``, see :class:`InputFilter`); the output reserve is
 The filter returns the SDK's own item objects (by ``kept`` index) plus the note item, in a
 new list, and never changes an item. Items are dicts as the SDK passes them; an item that
 is a pydantic model (an output object passed back in) is sized by its
-``model_dump(mode="json", exclude_unset=True)`` and returned as the same object.
+``model_dump(mode="json", exclude_unset=True)`` and returned as the same object, unless a
+context edit (``edits=``) changed it: then the edited dict is returned, as it is sent.
 Only the model's input is packed: the run's history (``result.to_input_list()``, a
 session) keeps every item.
 
@@ -178,7 +179,8 @@ class InputFilter:
             raise ContextOverflowError(message, pack)
         if readable is items:  # the packed list already holds the SDK's own dicts
             return Packed(pack.messages, pack)
-        return Packed(originals_of(pack, items, readable, lambda note: note), pack)
+        # A kept item an edit changed comes back as the dict that is sent, as the note does.
+        return Packed(originals_of(pack, items, readable, lambda note: note, lambda _, __, edited: edited), pack)
 
     def _reserve(self, agent: Agent[Any] | None) -> int:
         if self.reserve_output_tokens is not None:

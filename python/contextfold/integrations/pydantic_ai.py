@@ -25,12 +25,15 @@ identifier, not by its bytes: leave room for large media in ``reserve_output_tok
 
 The processor returns the caller's own ``ModelMessage`` objects, plus the note as a
 ``ModelRequest`` (a ``UserPromptPart``) or a ``ModelResponse`` (a ``TextPart``), whichever
-keeps requests and responses alternating.
+keeps requests and responses alternating. A message a context edit changed (``edits=``)
+comes back as a copy with the edit applied: a ``ThinkingPart`` left out, a tool return's
+content or a call's ``args`` replaced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import contextfold as cf
@@ -39,7 +42,7 @@ from contextfold._contract import WindowKeywords
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-from ._common import Packed, missing_extra, pack_converted, window_options
+from ._common import Packed, edited_items, missing_extra, pack_converted, window_options
 
 try:
     from pydantic_ai.messages import (
@@ -121,6 +124,24 @@ def _other_block(part: Any) -> dict[str, Any]:
     }
 
 
+def _edited_message(original: Any, converted: dict[str, Any], edited: dict[str, Any]) -> ModelMessage:
+    """A copy of ``original`` with what the context edits changed: a thinking part removed,
+    a tool return's content or a call's arguments replaced. (A message whose content the
+    edits change holds blocks, one a part.)"""
+    parts = []
+    for part, (block, new) in zip(original.parts, edited_items(converted["content"], edited["content"]), strict=True):
+        if new is block:
+            parts.append(part)
+        elif new is not None:
+            parts.append(
+                replace(part, args=new["input"])
+                if block["type"] == "tool_use"
+                else replace(part, content=new["content"])
+            )
+    copy: ModelMessage = replace(original, parts=parts)
+    return copy
+
+
 def _note_message(note: dict[str, Any]) -> ModelMessage:
     if note["role"] == "assistant":
         return ModelResponse(parts=[TextPart(content=note["content"])])
@@ -139,7 +160,14 @@ def pack(
 
 def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions, route: str) -> Packed:
     return pack_converted(
-        messages, to_dicts(messages), _note_message, options, shape="anthropic", adapter="pydantic-ai", route=route
+        messages,
+        to_dicts(messages),
+        _note_message,
+        _edited_message,
+        options,
+        shape="anthropic",
+        adapter="pydantic-ai",
+        route=route,
     )
 
 
