@@ -62,7 +62,12 @@ def error_record(error: Exception) -> dict[str, Any]:
 
 def json_text(value: Any) -> str:
     """Compact JSON as the packer measures it (no spaces, non-ASCII kept)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""Built once: ``json.dumps`` with these arguments builds an encoder each call, a third of
+its time on a tool call's arguments."""
 
 
 def text_tokens(text: str, estimate_tokens: Estimator | None) -> int:
