@@ -15,6 +15,12 @@ Rows of each group:
   into 8,000 tokens.
 - ``contextfold edit in the middleware + pack``: contextfold's edit inside LangChain's
   ``ContextEditingMiddleware`` (so with its deep copy), then ``ContextfoldMiddleware``.
+- ``contextfold native ClearToolUses + pack``: contextfold's own edit, natively, as
+  :func:`~contextfold.integrations.langchain.pack_with` applies it (``edits=`` in the
+  options; the messages converted to dicts and the result mapped back). Its rules are
+  contextfold's, not LangChain's (it clears in cache-stable steps and never recounts, so
+  its ``clear_at_least`` is 0 in every group), so its output is checked against packing the
+  converted dicts, not against LangChain's edit.
 
     pytest benches/bench_langchain_edit.py --benchmark-enable --benchmark-group-by=group
 """
@@ -73,7 +79,13 @@ def _request(messages: list[Any]) -> Any:
 
 @pytest.mark.parametrize("share", SHARES)
 @pytest.mark.parametrize(
-    "how", ["langchain middleware", "contextfold edit + pack", "contextfold edit in the middleware + pack"]
+    "how",
+    [
+        "langchain middleware",
+        "contextfold edit + pack",
+        "contextfold edit in the middleware + pack",
+        "contextfold native ClearToolUses + pack",
+    ],
 )
 def bench_clear_tool_uses(benchmark: Any, lc: Any, transcript: list[Any], how: str, share: float) -> None:
     from langchain.agents.middleware.context_editing import ClearToolUsesEdit, ContextEditingMiddleware
@@ -97,12 +109,19 @@ def bench_clear_tool_uses(benchmark: Any, lc: Any, transcript: list[Any], how: s
         seen.append(edited)
         return lc.pack_with(edited, options).messages
 
+    own = cf.PackOptions(target_context_tokens=BUDGET, edits=[cf.ClearToolUses(trigger=TRIGGER)])
+    if how == "contextfold native ClearToolUses + pack":
+        packed = lc.pack_with(transcript, own)
+        direct = cf.pack_handoff(lc.to_dicts(transcript), options=own)
+        assert lc.to_dicts(packed.messages) == direct.messages and direct.applied_edits
+
     runs = {
         "langchain middleware": lambda: theirs.wrap_model_call(_request(transcript), model),
         "contextfold edit + pack": edit_and_pack,
         "contextfold edit in the middleware + pack": lambda: ours.wrap_model_call(
             _request(transcript), lambda request: packing.wrap_model_call(request, model)
         ),
+        "contextfold native ClearToolUses + pack": lambda: lc.pack_with(transcript, own).messages,
     }
     # checked before timing: the edit is LangChain's, and what is packed is packed from it
     theirs.wrap_model_call(_request(transcript), model)
@@ -110,7 +129,7 @@ def bench_clear_tool_uses(benchmark: Any, lc: Any, transcript: list[Any], how: s
     expected, edited = seen[0], seen[-1]
     if how == "contextfold edit in the middleware + pack":
         assert edited == lc.pack_with(expected, options).messages
-    else:
+    elif how != "contextfold native ClearToolUses + pack":
         assert edited == expected
     assert sum(m.content == "[cleared]" for m in expected) > 100
     benchmark.group = f"ClearToolUsesEdit, 1,000 messages, clear_at_least {share:.0%} of clearing all"
