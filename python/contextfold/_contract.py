@@ -557,6 +557,7 @@ def first_count(values: Iterable[Any], default: int) -> int:
 
 
 _PLAIN = (int, str, type(None))
+_SEQUENCES = (list, tuple)
 _KEPT_ITEMS = (int, ClearToolUses, ClearThinking)
 """What a kept list may hold: pins, and edits (frozen, every field an exact int, str,
 bool or tuple of strs, so equal edits act alike)."""
@@ -579,9 +580,13 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
         return replace(options, **keywords) if keywords else options
     key = []
     for name, value in keywords.items():
-        if type(value) in _PLAIN:
+        kind = type(value)
+        if kind in _PLAIN:
             key.append((name, value))
-        elif type(value) in (list, tuple) and all(type(item) in _KEPT_ITEMS for item in value):
+        elif kind in _SEQUENCES:
+            for item in value:  # a loop, not all(...): a generator costs more than the check
+                if type(item) not in _KEPT_ITEMS:
+                    return PackOptions(**keywords)
             key.append((name, tuple(value)))
         else:
             return PackOptions(**keywords)
