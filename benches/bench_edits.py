@@ -22,6 +22,7 @@ from contextfold.reference.edits import apply_edits
 from .conftest import corpus, native
 
 BUDGET = 8_000
+HALF = BUDGET // 2
 EDITS = [ClearToolUses()]
 
 
@@ -87,13 +88,28 @@ def bench_what_the_edit_buys(benchmark: Any) -> None:
             run, lambda m: pack_handoff(m, target_context_tokens=BUDGET, cut="chunked", edits=EDITS).messages
         )
         server, server_kept = _replay(run, lambda m: _server_rule(m, BUDGET).messages)
+        # Chunks of half the budget (HALF), not the default quarter: the edit can only add
+        # breaks to folding's own, and folding alone keeps the prefix on 74-76% of these turns.
+        fold_half, fold_half_kept = _replay(
+            run, lambda m: pack_handoff(m, target_context_tokens=BUDGET, cut="chunked", chunk_tokens=HALF).messages
+        )
+        stepped_half, stepped_half_kept = _replay(
+            run,
+            lambda m: (
+                pack_handoff(m, target_context_tokens=BUDGET, cut="chunked", chunk_tokens=HALF, edits=EDITS).messages
+            ),
+        )
         row.update(
             {
                 "prefix kept (fold)": round(fold_kept, 2),
                 "prefix kept (edit+fold)": round(stepped_kept, 2),
                 "prefix kept (server rule)": round(server_kept, 2),
+                "prefix kept (fold, half-budget chunks)": round(fold_half_kept, 2),
+                "prefix kept (edit+fold, half-budget chunks)": round(stepped_half_kept, 2),
                 "cost edit+fold / fold": round(stepped / fold, 2),
                 "cost server rule / fold": round(server / fold, 2),
+                "cost edit+fold, half-budget chunks / fold": round(stepped_half / fold, 2),
+                "cost fold, half-budget chunks / fold": round(fold_half / fold, 2),
             }
         )
         rows.append(row)
