@@ -220,7 +220,29 @@ def _anthropic_with_compaction() -> list[dict[str, Any]]:
     return [*older, compaction, *newer]
 
 
-@pytest.mark.parametrize("make", [_responses_with_compaction, _anthropic_with_compaction])
+def _openai_with_compaction() -> list[dict[str, Any]]:
+    # An Anthropic compaction block in a chat transcript paired the OpenAI way: what a
+    # framework (LangChain, with ChatAnthropic) converts its messages to.
+    older = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x " * 200} for i in range(6)]
+    compaction = {
+        "role": "assistant",
+        "content": [{"type": "compaction", "content": "all so far: " + "s " * 100}],
+        "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+    }
+    newer = [{"role": "tool", "tool_call_id": "c0", "content": "z " * 50}, {"role": "user", "content": "go on"}]
+    for i in range(1, 8):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        newer += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "y " * 300},
+        ]
+    return [*older, compaction, *newer]
+
+
+COMPACTED = [_responses_with_compaction, _anthropic_with_compaction, _openai_with_compaction]
+
+
+@pytest.mark.parametrize("make", COMPACTED)
 def test_the_newest_compaction_is_kept_and_what_precedes_it_goes_first_unlisted(backend: str, make: Any) -> None:
     messages = make()
     at = next(i for i, m in enumerate(messages) if "compaction" in json.dumps(m))
@@ -229,6 +251,8 @@ def test_the_newest_compaction_is_kept_and_what_precedes_it_goes_first_unlisted(
     for budget in (total // 4, total // 2, total - 100):
         pack = cf.pack_handoff(messages, target_context_tokens=budget)
         assert at in pack.kept, budget
+        if "tool_calls" in messages[at]:  # its calls' answers are kept with it
+            assert at + 1 in pack.kept
         # Nothing before the compaction (the leading system messages aside) is kept, and
         # the note lists only what followed it.
         assert [i for i in pack.kept if i < at] == list(range(prefix))
@@ -240,6 +264,15 @@ def test_the_newest_compaction_is_kept_and_what_precedes_it_goes_first_unlisted(
         assert (packed.kept, packed.tokens, packed.note) == (pack.kept, pack.tokens, pack.note)
     # A transcript that fits comes back whole.
     assert cf.pack_handoff(messages, target_context_tokens=total).kept == list(range(len(messages)))
+
+
+def test_a_compaction_is_kept_when_the_shape_is_named(backend: str) -> None:
+    messages = _openai_with_compaction()
+    at = next(i for i, m in enumerate(messages) if "compaction" in json.dumps(m))
+    total = sum(cf.message_tokens(m) for m in messages)
+    named = cf.pack_handoff(messages, target_context_tokens=total // 3, shape="openai")
+    assert named == cf.pack_handoff(messages, target_context_tokens=total // 3)
+    assert named.kept[:2] == [at, at + 1]
 
 
 # Review findings ------------------------------------------------------------------------
@@ -384,7 +417,7 @@ def test_what_sizing_raises_names_the_callers_message(backend: str, make: Any, e
         cf.pack_handoff(items, **keywords, **custom)
 
 
-@pytest.mark.parametrize("make", [_responses_with_compaction, _anthropic_with_compaction])
+@pytest.mark.parametrize("make", COMPACTED)
 def test_pins_hold_after_the_compaction_only(backend: str, make: Any) -> None:
     # What precedes the newest compaction is dropped (or held in it) by the provider, so
     # a pin there goes with it (docs/editing.md); one after the compaction holds.

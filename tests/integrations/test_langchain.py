@@ -194,10 +194,11 @@ def test_agent_middleware_packs_the_model_input_and_keeps_the_state_whole(caplog
         (seen,) = model.seen
         assert seen[0].content == "You fix bugs."
         _check_model_input(messages, seen, 3_500 - schema)
-        # Reported as a gateway counts: the system prompt and the tools' schemas in.
+        # Reported as a gateway counts: the system prompt and the tools' schemas in (as
+        # packing counts ``tools=``: a system message holding them).
         report = adapter_reports(caplog)[-1]
         assert (report["route"], report["budget"]) == ("middleware", 3_500)
-        assert report["tokens_out"] == lc.TokenCounter()(seen) + schema
+        assert report["tokens_out"] == lc.TokenCounter()(seen) + schema + 4
 
 
 def test_agent_middleware_async(caplog: pytest.LogCaptureFixture) -> None:
@@ -310,3 +311,98 @@ def test_conversion_keeps_calls_whose_arguments_did_not_parse() -> None:
     converted = lc.to_dicts(to_langchain(messages))
     assert converted[1]["tool_calls"][0]["function"] == {"name": "run", "arguments": "not json"}
     assert converted[2] == {"role": "tool", "content": "ok", "tool_call_id": "c1"}
+
+
+# Review findings ------------------------------------------------------------------------
+
+
+def test_a_compaction_block_is_kept_and_what_precedes_it_goes_first() -> None:
+    # ChatAnthropic returns Anthropic's compaction as a block of an AIMessage's content; the
+    # API drops what precedes it, so packing must keep it and drop that first.
+    messages: list[BaseMessage] = [
+        HumanMessage("task"),
+        AIMessage([{"type": "compaction", "content": "SUMMARY of everything so far " * 10}]),
+        HumanMessage("more " * 300),
+        AIMessage("reply " * 300),
+        HumanMessage("now do the thing"),
+    ]
+    packed = lc.pack(messages, max_tokens=700)
+    assert packed.pack.kept == [1, 3, 4] and packed.messages[0] is messages[1]
+    assert "SUMMARY" not in (packed.pack.note or "") and "task" not in (packed.pack.note or "")
+    assert packed.pack == cf.pack_handoff(lc.to_dicts(messages), target_context_tokens=700, shape="openai")
+
+
+def test_a_shape_other_than_the_conversions_is_refused() -> None:
+    # The messages are converted to the OpenAI pairing: another shape cannot apply.
+    with pytest.raises(cf.ArgumentError, match="langchain packs its messages as shape='openai'"):
+        lc.pack([HumanMessage("hi")], max_tokens=100, shape="anthropic")
+    assert lc.pack([HumanMessage("hi")], max_tokens=100, shape="openai").pack.kept == [0]
+
+
+def test_inputs_cleared_in_tool_use_blocks_are_cleared_in_the_calls_too() -> None:
+    # ChatAnthropic's AIMessage holds a call twice: a tool_use block and a tool_calls entry.
+    messages: list[BaseMessage] = [HumanMessage("go")]
+    for i in range(4):
+        args = {"path": "x" * 300}
+        block = {"type": "tool_use", "id": f"c{i}", "name": "read", "input": args}
+        messages += [
+            AIMessage([block], tool_calls=[{"id": f"c{i}", "name": "read", "args": args}]),
+            ToolMessage("r" * 800, tool_call_id=f"c{i}"),
+        ]
+    edits = [cf.ClearToolUses(trigger=1, keep=1, clear_tool_inputs=True)]
+    # Small steps: the cleared boundary moves every 50 tokens.
+    packed = lc.pack(messages, max_tokens=100_000, edits=edits, cut="chunked", chunk_tokens=50)
+    assert packed.pack.applied_edits[0].cleared_tool_uses == 3
+    for k in (1, 3, 5):
+        out = packed.messages[k]
+        assert out.content[0]["input"] == {} and out.tool_calls[0]["args"] == {}, k
+        assert out.tool_calls[0]["id"] == messages[k].tool_calls[0]["id"]  # type: ignore[attr-defined]
+    assert packed.messages[7] is messages[7]  # the newest use kept whole
+
+
+def _model_input(middleware: lc.ContextfoldMiddleware, request: Any) -> list[BaseMessage]:
+    seen: list[list[BaseMessage]] = []
+    middleware.wrap_model_call(request, lambda given: seen.append(given.messages))
+    return seen[0]
+
+
+def test_middleware_counts_the_system_prompt_and_tools_as_packing_does() -> None:
+    # A trigger counts what packing counts: the system prompt and tool schemas included.
+    from langchain.agents.middleware.types import ModelRequest
+    from langchain_core.messages import SystemMessage
+
+    messages: list[BaseMessage] = [HumanMessage("go")]
+    for i in range(4):
+        messages += [
+            AIMessage("", tool_calls=[{"id": f"c{i}", "name": "run_shell", "args": {}}]),
+            ToolMessage("r" * 400, tool_call_id=f"c{i}"),
+        ]
+    system = SystemMessage("s " * 1_000)
+    edits = [cf.ClearToolUses(trigger=600, keep=1)]  # the messages alone are under 600
+    assert lc.TokenCounter()(messages) < 600
+    steps: dict[str, Any] = {"cut": "chunked", "chunk_tokens": 50}  # the boundary moves every 50 tokens
+    middleware = lc.ContextfoldMiddleware(max_tokens=100_000, edits=edits, **steps)
+    request = ModelRequest(model=RecordingChatModel(), messages=messages, system_message=system, tools=[run_shell])
+    seen = _model_input(middleware, request)
+    schemas = [convert_to_openai_tool(run_shell)]
+    direct = cf.pack_handoff(
+        lc.to_dicts(messages), system=system.content, tools=schemas, target_context_tokens=100_000, edits=edits, **steps
+    )
+    assert direct.applied_edits[0].cleared_tool_uses == 3
+    assert lc.to_dicts(seen) == direct.messages
+
+
+def test_pins_past_a_short_history_hold_once_it_reaches_them() -> None:
+    # An agent's first calls see fewer messages than a pin names: the pin waits for them.
+    from contextfold.integrations.langgraph import pre_model_hook
+    from langchain.agents.middleware.types import ModelRequest
+
+    short: list[BaseMessage] = [HumanMessage("first task")]
+    long = [HumanMessage("pinned " * 200), AIMessage("a " * 600), HumanMessage("b " * 600), HumanMessage("now?")]
+    hook = pre_model_hook(max_tokens=700, pinned=[0])
+    middleware = lc.ContextfoldMiddleware(max_tokens=700, pinned=[3])
+    assert hook({"messages": []})["llm_input_messages"] == []
+    assert lc.pack(short, max_tokens=700, pinned=[2]).messages == short
+    assert _model_input(middleware, ModelRequest(model=RecordingChatModel(), messages=short)) == short
+    assert any(m is long[0] for m in hook({"messages": long})["llm_input_messages"])
+    assert 0 not in lc.pack(long, max_tokens=700).pack.kept  # what the pin holds

@@ -220,3 +220,25 @@ def test_arguments_are_sized_as_sent() -> None:
     ]
     (text_only,) = pai.to_dicts([ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Hi.")])])
     assert text_only == {"role": "system", "content": "Be brief.\n\nHi."}
+
+
+def test_pins_past_a_short_history_hold_once_it_reaches_them() -> None:
+    # A run's first calls see fewer messages than a pin names: the pin waits for them.
+    processor = pai.history_processor(max_tokens=700, pinned=[0, 5])
+    first = [ModelRequest(parts=[UserPromptPart("first task")])]
+    assert processor(first) == first
+    assert asyncio.run(pai.async_history_processor(max_tokens=700, pinned=[5])(first)) == first
+    longer = [
+        ModelRequest(parts=[UserPromptPart("pinned " * 200)]),
+        ModelResponse(parts=[TextPart("a " * 600)]),
+        ModelRequest(parts=[UserPromptPart("b " * 600)]),
+        ModelResponse(parts=[TextPart("c " * 10)]),
+        ModelRequest(parts=[UserPromptPart("now?")]),
+    ]
+    assert any(m is longer[0] for m in processor(longer))
+    assert 0 not in pai.pack(longer, max_tokens=700).pack.kept  # what the pin holds
+
+
+def test_a_shape_other_than_the_conversions_is_refused() -> None:
+    with pytest.raises(cf.ArgumentError, match="pydantic-ai packs its messages as shape='anthropic'"):
+        pai.pack([ModelRequest(parts=[UserPromptPart("hi")])], max_tokens=100, shape="openai")

@@ -166,15 +166,6 @@ def window_options(max_tokens: int, options: Mapping[str, Any]) -> cf.PackOption
     return cf.PackOptions(target_context_tokens=max_tokens, **options)
 
 
-def with_fixed(options: cf.PackOptions, fixed_tokens: int) -> cf.PackOptions:
-    """``options`` with ``fixed_tokens`` (a system prompt, tool schemas sent beside the
-    messages) added to the reserve, up to the whole window."""
-    if not fixed_tokens:
-        return options
-    reserve = min(options.target_context_tokens, options.reserve_output_tokens + fixed_tokens)
-    return replace(options, reserve_output_tokens=reserve)
-
-
 class Packed(NamedTuple):
     """A framework transcript packed: its own objects plus the note, and the pack itself."""
 
@@ -196,19 +187,25 @@ def pack_converted(
     make_edited: MakeEdited,
     options: cf.PackOptions,
     *,
-    shape: Literal["openai", "anthropic"],
-    fixed_tokens: int = 0,
+    shape: Literal["openai", "anthropic", "responses"],
+    system: str | list[Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
     adapter: str,
     route: str,
 ) -> Packed:
-    """Packs ``converted`` (one dict per original, same order) and maps the result back
-    (:func:`originals_of`). The pack is reported
+    """Packs ``converted`` (one dict per original, same order, in ``shape``) with what is
+    sent beside them (``system``, ``tools``: counted as packing counts them) and maps the
+    result back (:func:`originals_of`). A pin past the end of a short transcript (an
+    agent's first turns) waits for the message it names. The pack is reported
     (:func:`~contextfold.integrations._report.report_pack`) as ``adapter``'s at ``route``.
     """
-    packing = with_fixed(options, fixed_tokens)
-    pack = cf.pack_handoff(converted, options=packing, shape=shape)
-    fixed = packing.reserve_output_tokens - options.reserve_output_tokens  # what the budget gave up
-    report_pack(pack, adapter=adapter, route=route, fixed_tokens=fixed)
+    if options.shape not in ("auto", shape):
+        raise cf.ArgumentError(f"{adapter} packs its messages as shape={shape!r}, not shape={options.shape!r}")
+    n = len(converted)
+    if any(p >= n for p in options.pinned):
+        options = replace(options, pinned=[p for p in options.pinned if p < n])
+    pack = cf.pack_handoff(converted, options=options, shape=shape, system=system, tools=tools)
+    report_pack(pack, adapter=adapter, route=route)
     return Packed(originals_of(pack, originals, converted, make_note, make_edited), pack)
 
 

@@ -217,23 +217,16 @@ class PackCounters:
         return report
 
 
-def report_pack(pack: cf.HandoffPack, *, adapter: str, route: str, fixed_tokens: int = 0) -> None:
+def report_pack(pack: cf.HandoffPack, *, adapter: str, route: str) -> None:
     """A framework adapter's report of ``pack``, logged from ``contextfold.adapter`` and
-    set on the current span; nothing is made when neither listens. ``fixed_tokens`` (a
-    system prompt, tool schemas the adapter sent beside the messages, which it packed by
-    taking them off the budget) are counted in, as a gateway counts them. Its
-    ``tokens_in`` is the pack's tokens when nothing was folded, else None: the adapter does
-    not count a folded transcript whole again."""
+    set on the current span; nothing is made when neither listens. Its ``tokens_in`` is
+    the pack's tokens when nothing was folded, else None: the adapter does not count a
+    folded transcript whole again."""
     level = logging.INFO if pack.fits else logging.WARNING
     if not ADAPTER_LOG.isEnabledFor(level) and _recording_span() is None:
         return
     folded = bool(pack.dropped or pack.applied_edits)
     made = PackReport.of(pack, adapter=adapter, model=None, route=route, tokens_in=None if folded else pack.tokens)
-    if fixed_tokens:
-        tokens_in = None if made.tokens_in is None else made.tokens_in + fixed_tokens
-        made = replace(
-            made, tokens_in=tokens_in, tokens_out=made.tokens_out + fixed_tokens, budget=made.budget + fixed_tokens
-        )
     made.log(ADAPTER_LOG)
     made.annotate_span()
 

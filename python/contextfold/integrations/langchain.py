@@ -15,7 +15,8 @@ Conversion, one dict per message: ``SystemMessage`` → system, ``HumanMessage``
 ``invalid_tool_calls`` (arguments as received),
 ``ToolMessage`` and ``FunctionMessage`` → tool, ``ChatMessage`` → its own role; the content
 (a string or a list of blocks) is passed as is. Packing always uses the OpenAI pairing, so
-Anthropic ``tool_use`` blocks inside an ``AIMessage``'s content are sized, not re-paired.
+Anthropic ``tool_use`` blocks inside an ``AIMessage``'s content are sized, not re-paired; an
+Anthropic ``compaction`` block there is kept, and what precedes it goes first.
 
 :class:`ClearToolUsesEdit` (from :mod:`contextfold.integrations.langchain_edits`) takes the
 place of LangChain's own in its ``ContextEditingMiddleware``: the same results, with a
@@ -104,13 +105,25 @@ def _call(call_id: str | None, name: str | None, arguments: str | None) -> dict[
 
 def _edited_message(original: BaseMessage, converted: dict[str, Any], edited: dict[str, Any]) -> BaseMessage:
     """A copy of ``original`` with what the context edits changed: its content (a tool
-    result cleared, thinking blocks removed), its calls' arguments (emptied)."""
+    result cleared, thinking blocks removed), its calls' arguments (emptied). A call held
+    twice (a ``tool_use`` block and a ``tool_calls`` entry of the same id, as ChatAnthropic
+    returns it) is emptied in both: the edit empties one, the provider is sent either."""
     update: dict[str, Any] = {}
+    emptied_ids: set[Any] = set()
     if edited["content"] is not converted["content"]:
         update["content"] = edited["content"]
+        if isinstance(converted["content"], list):
+            emptied_ids = {
+                block.get("id")
+                for block, new in edited_items(converted["content"], edited["content"])
+                if new is not None and new is not block and isinstance(block, dict) and block.get("type") == "tool_use"
+            }
     calls = edited.get("tool_calls")
-    if calls is not None and calls is not converted.get("tool_calls") and isinstance(original, AIMessage):
-        emptied = [new is not call for call, new in edited_items(converted["tool_calls"], calls)]
+    if isinstance(original, AIMessage) and (
+        emptied_ids or (calls is not None and calls is not converted.get("tool_calls"))
+    ):
+        pairs = edited_items(converted["tool_calls"], calls) if calls is not None else []
+        emptied = [new is not call or call["id"] in emptied_ids for call, new in pairs]
         valid = len(original.tool_calls)
         update["tool_calls"] = [
             {**c, "args": {}} if e else c for c, e in zip(original.tool_calls, emptied[:valid], strict=True)
@@ -142,14 +155,16 @@ def pack(
 def pack_with(
     messages: Sequence[BaseMessage] | PromptValue,
     options: cf.PackOptions,
-    fixed_tokens: int = 0,
     *,
+    system: str | list[Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
     route: str = "pack",
     adapter: str = "langchain",
 ) -> Packed:
-    """:func:`pack` with its options in one object, ``fixed_tokens`` (what is sent beside
-    the messages: a system prompt, tool schemas) taken off the budget; reported as
-    ``adapter``'s pack at ``route``."""
+    """:func:`pack` with its options in one object, and what is sent beside the messages
+    (``system``: a system prompt's content; ``tools``: OpenAI tool schemas) counted as
+    :func:`contextfold.pack_handoff` counts them; reported as ``adapter``'s pack at
+    ``route``."""
     if isinstance(messages, PromptValue):
         messages = messages.to_messages()
     return pack_converted(
@@ -159,7 +174,8 @@ def pack_with(
         _edited_message,
         options,
         shape="openai",
-        fixed_tokens=fixed_tokens,
+        system=system,
+        tools=tools,
         adapter=adapter,
         route=route,
     )
@@ -201,19 +217,22 @@ class TokenCounter:
 def tools_tokens(tools: Sequence[Any], estimate_tokens: Estimator | None = None) -> int:
     """Tokens of tool definitions as a provider receives them: the compact JSON of their
     OpenAI tool schemas (a dict that already has a ``type`` is taken as it is)."""
-    if not tools:
-        return 0
-    schemas = [t if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools]
-    return text_tokens(json_text(schemas), estimate_tokens)
+    return text_tokens(json_text(_tool_schemas(tools)), estimate_tokens) if tools else 0
+
+
+def _tool_schemas(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """``tools`` (LangChain tools, functions, or schema dicts) as OpenAI tool schemas."""
+    return [t if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools]
 
 
 class ContextfoldMiddleware(AgentMiddleware):
     """Agent middleware for ``langchain.agents.create_agent``: pack what the model sees.
 
     Each model call gets the agent's messages packed into ``max_tokens`` minus
-    ``reserve_output_tokens`` minus the system message's tokens; the agent's state keeps
-    every message (nothing is removed), so the next call packs from the whole history
-    again. The request's tools are counted too (:func:`tools_tokens`).
+    ``reserve_output_tokens``, the system message and the request's tool schemas counted
+    in as :func:`contextfold.pack_handoff` counts its ``system=`` and ``tools=`` (so an
+    edit's ``trigger`` sees them too); the agent's state keeps every message (nothing is
+    removed), so the next call packs from the whole history again.
     """
 
     def __init__(
@@ -226,11 +245,15 @@ class ContextfoldMiddleware(AgentMiddleware):
         self.options = window_options(max_tokens, options)
 
     def _packed(self, request: Any) -> Any:
-        estimate = self.options.estimate_tokens
         system = request.system_message
-        fixed = 0 if system is None else TokenCounter(estimate)([system])
-        fixed += tools_tokens(request.tools, estimate)
-        return request.override(messages=pack_with(request.messages, self.options, fixed, route="middleware").messages)
+        packed = pack_with(
+            request.messages,
+            self.options,
+            system=None if system is None else system.content,
+            tools=_tool_schemas(request.tools) or None,
+            route="middleware",
+        )
+        return request.override(messages=packed.messages)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._packed(request))

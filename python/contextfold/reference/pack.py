@@ -631,32 +631,24 @@ def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pin
 
 
 def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> History | None:
-    """Provider compaction (``pack_after_compaction`` in pack.rs): over budget, in the
-    Responses or Anthropic shape, the system
-    messages, the newest compaction kept whatever happens, and what follows it folded
+    """Provider compaction (``pack_after_compaction`` in pack.rs): over budget, the system
+    messages, the newest compaction (a Responses item, or an Anthropic block whichever way
+    the calls pair) kept with its own segment whatever happens, and what follows it folded
     into the rest of the budget; what precedes it goes first, unlisted."""
     n = len(t)
-    # Only Responses items and Anthropic messages carry one: an OpenAI chat transcript is
-    # not read for it.
-    shape = options.shape if options.shape != "auto" else _newest_shape(t.messages)
-    if not t.responses and shape != "anthropic":
-        return None
-    at = next((i for i in range(n - 1, -1, -1) if _is_compaction(t.messages[i])), None)
-    if at is None:
+    found = _newest_compaction(t.messages, bool(t.responses))
+    if found is None:
         return None
     prefix = next((i for i in range(n) if t.role(i) != "system"), n)
-    if at < prefix:
+    if found < prefix:
         return None
-    # The compaction's own segment (an Anthropic message that goes on to call a tool, with
-    # the message answering it) is kept whatever happens: counted like a system prompt.
-    answered = (
-        not t.responses
-        and _has_block(t.messages[at], "tool_use")
-        and at + 1 < n
-        and t.role(at + 1) == "user"
-        and _has_block(t.messages[at + 1], "tool_result")
-    )
-    end = at + 2 if answered else at + 1
+    # The compaction's own segment (a message that goes on to call a tool, with the
+    # answers) is kept whatever happens: counted like a system prompt.
+    if t.responses:
+        at, end = found, found + 1
+    else:
+        shape = options.shape if options.shape != "auto" else _newest_shape(t.messages)
+        at, end = _Segments(t, prefix, n, shape or "openai", listed=False).containing(found)
     fixed = t.sum(0, prefix) + t.sum(at, end)
     rest = TranscriptOnDemand(
         t.messages[end:], options.sizers, "responses" if t.responses else "openai", options.images
@@ -671,11 +663,26 @@ def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens
     return History(kept, note, packed.fits, packed.tokens + fixed)
 
 
-def _is_compaction(entry_: Any) -> bool:
-    """A Responses ``compaction`` item, or a message with an Anthropic ``compaction`` block."""
+def _newest_compaction(messages: list[Any], responses: bool) -> int | None:
+    """The index of the newest entry holding a compaction (:func:`_is_compaction`)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        # Only a list content (or a Responses item) can hold one: most cost one lookup.
+        if (
+            isinstance(m, dict)
+            and (responses or isinstance(entry(m, "content"), list))
+            and _is_compaction(m, responses)
+        ):
+            return i
+    return None
+
+
+def _is_compaction(entry_: Any, responses: bool) -> bool:
+    """A message with an Anthropic ``compaction`` block, or (``responses``) a Responses
+    ``compaction`` item."""
     if not isinstance(entry_, dict):
         return False
-    if str_value(entry(entry_, "type")) == "compaction":
+    if responses and str_value(entry(entry_, "type")) == "compaction":
         return True
     blocks = _blocks(entry_)
     return blocks is not None and any(_block_is(b, "compaction") for b in blocks)

@@ -32,13 +32,12 @@ use crate::edits::{Edit, EditContext, Edited, Plan};
 use crate::encoding::{Encoding, ExactTokens};
 use crate::error::CoreError;
 use crate::items::Format;
-use crate::json::JsonNode;
-use crate::json::{JsonType, View};
+use crate::json::{JsonNode, JsonType, Key, View};
 use crate::message::Role;
 use crate::provider::Sizing;
 use crate::tokens::{CharsPerToken, InputIndices, MessageSizer, SizedMessages};
 use crate::transcript::Transcript;
-use segments::{has_block, is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
+use segments::{is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
 use tail::{chunked_tail, greedy_tail, History};
 
 /// Opens a volatile tail message (SPEC wire format).
@@ -344,38 +343,33 @@ pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
     Ok(packed)
 }
 
-/// Provider compaction (SPEC §14): a transcript over budget, read as Responses items or in
-/// the Anthropic shape, whose newest entry holding a compaction (a Responses `compaction`
-/// item, an Anthropic `compaction` block)
-/// follows the leading system messages is packed as the system messages, the
-/// compaction, and what follows it folded into the rest of the budget: what precedes the
-/// compaction is the first to go, unlisted (the provider ignores it, or the compaction
-/// carries it), and the compaction is never dropped or folded. `None` without one.
+/// Provider compaction (SPEC §14): a transcript over budget whose newest entry holding a
+/// compaction (a Responses `compaction` item, or a message with an Anthropic `compaction`
+/// block, whichever way its tool calls pair: a framework's transcript converted to the
+/// OpenAI pairing carries Anthropic's blocks) follows the leading system messages is
+/// packed as the system messages, the compaction with its own segment, and what follows
+/// folded into the rest of the budget: what precedes the compaction is the first to go,
+/// unlisted (the provider ignores it, or the compaction carries it), and the compaction
+/// is never dropped or folded. `None` without one.
 fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
 ) -> Result<Option<Packed>, CoreError> {
     let n = t.len();
-    // Only Responses items and Anthropic messages carry one: an OpenAI chat transcript
-    // is not read for it.
-    let anthropic = match options.dialect {
-        Some(dialect) => dialect == Dialect::Anthropic,
-        None => newest_shape(t.messages()) == Some(Dialect::Anthropic),
-    };
-    if !t.is_responses() && !anthropic {
-        return Ok(None);
-    }
-    let Some(at) = t.messages().iter().rposition(is_compaction) else { return Ok(None) };
+    let responses = t.is_responses();
+    let Some(found) = t.messages().iter().rposition(|m| is_compaction(m, responses)) else { return Ok(None) };
     let prefix = (0..n).find(|&i| t.role(i) != Role::System).unwrap_or(n);
-    if at < prefix {
+    if found < prefix {
         return Ok(None);
     }
-    // The compaction's own segment (an Anthropic message that goes on to call a tool, with
-    // the message answering it) is kept whatever happens: counted like a system prompt.
-    let answered = !t.is_responses()
-        && t.peek(at).is_some_and(|m| has_block(&m, "tool_use"))
-        && t.peek(at + 1).is_some_and(|m| m.role == Role::User && has_block(&m, "tool_result"));
-    let end = if answered { at + 2 } else { at + 1 };
+    // The compaction's own segment (a message that goes on to call a tool, with the
+    // answers) is kept whatever happens: counted like a system prompt.
+    let Segment { start: at, end } = if t.is_responses() {
+        Segment { start: found, end: found + 1 }
+    } else {
+        let dialect = options.dialect.or_else(|| newest_shape(t.messages())).unwrap_or(Dialect::OpenAi);
+        Segmenter::new(t, prefix, n, dialect, false).containing(t, found)
+    };
     let fixed = t.sum(0..prefix)? + t.sum(at..end)?;
     let after: Vec<N> = t.messages().get(end..).unwrap_or_default().to_vec();
     let format = if t.is_responses() { Format::Responses } else { Format::Chat };
@@ -403,17 +397,18 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     Ok(Some(packed))
 }
 
-/// Whether an entry holds a provider's compaction: a Responses `compaction` item, or a
-/// message with an Anthropic `compaction` content block.
-fn is_compaction<N: JsonNode>(entry: &N) -> bool {
-    if entry.json_type() != JsonType::Object {
-        return false;
-    }
-    let fields = entry.message_fields();
-    if fields.kind.as_ref().and_then(JsonNode::as_text).is_some_and(|k| k.eq_ascii("compaction")) {
+/// Whether an entry holds a provider's compaction: a message with an Anthropic
+/// `compaction` content block, or (`responses`) a Responses `compaction` item.
+///
+/// Performance: a chat message's `content` alone is read (one lookup, a list's blocks
+/// only when it is one): an over-budget chat transcript is walked whole for this, though
+/// packing it reads only the messages it keeps.
+fn is_compaction<N: JsonNode>(entry: &N, responses: bool) -> bool {
+    if responses && entry.get(Key::Type).and_then(|k| k.as_text().map(|k| k.eq_ascii("compaction"))) == Some(true) {
         return true;
     }
-    match fields.content.as_ref().map(JsonNode::view) {
+    let content = entry.get(Key::Content).filter(|c| c.json_type() == JsonType::Array);
+    match content.as_ref().map(JsonNode::view) {
         Some(Ok(View::Array { mut items, .. })) => items.any(|b| segments::block_is(&b, "compaction")),
         _ => false,
     }
@@ -677,6 +672,31 @@ mod tests {
             assert_eq!(p.kept[..2], [0, 5], "{budget}: {:?}", p.kept);
             assert!(p.fits && p.tokens <= u128::from(budget));
             assert!(p.note.is_none_or(|n| n.at == 2 && !n.text.contains("old ")));
+        }
+    }
+
+    #[test]
+    fn a_compaction_block_in_the_openai_pairing_is_kept_with_its_answers() {
+        // How a framework's messages (LangChain's, from ChatAnthropic) convert: the block
+        // in an assistant message whose calls are answered by `tool` messages.
+        let text = |n: usize| "y ".repeat(n);
+        let call = |id: &str| json!([{"id": id, "type": "function", "function": {"name": "read", "arguments": "{}"}}]);
+        let mut messages: Vec<Value> =
+            (0..4).map(|i| json!({"role": "user", "content": format!("old {i} {}", text(200))})).collect();
+        messages.push(json!({"role": "assistant", "content": [{"type": "compaction", "content": "all"}], "tool_calls": call("c0")}));
+        messages.push(json!({"role": "tool", "tool_call_id": "c0", "content": text(50)}));
+        for i in 1..6 {
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": call(&format!("c{i}"))}));
+            messages.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": text(300)}));
+        }
+        let refs: Vec<&Value> = messages.iter().collect();
+        let total = Transcript::new(&refs, CharsPerToken).unwrap().sum(0..refs.len()).unwrap();
+        for dialect in [None, Some(Dialect::OpenAi)] {
+            let budget = u64::try_from(total / 3).unwrap();
+            let mut t = Transcript::new(&refs, CharsPerToken).unwrap();
+            let p = pack(&mut t, &PackOptions { budget, dialect, ..PackOptions::default() }).unwrap();
+            assert_eq!(p.kept[..2], [4, 5], "{dialect:?}: {:?}", p.kept);
+            assert!(p.fits && p.note.is_none_or(|n| !n.text.contains("old ")));
         }
     }
 
