@@ -406,3 +406,29 @@ def test_pins_past_a_short_history_hold_once_it_reaches_them() -> None:
     assert _model_input(middleware, ModelRequest(model=RecordingChatModel(), messages=short)) == short
     assert any(m is long[0] for m in hook({"messages": long})["llm_input_messages"])
     assert 0 not in lc.pack(long, max_tokens=700).pack.kept  # what the pin holds
+
+
+def test_middleware_takes_a_tool_dict_as_its_json_is_sent() -> None:
+    # A hand-written schema holding a tuple is sent as JSON by the provider's client: it is
+    # counted as that JSON, not refused.
+    from langchain.agents.middleware.types import ModelRequest
+
+    required = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ("path",)}
+    tool = {"type": "function", "function": {"name": "read", "parameters": required}}
+    middleware = lc.ContextfoldMiddleware(max_tokens=1_000)
+    messages: list[BaseMessage] = [HumanMessage("hi")]
+    seen = _model_input(middleware, ModelRequest(model=RecordingChatModel(), messages=messages, tools=[tool]))
+    assert seen == messages
+    sent = json.loads(json.dumps(tool))
+    assert lc.tools_tokens([tool]) == cf.estimate_tokens(json.dumps([sent], separators=(",", ":")))
+
+
+def test_a_shape_other_than_the_conversions_fails_when_the_adapter_is_built() -> None:
+    from contextfold.integrations.langgraph import pre_model_hook
+
+    with pytest.raises(cf.ArgumentError, match="langchain packs its messages as shape='openai'"):
+        lc.ContextfoldMiddleware(max_tokens=100, shape="responses")
+    with pytest.raises(cf.ArgumentError, match="langchain packs its messages"):
+        lc.pack_messages(max_tokens=100, shape="anthropic")
+    with pytest.raises(cf.ArgumentError, match="langgraph packs its messages as shape='openai'"):
+        pre_model_hook(max_tokens=100, shape="anthropic")

@@ -242,3 +242,10 @@ def test_pins_past_a_short_history_hold_once_it_reaches_them() -> None:
 def test_a_shape_other_than_the_conversions_is_refused() -> None:
     with pytest.raises(cf.ArgumentError, match="pydantic-ai packs its messages as shape='anthropic'"):
         pai.pack([ModelRequest(parts=[UserPromptPart("hi")])], max_tokens=100, shape="openai")
+
+
+def test_a_shape_other_than_the_conversions_fails_when_the_processor_is_built() -> None:
+    with pytest.raises(cf.ArgumentError, match="pydantic-ai packs its messages as shape='anthropic'"):
+        pai.history_processor(max_tokens=100, shape="openai")
+    with pytest.raises(cf.ArgumentError, match="pydantic-ai packs its messages"):
+        pai.async_history_processor(max_tokens=100, shape="responses")

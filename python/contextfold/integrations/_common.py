@@ -158,12 +158,30 @@ class RequestOptions:
         return options
 
 
-def window_options(max_tokens: int, options: Mapping[str, Any]) -> cf.PackOptions:
+def window_options(max_tokens: int, options: Mapping[str, Any], conversion: Conversion) -> cf.PackOptions:
     """The options an adapter packs with: a window of ``max_tokens`` (the name the
     frameworks' own trimmers use) and any other :class:`contextfold.PackOptions` field
     (``reserve_output_tokens``, ``estimate_tokens``, ``cut``, ``edits``, ``sizing``, …);
-    bad values fail here, when the adapter is built."""
-    return cf.PackOptions(target_context_tokens=max_tokens, **options)
+    bad values fail here, when the adapter is built, a ``shape`` too (see
+    :func:`check_shape`)."""
+    return check_shape(cf.PackOptions(target_context_tokens=max_tokens, **options), conversion)
+
+
+class Conversion(NamedTuple):
+    """The shape an adapter converts its framework's messages to, and the adapter's name."""
+
+    shape: Literal["openai", "anthropic", "responses"]
+    adapter: str
+
+
+def check_shape(options: cf.PackOptions, conversion: Conversion) -> cf.PackOptions:
+    """``options``, unless their ``shape`` is neither ``"auto"`` nor the one the adapter
+    converts to (:class:`~contextfold.ArgumentError`: no other shape can apply)."""
+    if options.shape not in ("auto", conversion.shape):
+        raise cf.ArgumentError(
+            f"{conversion.adapter} packs its messages as shape={conversion.shape!r}, not shape={options.shape!r}"
+        )
+    return options
 
 
 class Packed(NamedTuple):
@@ -186,26 +204,25 @@ def pack_converted(
     make_note: Callable[[dict[str, Any]], Any],
     make_edited: MakeEdited,
     options: cf.PackOptions,
+    conversion: Conversion,
     *,
-    shape: Literal["openai", "anthropic", "responses"],
     system: str | list[Any] | None = None,
     tools: list[dict[str, Any]] | None = None,
-    adapter: str,
     route: str,
 ) -> Packed:
-    """Packs ``converted`` (one dict per original, same order, in ``shape``) with what is
-    sent beside them (``system``, ``tools``: counted as packing counts them) and maps the
-    result back (:func:`originals_of`). A pin past the end of a short transcript (an
-    agent's first turns) waits for the message it names. The pack is reported
-    (:func:`~contextfold.integrations._report.report_pack`) as ``adapter``'s at ``route``.
+    """Packs ``converted`` (one dict per original, same order, in ``conversion.shape``)
+    with what is sent beside them (``system``, ``tools``: counted as packing counts them)
+    and maps the result back (:func:`originals_of`). A pin past the end of a short
+    transcript (an agent's first turns) waits for the message it names. The pack is
+    reported (:func:`~contextfold.integrations._report.report_pack`) as
+    ``conversion.adapter``'s at ``route``.
     """
-    if options.shape not in ("auto", shape):
-        raise cf.ArgumentError(f"{adapter} packs its messages as shape={shape!r}, not shape={options.shape!r}")
+    check_shape(options, conversion)
     n = len(converted)
     if any(p >= n for p in options.pinned):
         options = replace(options, pinned=[p for p in options.pinned if p < n])
-    pack = cf.pack_handoff(converted, options=options, shape=shape, system=system, tools=tools)
-    report_pack(pack, adapter=adapter, route=route)
+    pack = cf.pack_handoff(converted, options=options, shape=conversion.shape, system=system, tools=tools)
+    report_pack(pack, adapter=conversion.adapter, route=route)
     return Packed(originals_of(pack, originals, converted, make_note, make_edited), pack)
 
 

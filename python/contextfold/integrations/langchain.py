@@ -25,6 +25,7 @@ linear number of token counts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 from ._common import (
+    Conversion,
     Estimator,
     Packed,
     edited_items,
@@ -65,6 +67,9 @@ __all__ = [
     "to_dicts",
     "tools_tokens",
 ]
+
+CONVERSION = Conversion("openai", "langchain")
+"""What the messages are packed as: OpenAI-shape dicts (see the module doc)."""
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool", "function": "tool"}
 _CHAT_ROLES = {"system", "user", "assistant", "tool", "developer"}
@@ -149,7 +154,7 @@ def pack(
     Returns the packed list (the caller's own objects plus the note message) together
     with the :class:`~contextfold.HandoffPack` (``kept``, ``dropped``, ``fits``, ``tokens``).
     """
-    return pack_with(messages, window_options(max_tokens, options))
+    return pack_with(messages, window_options(max_tokens, options, CONVERSION))
 
 
 def pack_with(
@@ -173,10 +178,9 @@ def pack_with(
         _note_message,
         _edited_message,
         options,
-        shape="openai",
+        CONVERSION._replace(adapter=adapter),
         system=system,
         tools=tools,
-        adapter=adapter,
         route=route,
     )
 
@@ -193,7 +197,7 @@ def pack_messages(
     packs whatever it is invoked with (a message list or a prompt value), so
     ``prompt | pack_messages(max_tokens=8_000) | model`` works as with ``trim_messages``.
     """
-    packing = window_options(max_tokens, options)
+    packing = window_options(max_tokens, options, CONVERSION)
     if messages is None:
         return RunnableLambda(
             lambda given: pack_with(given, packing, route="pack_messages").messages, name="pack_messages"
@@ -221,8 +225,12 @@ def tools_tokens(tools: Sequence[Any], estimate_tokens: Estimator | None = None)
 
 
 def _tool_schemas(tools: Sequence[Any]) -> list[dict[str, Any]]:
-    """``tools`` (LangChain tools, functions, or schema dicts) as OpenAI tool schemas."""
-    return [t if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools]
+    """``tools`` (LangChain tools, functions, or schema dicts) as OpenAI tool schemas; a
+    schema dict given as it is, as the JSON its provider's client sends (a tuple in it as
+    a list)."""
+    return [
+        json.loads(json_text(t)) if isinstance(t, dict) and "type" in t else convert_to_openai_tool(t) for t in tools
+    ]
 
 
 class ContextfoldMiddleware(AgentMiddleware):
@@ -242,7 +250,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         **options: Unpack[WindowKeywords],
     ) -> None:
         super().__init__()
-        self.options = window_options(max_tokens, options)
+        self.options = window_options(max_tokens, options, CONVERSION)
 
     def _packed(self, request: Any) -> Any:
         system = request.system_message

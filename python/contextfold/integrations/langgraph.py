@@ -22,7 +22,7 @@ from ._common import missing_extra, window_options
 try:
     import langgraph  # noqa: F401  # the hook is for LangGraph's agent: require it like the others
 
-    from .langchain import pack_with
+    from .langchain import CONVERSION, pack_with
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise missing_extra("langgraph", exc) from exc
 
@@ -39,7 +39,7 @@ def pre_model_hook(
     The agent's ``prompt`` (its system message) is added after the hook runs: leave room
     for it, and for the tool definitions, in ``reserve_output_tokens``.
     """
-    packing = window_options(max_tokens, options)
+    packing = window_options(max_tokens, options, CONVERSION._replace(adapter="langgraph"))
 
     def hook(state: Mapping[str, Any]) -> dict[str, Any]:
         packed = pack_with(state["messages"], packing, adapter="langgraph", route="pre_model_hook")

@@ -42,7 +42,7 @@ from contextfold._contract import WindowKeywords
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-from ._common import Packed, edited_items, missing_extra, pack_converted, window_options
+from ._common import Conversion, Packed, edited_items, missing_extra, pack_converted, window_options
 
 try:
     from pydantic_ai.messages import (
@@ -148,6 +148,10 @@ def _note_message(note: dict[str, Any]) -> ModelMessage:
     return ModelRequest(parts=[UserPromptPart(content=note["content"])])
 
 
+_CONVERSION = Conversion("anthropic", "pydantic-ai")
+"""What the messages are packed as: Anthropic-shape dicts (see the module doc)."""
+
+
 def pack(
     messages: Sequence[ModelMessage],
     *,
@@ -155,7 +159,7 @@ def pack(
     **options: Unpack[WindowKeywords],
 ) -> Packed:
     """Packs ``messages`` into ``max_tokens - reserve_output_tokens``; the list and the pack."""
-    return _pack(messages, window_options(max_tokens, options), "pack")
+    return _pack(messages, window_options(max_tokens, options, _CONVERSION), "pack")
 
 
 def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions, route: str) -> Packed:
@@ -165,8 +169,7 @@ def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions, route: str)
         _note_message,
         _edited_message,
         options,
-        shape="anthropic",
-        adapter="pydantic-ai",
+        _CONVERSION,
         route=route,
     )
 
@@ -181,7 +184,7 @@ def history_processor(
     ``reserve_output_tokens`` should cover the reply and what Pydantic AI adds outside the
     history: the agent's ``instructions`` and the tool definitions.
     """
-    packing = window_options(max_tokens, options)
+    packing = window_options(max_tokens, options, _CONVERSION)
 
     def process(messages: list[ModelMessage]) -> list[ModelMessage]:
         return _pack(messages, packing, "history_processor").messages
@@ -198,7 +201,7 @@ def async_history_processor(
 
     Packing is native and short (microseconds), so it runs inline rather than in a thread.
     """
-    packing = window_options(max_tokens, options)
+    packing = window_options(max_tokens, options, _CONVERSION)
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
         return _pack(messages, packing, "history_processor").messages
