@@ -23,11 +23,12 @@ from ._contract import (
     check_tools,
     encoding_name,
     image_tokens_for,
+    in_argument,
     prompt_message,
     sizers,
     whole,
 )
-from .errors import MessageTypeError
+from .errors import MessageError, MessageTypeError
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
@@ -158,7 +159,10 @@ def tokens_of(
     total = int(_backend.impl.tokens_of(messages, estimate, images))
     check_tools(tools)
     if tools is not None:
-        total += int(_backend.impl.message_tokens(prompt_message(tools), estimate, images))
+        try:
+            total += int(_backend.impl.message_tokens(prompt_message(tools), estimate, images))
+        except MessageError as exc:
+            raise in_argument(exc, "tools") from None
     return total
 
 
