@@ -549,43 +549,6 @@ def test_bad_tools_are_named(backend: str, tools: Any, text: str) -> None:
             call()
 
 
-def _nested(depth: int) -> list[Any]:
-    outer: list[Any] = []
-    inner = outer
-    for _ in range(depth):
-        inner.append([])
-        inner = inner[0]
-    return outer
-
-
-@pytest.mark.parametrize(
-    ("keyword", "value", "error", "text"),
-    [
-        ("tools", [{"name": "grep", "parameters": {"required": ("q",)}}], cf.MessageTypeError, "got tuple"),
-        ("system", [{"type": "text", "text": {1, 2}}], cf.MessageTypeError, "got set"),
-        ("tools", [{"name": "deep", "x": _nested(100_001)}], cf.MessageValueError, "nested deeper than"),
-    ],
-)
-@pytest.mark.usefixtures("offline_tiktoken")
-@pytest.mark.parametrize("estimate", [None, "o200k_base", len])
-def test_a_bad_value_inside_system_or_tools_names_the_argument(
-    backend: str, keyword: str, value: Any, error: type[Exception], text: str, estimate: Any
-) -> None:
-    # Not "message, field 'content'": no message is at fault.
-    messages = [msg("user", "a")]
-    sized = {"estimate_tokens": estimate, "target_context_tokens": 10}
-    calls = [lambda: cf.pack_handoff(messages, **sized, **{keyword: value})]
-    if keyword == "system":
-        calls.append(lambda: cf.pack_many([messages], **sized, systems=[value]))
-    else:
-        calls.append(lambda: cf.pack_many([messages], **sized, tools=value))
-        calls.append(lambda: cf.tokens_of(messages, estimate_tokens=estimate, tools=value))
-    for call in calls:
-        with pytest.raises(error, match=rf"^{keyword}: .*{text}") as caught:
-            call()
-        assert (caught.value.index, caught.value.field) == (None, keyword)  # type: ignore[attr-defined]
-
-
 @pytest.mark.parametrize("budget", [0, 2_000, 8_000, 32_000])
 def test_contract_on_the_corpus_as_responses_items(budget: int) -> None:
     """Real transcripts, converted to Responses items by ``synthetic.responses_items``."""

@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
 from ._js import OPAQUE, Visit, compact_json, entry, plain, str_value
-from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
+from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
 """Tokens every message costs on top of its text's estimate (role and framing)."""
@@ -172,16 +172,6 @@ def prompt_message(content: Any) -> dict[str, Any]:
     """What a separate system prompt or the tool definitions cost as: a system message
     with that content (a list, such as the tools, is sized as its compact JSON)."""
     return {"role": "system", "content": content}
-
-
-def in_argument(exc: MessageError, name: str) -> MessageError:
-    """What sizing a :func:`prompt_message` raised, attributed to the argument ``name``
-    (``system``, ``instructions``, ``tools``) it holds, as ``CoreError::in_argument``
-    does: ``tools: expected …`` rather than ``message, field 'content': expected …``."""
-    if exc.index is not None:
-        return exc
-    problem = str(exc).split(": ", 1)[1]  # after "message, field 'content'"
-    return type(exc)(f"{name}: {problem}", None, name)
 
 
 # Sizing ------------------------------------------------------------------------------

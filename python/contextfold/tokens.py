@@ -23,12 +23,11 @@ from ._contract import (
     check_tools,
     encoding_name,
     image_tokens_for,
-    in_argument,
     prompt_message,
     sizers,
     whole,
 )
-from .errors import MessageError, MessageTypeError
+from .errors import MessageTypeError
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
     import numpy as np
@@ -159,10 +158,7 @@ def tokens_of(
     total = int(_backend.impl.tokens_of(messages, estimate, images))
     check_tools(tools)
     if tools is not None:
-        try:
-            total += int(_backend.impl.message_tokens(prompt_message(tools), estimate, images))
-        except MessageError as exc:
-            raise in_argument(exc, "tools") from None
+        total += int(_backend.impl.message_tokens(prompt_message(tools), estimate, images))
     return total
 
 

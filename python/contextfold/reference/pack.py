@@ -25,7 +25,6 @@ from .._contract import (
     check_system,
     check_tools,
     elision_marker,
-    in_argument,
     is_volatile_content,
     prompt_message,
 )
@@ -524,17 +523,9 @@ class _Packer:
 def pack_handoff(
     messages: Any, options: PackOptions, system: str | list[Any] | None = None, tools: list[Any] | None = None
 ) -> HandoffPack:
-    return pack_with_prompt(messages, options, system, tools, "system")
-
-
-def pack_with_prompt(
-    messages: Any, options: PackOptions, system: str | list[Any] | None, tools: list[Any] | None, system_field: str
-) -> HandoffPack:
-    """:func:`pack_handoff`, the system prompt named ``system_field`` in its errors (a
-    Responses body's is its ``instructions``)."""
     check_system(system)
     check_tools(tools)
-    system_tokens = _prompt_tokens(((system_field, system), ("tools", tools)), options.sizers, options.images)
+    system_tokens = _prompt_tokens((system, tools), options.sizers, options.images)
     return _pack(messages, options, system_tokens)
 
 
@@ -697,19 +688,11 @@ def _is_compaction(entry_: Any, responses: bool) -> bool:
     return blocks is not None and any(_block_is(b, "compaction") for b in blocks)
 
 
-def _prompt_tokens(parts: Iterable[tuple[str, Any]], sizing: Counting, image_tokens: int | None = None) -> int:
-    """What a separate system prompt and the tool definitions cost, each given with its
-    argument's name: each what a system message with that content costs (past a u64 the
-    sum saturates, as the core's does: nothing that large fits). What sizing one raises
-    names its argument (``CoreError::in_argument``)."""
-    total = 0
-    for name, part in parts:
-        if part is None:
-            continue
-        try:
-            total += message_tokens(prompt_message(part), sizing, image_tokens)
-        except MessageError as exc:
-            raise in_argument(exc, name) from None
+def _prompt_tokens(parts: Iterable[Any], sizing: Counting, image_tokens: int | None = None) -> int:
+    """What a separate system prompt and the tool definitions cost: each what a system
+    message with that content costs (past a u64 the sum saturates, as the core's does:
+    nothing that large fits)."""
+    total = sum(message_tokens(prompt_message(p), sizing, image_tokens) for p in parts if p is not None)
     return min(U64_MAX, total)
 
 
@@ -720,13 +703,11 @@ def pack_many(
     A transcript's error carries a note naming it."""
     # The tools cost the same in every transcript: sized once; then each system prompt.
     check_tools(tools)
-    tools_tokens = _prompt_tokens((("tools", tools),), options.sizers, options.images)
+    tools_tokens = _prompt_tokens((tools,), options.sizers, options.images)
     prompts = []
     for system in systems or [None] * len(transcripts):
         check_system(system)
-        prompts.append(
-            min(U64_MAX, tools_tokens + _prompt_tokens((("system", system),), options.sizers, options.images))
-        )
+        prompts.append(min(U64_MAX, tools_tokens + _prompt_tokens((system,), options.sizers, options.images)))
     out = []
     for i, (messages, system_tokens) in enumerate(zip(transcripts, prompts, strict=True)):
         try:

@@ -32,7 +32,7 @@ from .._contract import (
 from .._edits import AppliedEdit
 from .._js import entry
 from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
-from .pack import _prompt_tokens, pack_with_prompt
+from .pack import _prompt_tokens, pack_handoff
 from .tokens import message_tokens, tokens_in
 
 if TYPE_CHECKING:
@@ -478,7 +478,7 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
         raise MessageTypeError(f"{key}: expected {wanted}, got {type(items).__name__}", None, "")
     if shape != options.shape:
         options = replace(options, shape=shape)
-    pack = pack_with_prompt(items, options, system, tools, field)
+    pack = pack_handoff(items, options, system, tools)
     n = len(items)
     input_tokens = tokens_in(items, estimate, options.images, shape) if transcripts else None
     if pack.note is None and not pack.applied_edits and pack.kept == list(range(n)):
@@ -505,5 +505,5 @@ def _one_message(
     packed (the body comes back as it is)."""
     check_pinned(options.pinned, 1)
     own = message_tokens({"role": "user", "content": text}, estimate, options.images)
-    tokens = own + _prompt_tokens((("instructions", system), ("tools", tools)), estimate, options.images)
+    tokens = own + _prompt_tokens((system, tools), estimate, options.images)
     return body, 0, tokens <= options.budget, tokens, None, [0], own, ()

@@ -24,10 +24,10 @@ pub enum CoreError {
     /// A message, or one of its fields, is malformed (a `TypeError` in Python, except
     /// [`Problem::TooDeep`], which is a `ValueError`).
     Message { index: Option<usize>, field: &'static str, problem: Problem },
-    /// A separate system prompt or the tool definitions are malformed (a `TypeError` in
-    /// Python, except [`Problem::TooDeep`], a `ValueError`): `field` names the argument
-    /// (`system`, `instructions`, `tools`), `index` the tool.
-    Prompt { field: &'static str, index: Option<usize>, problem: Problem },
+    /// A separate system prompt or the tool definitions have the wrong type (a
+    /// `TypeError` in Python): `field` names the argument (`system`, `instructions`,
+    /// `tools`), `index` the tool.
+    Prompt { field: &'static str, index: Option<usize>, expected: &'static str, got: String },
     /// An argument other than a message is invalid (a `ValueError` in Python).
     Argument(String),
     /// A caller-supplied callback failed; the binding keeps the original exception.
@@ -61,16 +61,6 @@ impl CoreError {
         CoreError::Internal(what)
     }
 
-    /// The same error, attributed to the argument `field` (a system prompt, the tools)
-    /// when it names no message: what sizing that argument as a message's content raised.
-    #[must_use]
-    pub fn in_argument(self, field: &'static str) -> Self {
-        match self {
-            CoreError::Message { index: None, problem, .. } => CoreError::Prompt { field, index: None, problem },
-            other => other,
-        }
-    }
-
     /// The same error, attributed to message `index` when it names no message yet.
     #[must_use]
     pub fn at(self, at: usize) -> Self {
@@ -79,16 +69,6 @@ impl CoreError {
                 CoreError::Message { index: Some(at), field, problem }
             }
             other => other,
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::WrongType { expected, got } => write!(f, "expected {expected}, got {got}"),
-            Problem::Missing => f.write_str("missing"),
-            Problem::TooDeep => write!(f, "nested deeper than {MAX_DEPTH} levels (or circular)"),
         }
     }
 }
@@ -104,10 +84,20 @@ impl fmt::Display for CoreError {
                 if !field.is_empty() {
                     write!(f, ", field '{field}'")?;
                 }
-                write!(f, ": {problem}")
+                match problem {
+                    Problem::WrongType { expected, got } => write!(f, ": expected {expected}, got {got}"),
+                    Problem::Missing => write!(f, ": missing"),
+                    Problem::TooDeep => {
+                        write!(f, ": nested deeper than {} levels (or circular)", MAX_DEPTH)
+                    }
+                }
             }
-            CoreError::Prompt { field, index: Some(i), problem } => write!(f, "{field}[{i}]: {problem}"),
-            CoreError::Prompt { field, index: None, problem } => write!(f, "{field}: {problem}"),
+            CoreError::Prompt { field, index: Some(i), expected, got } => {
+                write!(f, "{field}[{i}]: expected {expected}, got {got}")
+            }
+            CoreError::Prompt { field, index: None, expected, got } => {
+                write!(f, "{field}: expected {expected}, got {got}")
+            }
             CoreError::Argument(text) => f.write_str(text),
             CoreError::Callback => f.write_str("a callback raised"),
             CoreError::Internal(what) => write!(f, "internal error in contextfold: {what} (please report it)"),
@@ -116,19 +106,3 @@ impl fmt::Display for CoreError {
 }
 
 impl std::error::Error for CoreError {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_error_sizing_an_argument_names_the_argument_not_a_message() {
-        let named = CoreError::wrong_type("content", "a JSON value", "tuple").in_argument("tools");
-        assert_eq!(named.to_string(), "tools: expected a JSON value, got tuple");
-        let deep = CoreError::field(None, "content", Problem::TooDeep).in_argument("system");
-        assert_eq!(deep.to_string(), format!("system: nested deeper than {MAX_DEPTH} levels (or circular)"));
-        // An error that already names a message keeps it.
-        let message = CoreError::wrong_type("content", "x", "y").at(3).in_argument("tools");
-        assert_eq!(message.to_string(), "message 3, field 'content': expected x, got y");
-    }
-}

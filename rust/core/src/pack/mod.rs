@@ -30,7 +30,7 @@ pub use segments::is_volatile_content;
 
 use crate::edits::{Edit, EditContext, Edited, Plan};
 use crate::encoding::{Encoding, ExactTokens};
-use crate::error::{CoreError, Problem};
+use crate::error::CoreError;
 use crate::items::Format;
 use crate::json::{JsonNode, JsonType, Key, View};
 use crate::message::Role;
@@ -153,17 +153,13 @@ impl PackOptions {
 ///
 /// # Errors
 /// [`CoreError::Prompt`] for a prompt or tools of the wrong type; what sizing raises.
-pub fn prompt_tokens<N: JsonNode + Clone, S: MessageSizer<N>>(
+pub fn prompt_tokens<N: JsonNode, S: MessageSizer<N>>(
     sizer: &mut S,
     system: Option<N>,
     field: &'static str,
     tools: Option<N>,
 ) -> Result<u64, CoreError> {
-    let wrong = |field, index, expected, got: &N| CoreError::Prompt {
-        field,
-        index,
-        problem: Problem::WrongType { expected, got: got.type_name() },
-    };
+    let wrong = |field, index, expected, got: &N| CoreError::Prompt { field, index, expected, got: got.type_name() };
     if let Some(system) = &system {
         if !matches!(system.json_type(), JsonType::Null | JsonType::Str | JsonType::Array) {
             return Err(wrong(field, None, "str, list or None", system));
@@ -181,16 +177,8 @@ pub fn prompt_tokens<N: JsonNode + Clone, S: MessageSizer<N>>(
         }
     }
     let mut total = 0u64;
-    for (content, name) in [(system, field), (tools, "tools")] {
-        if let Some(content) = content {
-            if sizer.calls_out() {
-                // Its JSON form checked here first, so a value without one is named as
-                // the argument it is, not as the message a custom estimator is handed.
-                crate::tokens::system_tokens(&mut CharsPerToken, content.clone()).map_err(|e| e.in_argument(name))?;
-            }
-            let tokens = crate::tokens::system_tokens(sizer, content).map_err(|e| e.in_argument(name))?;
-            total = total.saturating_add(tokens);
-        }
+    for content in [system, tools].into_iter().flatten() {
+        total = total.saturating_add(crate::tokens::system_tokens(sizer, content)?);
     }
     Ok(total)
 }
