@@ -364,7 +364,7 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     }
     // The compaction's own segment (a message that goes on to call a tool, with the
     // answers) is kept whatever happens: counted like a system prompt.
-    let Segment { start: at, end } = if t.is_responses() {
+    let Segment { start: at, end } = if responses {
         Segment { start: found, end: found + 1 }
     } else {
         let dialect = options.dialect.or_else(|| newest_shape(t.messages())).unwrap_or(Dialect::OpenAi);
@@ -372,7 +372,7 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     };
     let fixed = t.sum(0..prefix)? + t.sum(at..end)?;
     let after: Vec<N> = t.messages().get(end..).unwrap_or_default().to_vec();
-    let format = if t.is_responses() { Format::Responses } else { Format::Chat };
+    let format = if responses { Format::Responses } else { Format::Chat };
     let rest = PackOptions {
         system_tokens: options.system_tokens.saturating_add(u64::try_from(fixed).unwrap_or(u64::MAX)),
         pinned: options.pinned.iter().filter_map(|&p| p.checked_sub(end)).collect(),
