@@ -295,6 +295,104 @@ def test_an_index_that_raises_is_not_a_json_value(backend: str) -> None:
         cf.message_tokens({"role": "user", "content": [Broken()]})
 
 
+class _Stop(BaseException):
+    """Neither an ``Exception`` nor one of Python's own: what only a bare ``except`` takes."""
+
+
+class _RaisingKey:
+    """A key that hashes as ``name`` does, so a lookup of ``name`` compares it; the compare
+    raises ``error`` once armed (not while the dict is built)."""
+
+    armed = False
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        self.name, self.error = name, error
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if _RaisingKey.armed:
+            raise self.error
+        return False
+
+
+class _RaisingIndex:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __index__(self) -> int:
+        raise self.error
+
+
+_READERS: dict[str, Callable[[list[Any]], object]] = {
+    "message_tokens": lambda ms: [cf.message_tokens(m) for m in ms],
+    "tokens_of": cf.tokens_of,
+    "message_tokens_array": cf.message_tokens_array,
+    "window_start": lambda ms: cf.window_start(ms, token_budget=30),
+    "pack_handoff": lambda ms: cf.pack_handoff(ms, target_context_tokens=30),
+    "pack_handoff under budget": lambda ms: cf.pack_handoff(ms, target_context_tokens=100_000),
+    "pack_many": lambda ms: cf.pack_many([ms] * 3, target_context_tokens=30),
+    "custom estimator": lambda ms: cf.pack_handoff(ms, target_context_tokens=30, estimate_tokens=len),
+}
+
+
+def _with_raising_key(name: str, error: BaseException) -> list[Any]:
+    # The newest message, which every reader reads.
+    return [*_conversation(6), {_RaisingKey(name, error): "?", "role": "user", "content": "where is it"}]
+
+
+@pytest.mark.parametrize("reader", sorted(_READERS))
+@pytest.mark.parametrize("error", [KeyboardInterrupt("stop"), SystemExit(3), _Stop(), ValueError("no")], ids=repr)
+@pytest.mark.parametrize("name", ["role", "content"])
+def test_a_key_whose_compare_raises_raises_through_every_reader(
+    backend: str, reader: str, error: BaseException, name: str
+) -> None:
+    """A lookup that raises is no missing key: the compare's exception comes out of the
+    call, as ``dict.get`` raises it (not a "missing" error, not a result without the key)."""
+    messages = _with_raising_key(name, error)
+    with pytest.raises(type(error)) as raised:
+        _RaisingKey.armed = True
+        try:
+            _READERS[reader](messages)
+        finally:  # before pytest reads the dict for its report
+            _RaisingKey.armed = False
+    assert raised.value is error
+
+
+def test_what_an_estimator_catches_stays_caught(backend: str) -> None:
+    """A call made by an estimator raises what its own reading raised; once the estimator
+    has caught it, the outer call does not raise it again."""
+    hostile = {_RaisingKey("role", ValueError("inner")): "?", "role": "user", "content": "x"}
+
+    def estimator(text: str) -> int:
+        try:
+            cf.message_tokens(hostile)
+        except ValueError:
+            return len(text)
+        raise AssertionError("the inner call did not raise")
+
+    messages = _conversation(6)
+    _RaisingKey.armed = True
+    try:
+        pack = cf.pack_handoff(messages, target_context_tokens=300, estimate_tokens=estimator)
+    finally:
+        _RaisingKey.armed = False
+    assert pack == cf.pack_handoff(messages, target_context_tokens=300, estimate_tokens=len)
+
+
+@pytest.mark.parametrize("reader", sorted(_READERS))
+@pytest.mark.parametrize("error", [KeyboardInterrupt("stop"), SystemExit(3), _Stop()], ids=repr)
+def test_an_interrupt_in_an_index_raises_through_every_reader(backend: str, reader: str, error: BaseException) -> None:
+    """A number's ``__index__`` that fails with an ``Exception`` makes it no JSON value
+    (above); an interrupt (Ctrl-C in it, ``sys.exit``) is no answer about the value and
+    stops the call."""
+    messages: list[Any] = [*_conversation(6), {"role": "user", "content": [{"type": "x", "n": _RaisingIndex(error)}]}]
+    with pytest.raises(type(error)) as raised:
+        _READERS[reader](messages)
+    assert raised.value is error
+
+
 def _as_plain(value: Any) -> Any:
     """The built-in value a (possibly lying) subclass holds, all the way down."""
     if isinstance(value, dict):

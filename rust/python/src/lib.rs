@@ -68,11 +68,10 @@ fn with_nodes<'py, T>(
     sizer: PySizer<'py>,
     f: impl FnOnce(&mut Transcript<'_, PyNode<'py>, PySizer<'py>>) -> Result<T, contextfold_core::CoreError>,
 ) -> PyResult<T> {
-    let mut transcript = Transcript::read_all(nodes, sizer, Format::Auto).map_err(errors::to_py)?;
-    match f(&mut transcript) {
-        Ok(value) => Ok(value),
-        Err(err) => Err(transcript.sizer().take_error(err)),
-    }
+    node::raising(|| {
+        let mut transcript = Transcript::read_all(nodes, sizer, Format::Auto).map_err(errors::to_py)?;
+        f(&mut transcript).map_err(|err| transcript.sizer().take_error(err))
+    })
 }
 
 /// ⌈UTF-16 length / 4⌉ of `text`.
@@ -118,8 +117,10 @@ fn message_tokens<'py>(
     image_tokens: Option<u64>,
 ) -> PyResult<u64> {
     let message = PyNode(message);
-    let checked = items::check_entry(&message).map_err(errors::to_py)?;
-    sizer_for(message.0.py(), estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
+    node::raising(|| {
+        let checked = items::check_entry(&message).map_err(errors::to_py)?;
+        sizer_for(message.0.py(), estimate, sizing(image_tokens))?.lone_message_tokens(&message, &checked)
+    })
 }
 
 /// Sum of the messages' tokens.

@@ -2,9 +2,39 @@
 
 use crate::borrow::MayRunPython;
 use contextfold_core::{JsonNode, JsonType, Key, MessageFields, Problem, Text, View};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use pyo3::{intern, PyTypeInfo};
+use std::cell::Cell;
+
+thread_local! {
+    /// The first exception caller code raised while this thread read values as JSON (a
+    /// key's `__eq__` in a lookup, an interrupt in a number's `__index__`). The core's
+    /// accessor trait has no room for it: the read goes on as if the key were absent or
+    /// the value no number, and [`raising`] raises it when the call is done.
+    static RAISED: Cell<Option<PyErr>> = const { Cell::new(None) };
+}
+
+/// Keeps `err` for [`raising`], unless an earlier one is kept (the first raised wins).
+fn keep_raised(err: PyErr) {
+    let _ = RAISED.try_with(|slot| {
+        let first = slot.take();
+        slot.set(first.or(Some(err)));
+    });
+}
+
+/// Runs `read`, a call that reads Python values as JSON, and returns in place of its
+/// outcome the first exception caller code raised meanwhile, as the reference raises it.
+/// A call made from within (by an estimator) raises its own, not the caller's.
+pub fn raising<T>(read: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    let outer = RAISED.take();
+    let outcome = read();
+    match RAISED.replace(outer) {
+        Some(err) => Err(err),
+        None => outcome,
+    }
+}
 
 /// A Python value read as JSON: `None`, `bool`, `int`, `float`, `str`, `list`, `dict`.
 #[derive(Clone)]
@@ -152,11 +182,21 @@ fn small_int(v: &Bound<'_, PyAny>) -> Option<i64> {
     }
 }
 
-/// The int a non-`int` number stands for (its `__index__`); `None` when that raises.
+/// The int a non-`int` number stands for (its `__index__`); `None` when that raises: an
+/// `Exception` makes the value no number, anything else (an interrupt) is kept for
+/// [`raising`].
 fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
     // SAFETY: PyNumber_Index returns a new reference or NULL with an exception set,
-    // which `from_owned_ptr_or_err` takes over (and we drop: the value is then no number).
-    unsafe { Bound::from_owned_ptr_or_err(v.py(), pyo3::ffi::PyNumber_Index(v.as_ptr())) }.ok()
+    // which `from_owned_ptr_or_err` takes over.
+    match unsafe { Bound::from_owned_ptr_or_err(v.py(), pyo3::ffi::PyNumber_Index(v.as_ptr())) } {
+        Ok(int) => Some(int),
+        Err(err) => {
+            if !err.is_instance_of::<PyException>(v.py()) {
+                keep_raised(err);
+            }
+            None
+        }
+    }
 }
 
 /// A number that is not a small exact int (an int subclass, a large int, an
@@ -293,9 +333,15 @@ impl<'py> JsonNode for PyNode<'py> {
 /// larger ones (a LangChain message's dict) by a lookup, which owns the snapshot first.
 const SCANNED_ENTRIES: usize = 8;
 
-/// `dict.get(key)`: may run Python code (a key's `__eq__`).
+/// `dict.get(key)`: may run Python code (a key's `__eq__`), whose exception is kept for
+/// [`raising`].
 fn looked_up<'py>(_: MayRunPython, dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<PyNode<'py>> {
-    dict.get_item(key).ok().flatten().map(PyNode)
+    dict.get_item(key)
+        .unwrap_or_else(|err| {
+            keep_raised(err);
+            None
+        })
+        .map(PyNode)
 }
 
 /// The name of `value`'s type (a metaclass may compute it).

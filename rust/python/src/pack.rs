@@ -21,10 +21,12 @@ pub fn pack_handoff<'py>(
     system: Option<Bound<'py, PyAny>>,
     tools: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut sizer = options.sizer()?;
-    let mut pack = options.pack;
-    pack.system_tokens = prompt_tokens(&mut sizer, system, tools)?;
-    in_place(messages, &pack, sizer, &options.budget)
+    crate::node::raising(|| {
+        let mut sizer = options.sizer()?;
+        let mut pack = options.pack;
+        pack.system_tokens = prompt_tokens(&mut sizer, system, tools)?;
+        in_place(messages, &pack, sizer, &options.budget)
+    })
 }
 
 /// Packs each transcript under `options` (a separate system prompt each when `systems`
@@ -41,6 +43,17 @@ pub fn pack_many<'py>(
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     // More threads than a usize holds means as many as there are CPUs.
     let threads = threads.extract::<usize>().unwrap_or(usize::MAX);
+    crate::node::raising(|| packed_many(transcripts, &options, systems, tools, threads))
+}
+
+/// [`pack_many`] with the thread count read.
+fn packed_many<'py>(
+    transcripts: &Bound<'py, PyList>,
+    options: &Options<'py>,
+    systems: Option<Vec<Option<Bound<'py, PyAny>>>>,
+    tools: Option<Bound<'py, PyAny>>,
+    threads: usize,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let mut sizer = options.sizer()?;
     // The tools cost the same in every transcript: sized once.
     let tools_tokens = prompt_tokens(&mut sizer, None, tools)?;
@@ -54,13 +67,13 @@ pub fn pack_many<'py>(
         .collect::<PyResult<Vec<_>>>()?;
     // A custom estimator is Python code: those transcripts are packed in place, one by one.
     let threads = if options.runs_python() { 1 } else { threads };
-    crate::batch::pack_many(transcripts, &each, &options, threads)
+    crate::batch::pack_many(transcripts, &each, options, threads)
 }
 
 /// One note line for `message`.
 #[pyfunction]
 pub fn handoff_line(message: Bound<'_, PyAny>) -> PyResult<String> {
-    pack::handoff_line(&PyNode(message)).map_err(crate::errors::to_py)
+    crate::node::raising(|| pack::handoff_line(&PyNode(message)).map_err(crate::errors::to_py))
 }
 
 /// What a separate system prompt and the tool definitions cost (checked first).
