@@ -152,6 +152,7 @@ def test_the_first_bad_value_in_order_is_named(backend: str) -> None:
     for content, error in (
         ([{"a": object(), 1: "x"}], "expected a JSON value"),
         ([{1: object(), "a": "x"}], "expected str object keys, got int"),
+        ([{(1,): object(), "a": "x"}], "expected str object keys, got tuple"),
     ):
         with pytest.raises(cf.MessageTypeError, match=error):
             cf.message_tokens({"role": "user", "content": content}, estimate_tokens="o200k_base")

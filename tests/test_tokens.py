@@ -102,6 +102,10 @@ BAD: list[tuple[Any, type[Exception], str]] = [
     ([{"role": "user", "content": {"a": 1}}], cf.MessageTypeError, "field 'content': expected str, list or None"),
     ([{"role": "user", "tool_calls": {}}], cf.MessageTypeError, "field 'tool_calls': expected list or None, got dict"),
     ([{"role": "user", "content": [{1: "x"}]}], cf.MessageTypeError, "expected str object keys, got int"),
+    # A key that is no JSON value at all is still named as a key.
+    ([{"role": "user", "content": [{(1, 2): "x"}]}], cf.MessageTypeError, "expected str object keys, got tuple"),
+    ([{"role": "user", "content": [{b"k": "x"}]}], cf.MessageTypeError, "expected str object keys, got bytes"),
+    ([{"role": "user", "content": [{frozenset(): "x"}]}], cf.MessageTypeError, "str object keys, got frozenset"),
     ([{"role": "user", "content": [{"a": {1, 2}}]}], cf.MessageTypeError, "got set"),
 ]
 

@@ -423,9 +423,14 @@ fn walk<N: JsonNode, S: Sink, V: Visitor<N>>(value: &N, sink: &mut S, visitor: &
                         continue;
                     }
                     if !key.str_json_len().is_some_and(|len| sink.string_len(len)) {
+                        // By its type first: a key that is no JSON value is named as a key.
+                        let not_a_key = || Problem::WrongType { expected: "str object keys", got: key.type_name() };
+                        if key.json_type() != JsonType::Str {
+                            return Err(not_a_key());
+                        }
                         match key.view()? {
                             View::Str(k) => sink.string(k),
-                            _ => return Err(Problem::WrongType { expected: "str object keys", got: key.type_name() }),
+                            _ => return Err(not_a_key()),
                         }
                     }
                     sink.ascii(":");
