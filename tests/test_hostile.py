@@ -360,6 +360,63 @@ def test_a_key_whose_compare_raises_raises_through_every_reader(
     assert raised.value is error
 
 
+class _LyingInt(int):
+    """Every method JSON could call lies or raises: only its storage tells the truth."""
+
+    def _raise(self, *_: Any) -> Any:
+        raise AssertionError("a method of the subclass ran")
+
+    __float__ = __int__ = __index__ = __abs__ = __repr__ = __str__ = _raise
+    __ge__ = __le__ = __gt__ = __lt__ = __eq__ = __ne__ = _raise
+    __hash__ = int.__hash__
+
+
+class _LyingFloat(float):
+    def _raise(self, *_: Any) -> Any:
+        raise AssertionError("a method of the subclass ran")
+
+    __float__ = __abs__ = __repr__ = __str__ = __ge__ = __le__ = __eq__ = __ne__ = _raise
+    __hash__ = float.__hash__
+
+
+@pytest.mark.parametrize("estimate", [None, "custom"])
+def test_int_and_float_subclasses_are_read_through_their_storage(backend: str, estimate: str | None) -> None:
+    """As ``json.dumps`` reads them: an int or float subclass's own methods never run
+    (a huge int is written as the double nearest it, past a double's range ``null``)."""
+    values = [7, -(2**53) - 1, 2**70, 10**400, -(10**400), 0.5, -1e-7, 1e21]
+    lying = [_LyingFloat(v) if isinstance(v, float) else _LyingInt(v) for v in values]
+    texts: list[str] = []
+    counter = None if estimate is None else (lambda text: len(texts.append(text) or text))
+    for plain, liar in zip(values, lying, strict=True):
+        got = cf.message_tokens({"role": "user", "content": [{"n": liar}]}, estimate_tokens=counter)
+        want = cf.message_tokens({"role": "user", "content": [{"n": plain}]}, estimate_tokens=counter)
+        assert got == want, plain
+    assert texts[::2] == texts[1::2]
+
+
+def test_pack_many_notes_the_transcript_a_raised_exception_came_from(backend: str) -> None:
+    """A caller's exception raised while a transcript is read carries the note naming the
+    transcript, as packing's own errors do; an interrupt carries none (it is no
+    transcript's fault)."""
+    error = ValueError("compare")
+    transcripts = [_conversation(4), [*_conversation(4), {_RaisingKey("content", error): 1, "role": "user"}]]
+    _RaisingKey.armed = True
+    try:
+        with pytest.raises(ValueError) as raised:
+            cf.pack_many(transcripts, target_context_tokens=30)
+    finally:
+        _RaisingKey.armed = False
+    assert raised.value is error
+    assert error.__notes__ == ["in transcript 1"]
+
+    def interrupted(text: str) -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        cf.pack_many(transcripts[:1], target_context_tokens=30, estimate_tokens=interrupted)
+    assert not hasattr(stopped.value, "__notes__")
+
+
 def test_what_an_estimator_catches_stays_caught(backend: str) -> None:
     """A call made by an estimator raises what its own reading raised; once the estimator
     has caught it, the outer call does not raise it again."""
@@ -387,7 +444,8 @@ def test_an_interrupt_in_an_index_raises_through_every_reader(backend: str, read
     """A number's ``__index__`` that fails with an ``Exception`` makes it no JSON value
     (above); an interrupt (Ctrl-C in it, ``sys.exit``) is no answer about the value and
     stops the call."""
-    messages: list[Any] = [*_conversation(6), {"role": "user", "content": [{"type": "x", "n": _RaisingIndex(error)}]}]
+    number = _RaisingIndex(error)
+    messages: list[Any] = [*_conversation(6), {"role": "user", "content": [{"type": "x", "n": number}]}]
     with pytest.raises(type(error)) as raised:
         _READERS[reader](messages)
     assert raised.value is error

@@ -146,14 +146,20 @@ def _string_json(text: str) -> str:
 
 
 def _json_number(value: Any) -> int | float | None:
-    """The number a value stands for in JSON, by value: an ``int`` or ``float`` (subclasses
-    such as ``numpy.float64`` included), or an object with ``__index__`` (``numpy.int64``)
-    as the int it returns; None for anything else (``__index__`` raising included)."""
-    if isinstance(value, (int, float)):
+    """The number a value stands for in JSON, by value: an ``int`` or ``float``, a subclass
+    (``numpy.float64``) read through its built-in storage as ``json.dumps`` reads it (its
+    own methods never run), or an object with ``__index__`` (``numpy.int64``) as the int it
+    returns; None for anything else (``__index__`` raising an ``Exception`` included)."""
+    cls = type(value)
+    if cls is int or cls is float:
         return value
-    if hasattr(type(value), "__index__"):
+    if issubclass(cls, int):
+        return int.__index__(value)
+    if issubclass(cls, float):
+        return float.__float__(value)
+    if hasattr(cls, "__index__"):
         try:
-            return operator.index(value)
+            return int.__index__(operator.index(value))  # an int subclass it returns, by storage
         except Exception:
             return None
     return None
@@ -163,7 +169,7 @@ def js_number(value: int | float) -> str:
     """``Number.prototype.toString`` of ``value`` as JSON writes it (``null`` when not finite)."""
     if isinstance(value, int):
         if -_MAX_SAFE <= value <= _MAX_SAFE:
-            return str(int(value))
+            return str(value)
         try:
             value = float(value)
         except OverflowError:
@@ -173,7 +179,7 @@ def js_number(value: int | float) -> str:
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
-    mantissa, _, exp = repr(float(abs(value))).partition("e")  # a float subclass may repr itself
+    mantissa, _, exp = repr(float(abs(value))).partition("e")
     whole, _, frac = mantissa.partition(".")
     digits = (whole + frac).lstrip("0")
     point = len(whole) + int(exp or 0) - (len(whole + frac) - len((whole + frac).lstrip("0")))

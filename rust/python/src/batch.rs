@@ -249,22 +249,16 @@ pub fn pack_many<'py>(
     let mut fairness = Fairness::new(py);
     let threads = thread_count(threads);
     let n = options.len();
+    // What reading a transcript raised (a caller's exception included) carries its note.
     let pack_in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
-        let snapshot = Snapshot::of(transcript).map_err(|e| in_transcript(py, e, i))?;
-        let packed = call.sizer().and_then(|mut sizer| {
-            pack::pack_edited(snapshot.nodes(), &mut sizer, opts).map_err(|e| sizer.take_error(e))
-        });
-        match packed {
-            Ok(packed) => {
-                let n = snapshot.len();
-                let kept = snapshot.into_kept(&packed.kept)?;
-                PyResult::Ok((n, kept, packed))
-            }
-            Err(e) => {
-                drop(snapshot); // its borrow ends before the note's Python code runs
-                Err(in_transcript(py, e, i))
-            }
-        }
+        crate::node::raising(|| {
+            let snapshot = Snapshot::of(transcript)?;
+            let mut sizer = call.sizer()?;
+            let packed = pack::pack_edited(snapshot.nodes(), &mut sizer, opts).map_err(|e| sizer.take_error(e))?;
+            let n = snapshot.len();
+            Ok((n, snapshot.into_kept(&packed.kept)?, packed))
+        })
+        .map_err(|e| in_transcript(py, e, i))
     };
     let mut out = Vec::with_capacity(n);
     let probe = if threads > 1 && n >= PROBE + 2 * CHUNK { PROBE } else { 0 };

@@ -136,7 +136,11 @@ pub fn request(text: String, offset: Option<usize>) -> PyErr {
 
 /// `err` with a note naming the transcript it came from (`contextfold._contract.add_note`,
 /// which works on every supported Python); a failure to add the note keeps `err` as is.
+/// An interrupt (not an `Exception`) is no transcript's fault: it gets none.
 pub fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    if !err.is_instance_of::<pyo3::exceptions::PyException>(py) {
+        return err;
+    }
     noted(crate::borrow::before_python(), py, err, index)
 }
 

@@ -16,8 +16,9 @@ thread_local! {
     static RAISED: Cell<Option<PyErr>> = const { Cell::new(None) };
 }
 
-/// Keeps `err` for [`raising`], unless an earlier one is kept (the first raised wins).
-fn keep_raised(err: PyErr) {
+/// Keeps `err` for [`raising`], unless an earlier one is kept (the first raised wins; the
+/// other is dropped, which may run a finaliser).
+fn keep_raised(_: MayRunPython, err: PyErr) {
     let _ = RAISED.try_with(|slot| {
         let first = slot.take();
         slot.set(first.or(Some(err)));
@@ -185,14 +186,14 @@ fn small_int(v: &Bound<'_, PyAny>) -> Option<i64> {
 /// The int a non-`int` number stands for (its `__index__`); `None` when that raises: an
 /// `Exception` makes the value no number, anything else (an interrupt) is kept for
 /// [`raising`].
-fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+fn index_of<'py>(run: MayRunPython, v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
     // SAFETY: PyNumber_Index returns a new reference or NULL with an exception set,
     // which `from_owned_ptr_or_err` takes over.
     match unsafe { Bound::from_owned_ptr_or_err(v.py(), pyo3::ffi::PyNumber_Index(v.as_ptr())) } {
         Ok(int) => Some(int),
         Err(err) => {
             if !err.is_instance_of::<PyException>(v.py()) {
-                keep_raised(err);
+                keep_raised(run, err);
             }
             None
         }
@@ -200,14 +201,30 @@ fn index_of<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
 }
 
 /// A number that is not a small exact int (an int subclass, a large int, an
-/// `__index__` type): Python code or allocations read it. `None` when `__index__` fails.
+/// `__index__` type): Python code or allocations read it. An int (a subclass too) is read
+/// through its storage, as `json.dumps` reads it. `None` when `__index__` fails.
 fn number<'py>(_: MayRunPython, v: &Bound<'py, PyAny>) -> Option<View<'static, PyNode<'py>>> {
-    let int = if PyInt::is_type_of(v) { v.clone() } else { index_of(v)? };
+    let int = if PyInt::is_type_of(v) { v.clone() } else { index_of(crate::borrow::before_python(), v)? };
     Some(match int.extract::<i64>() {
         Ok(i) => View::Int(i),
         // JavaScript holds the number as a double: too large for one is Infinity.
-        Err(_) => View::Float(int.extract::<f64>().unwrap_or(f64::INFINITY)),
+        Err(_) => View::Float(long_as_double(&int)),
     })
+}
+
+/// The double nearest an int, read from its storage (a subclass's `__float__` is not
+/// called); infinite past a double's range.
+fn long_as_double(int: &Bound<'_, PyAny>) -> f64 {
+    // SAFETY: an int (or subclass); PyLong_AsDouble fails only with OverflowError, which
+    // is taken and dropped here.
+    unsafe {
+        let value = pyo3::ffi::PyLong_AsDouble(int.as_ptr());
+        if value == -1.0 && !pyo3::ffi::PyErr_Occurred().is_null() {
+            pyo3::ffi::PyErr_Clear();
+            return f64::INFINITY;
+        }
+        value
+    }
 }
 
 impl<'py> JsonNode for PyNode<'py> {
@@ -335,10 +352,10 @@ const SCANNED_ENTRIES: usize = 8;
 
 /// `dict.get(key)`: may run Python code (a key's `__eq__`), whose exception is kept for
 /// [`raising`].
-fn looked_up<'py>(_: MayRunPython, dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<PyNode<'py>> {
+fn looked_up<'py>(run: MayRunPython, dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<PyNode<'py>> {
     dict.get_item(key)
         .unwrap_or_else(|err| {
-            keep_raised(err);
+            keep_raised(run, err);
             None
         })
         .map(PyNode)
