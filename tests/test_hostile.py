@@ -394,6 +394,22 @@ def test_int_and_float_subclasses_are_read_through_their_storage(backend: str, e
     assert texts[::2] == texts[1::2]
 
 
+@pytest.mark.parametrize("estimate", [None, "custom"])
+def test_a_block_type_subclass_is_read_through_its_storage_in_provider_sizing(
+    backend: str, estimate: str | None
+) -> None:
+    """Provider sizing tells an image block by its ``type``: a str subclass (whose hash
+    and compare lie) is read as the text it holds."""
+    counter = None if estimate is None else len
+    image = [{"type": "image", "source": {"data": "x" * 4_000}}]
+    lying = [{"type": LyingStr("image"), "source": {"data": "x" * 4_000}}]
+    got, want = (
+        cf.message_tokens({"role": "user", "content": c}, estimate_tokens=counter, sizing="provider", image_tokens=99)
+        for c in (lying, image)
+    )
+    assert got == want < 200
+
+
 def test_pack_many_notes_the_transcript_a_raised_exception_came_from(backend: str) -> None:
     """A caller's exception raised while a transcript is read carries the note naming the
     transcript, as packing's own errors do; an interrupt carries none (it is no
