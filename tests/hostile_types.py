@@ -1,5 +1,6 @@
-"""Subclasses of dict, list and str whose reading methods lie: contextfold must read the
-built-in storage they hold (and find keys as ``dict.get`` finds them) on both backends."""
+"""Subclasses of dict, list, str, int and float whose reading methods lie: contextfold must
+read the built-in storage they hold (and find keys as ``dict.get`` finds them) on both
+backends."""
 
 from __future__ import annotations
 
@@ -80,3 +81,46 @@ class OddHashKey(str):
 
     def __eq__(self, other: object) -> bool:
         return str.__eq__(self, other)
+
+
+class _LiesAboutItsValue:
+    """What JSON could call on a number, every answer a lie."""
+
+    def __float__(self) -> float:
+        return 0.25
+
+    def __abs__(self) -> int:
+        return 3
+
+    def __repr__(self) -> str:
+        return "3"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    def __le__(self, other: object) -> bool:
+        return False
+
+    def __ge__(self, other: object) -> bool:
+        return False
+
+
+class LyingInt(_LiesAboutItsValue, int):
+    """An int whose every method JSON could call lies: only its storage tells the truth."""
+
+    def __int__(self) -> int:
+        return 3
+
+    def __index__(self) -> int:
+        return 3
+
+    __hash__ = int.__hash__
+
+
+class LyingFloat(_LiesAboutItsValue, float):
+    __hash__ = float.__hash__

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from .conftest import native_required
-from .hostile_types import LyingDict, LyingList, LyingStr, OddHashKey
+from .hostile_types import LyingDict, LyingFloat, LyingInt, LyingList, LyingStr, OddHashKey
 from .strategies import transcripts
 
 pytestmark = pytest.mark.long  # two minutes of examples on a 2-core machine
@@ -53,6 +53,8 @@ HOSTILE_SCALARS: list[Callable[[], Any]] = [
     lambda: -(2**70),
     lambda: 10**400,
     lambda: float("inf"),
+    lambda: LyingInt(2**60),
+    lambda: LyingFloat(1e-9),
 ]
 
 
@@ -89,6 +91,8 @@ def _subclassed(message: dict[str, Any], scalar: int) -> Any:
         return OrderedDict(message)
     if scalar == 7 and message.get("tool_calls"):
         return {**message, "tool_calls": LyingList([LyingDict(c) for c in message["tool_calls"]])}
+    if scalar == 8:  # an image to provider sizing, by the text its type holds
+        return {**message, "content": [{"type": LyingStr("image"), "source": {"data": "x" * 400}}]}
     return message
 
 
@@ -178,6 +182,7 @@ def test_sizing(recipe: Any, estimate: int) -> None:
     chosen = ESTIMATES[estimate] if estimate < len(ESTIMATES) else None
     same(lambda m: cf.tokens_of(m, estimate_tokens=chosen), recipe)
     same(lambda m: [cf.message_tokens(x, estimate_tokens=chosen) for x in m], recipe)
+    same(lambda m: cf.tokens_of(m, estimate_tokens=chosen, sizing="provider", image_tokens=99), recipe)
     same(lambda m: cf.compact_tail_start_for_budget(m, 2**64 + 1, estimate_tokens=chosen), recipe)
 
 
