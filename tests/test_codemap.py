@@ -3,6 +3,7 @@ for ranking and paths, and consolidate → merge → files → removal round tri
 
 from __future__ import annotations
 
+import gc
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
@@ -193,6 +194,36 @@ def test_rank_native_equals_reference(items: list[str]) -> None:
     native = native_required()
     items += ["".join(list(s)) for s in items]  # equal strings as other objects (two characters on), of every kind
     assert native.rank_by_count(items) == reference.rank_by_count(items)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_rank_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
+    """The native ranking pauses the cyclic collector while it builds its results: the
+    collector is on again after it (off if it was off), errors included, and at most the
+    one collection its results leave due has run (at the first allocation after it)."""
+    native = native_required()
+    items = [f"src/file_{i % 3_000}.ts" for i in range(20_000)]
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        collections.append(phase)
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    gc.collect()
+    gc.callbacks.append(seen)
+    try:
+        ranked = native.rank_by_count(items)
+        ran = collections.count("start")
+        assert gc.isenabled() is enabled
+        assert ran <= 1 if enabled else ran == 0
+        with pytest.raises(cf.ArgumentTypeError):
+            native.rank_by_count([*items, 3])
+        assert gc.isenabled() is enabled
+    finally:
+        gc.callbacks.remove(seen)
+        (gc.enable if was else gc.disable)()
+    assert ranked == reference.rank_by_count(items)
 
 
 @settings(max_examples=500)
