@@ -199,8 +199,10 @@ def test_rank_native_equals_reference(items: list[str]) -> None:
 @pytest.mark.parametrize("enabled", [True, False])
 def test_rank_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
     """The native ranking pauses the cyclic collector while it builds its results: the
-    collector is on again after it (off if it was off), errors included, and at most the
-    one collection its results leave due has run (at the first allocation after it)."""
+    collector is on again after it (off if it was off), and at most the one collection its
+    results leave due has run (at the first allocation after it). From Python 3.12 a
+    collection due while C code allocates waits for bytecode anyway: there the count
+    cannot tell the pause, and only the restored state is checked."""
     native = native_required()
     items = [f"src/file_{i % 3_000}.ts" for i in range(20_000)]
     collections: list[str] = []

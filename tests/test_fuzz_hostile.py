@@ -54,6 +54,7 @@ HOSTILE_SCALARS: list[Callable[[], Any]] = [
     lambda: 10**400,
     lambda: float("inf"),
     lambda: LyingInt(2**60),
+    lambda: LyingInt(-(2**70)),
     lambda: LyingFloat(1e-9),
 ]
 

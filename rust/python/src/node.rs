@@ -213,7 +213,8 @@ fn number<'py>(_: MayRunPython, v: &Bound<'py, PyAny>) -> Option<View<'static, P
 }
 
 /// The double nearest an int, read from its storage (a subclass's `__float__` is not
-/// called); infinite past a double's range.
+/// called); past a double's range +infinity whatever the sign (JSON writes `null` either
+/// way).
 fn long_as_double(int: &Bound<'_, PyAny>) -> f64 {
     // SAFETY: an int (or subclass); PyLong_AsDouble fails only with OverflowError, which
     // is taken and dropped here.
