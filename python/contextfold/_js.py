@@ -152,7 +152,8 @@ def _json_number(value: Any) -> int | float | None:
     returns; None for anything else (``__index__`` raising an ``Exception`` included)."""
     cls = type(value)
     if cls is int or cls is float:
-        return value
+        exact: int | float = value
+        return exact
     if issubclass(cls, int):
         return int.__index__(value)
     if issubclass(cls, float):
