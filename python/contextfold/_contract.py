@@ -208,10 +208,9 @@ class Opaque:
 
     def __call__(self, obj: dict[str, Any]) -> Any:
         kind = obj.get("type")
-        if type(kind) is not str:
-            if not issubclass(type(kind), str):
-                return None
-            kind = str.__str__(kind)  # a subclass by the text it holds, not its hash
+        if not issubclass(type(kind), str):
+            return None
+        kind = str.__str__(kind)  # a subclass by the text it holds, not its hash
         if kind in OPAQUE_BLOCKS:
             self.blocks += 1
             return OPAQUE

@@ -428,10 +428,8 @@ fn walk<N: JsonNode, S: Sink, V: Visitor<N>>(value: &N, sink: &mut S, visitor: &
                         if key.json_type() != JsonType::Str {
                             return Err(not_a_key());
                         }
-                        match key.view()? {
-                            View::Str(k) => sink.string(k),
-                            _ => return Err(not_a_key()),
-                        }
+                        let View::Str(k) = key.view()? else { return Err(not_a_key()) };
+                        sink.string(k);
                     }
                     sink.ascii(":");
                     Some(child)
