@@ -911,6 +911,17 @@ fn str_json_units(s: &str) -> usize {
     Text::Utf8(s).json_len()
 }
 
+/// Fields checked up front, as an unedited message's in the overlay.
+fn plain_checked<'p, N: Clone>(checked: &Checked<N>) -> Checked<Edited<'p, N>> {
+    Checked {
+        role: checked.role,
+        content: checked.content.clone().map(Edited::Plain),
+        tool_calls: checked.tool_calls.clone().map(Edited::Plain),
+        item: checked.item,
+        call_id: checked.call_id.clone().map(Edited::Plain),
+    }
+}
+
 /// Sizes message `i` (read as edited).
 fn size<'p, N, S>(sizer: &mut S, i: usize, node: &Edited<'p, N>, responses: bool) -> Result<u64, CoreError>
 where
@@ -950,11 +961,18 @@ where
             return Ok(*cost);
         }
         let node = self.node(i)?;
-        let view = match edit_in(&self.edits, i) {
-            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
-            None => Edited::Plain(node),
+        let cost = match (edit_in(&self.edits, i), self.checked.get(i)) {
+            (Some(edit), _) => {
+                let view = Edited::Message { node, edit, placeholders: &self.placeholders, alone: None };
+                size(&mut *self.sizer, i, &view, self.responses)?
+            }
+            // Unedited and checked up front: sized on those fields, not read again.
+            (None, Some(checked)) => {
+                let checked = plain_checked(checked);
+                self.sizer.message_tokens(Some(i), &Edited::Plain(node), &checked).map_err(|e| e.at(i))?
+            }
+            (None, None) => size(&mut *self.sizer, i, &Edited::Plain(node), self.responses)?,
         };
-        let cost = size(&mut *self.sizer, i, &view, self.responses)?;
         if let Some(slot) = self.costs.get_mut(i) {
             *slot = Some(cost);
         }
