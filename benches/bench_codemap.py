@@ -57,13 +57,13 @@ def bench_rank_by_count(benchmark: Any, impl: str, items: str) -> None:
     benchmark(rank, paths)
 
 
-def _fresh_in_order() -> tuple[tuple[list[str]], dict[str, Any]]:
+def fresh_in_order() -> tuple[list[str]]:
     """100,000 paths made just now, in the order made (5,000 distinct): no str holds a
     cached hash yet, and the objects lie in memory in list order."""
-    return ([f"src/pkg{i % 50}/file_{i % 5_000}.ts" for i in range(100_000)],), {}
+    return ([f"src/pkg{i % 50}/file_{i % 5_000}.ts" for i in range(100_000)],)
 
 
-def _then_allocate(rank: Any) -> Any:
+def then_allocate(rank: Any) -> Any:
     """``rank`` followed by one allocation the collector tracks, at which a young-generation
     collection its results left due runs (the native ranking pauses the collector while it
     builds them): timed with the call, as a caller pays it."""
@@ -79,10 +79,10 @@ def _then_allocate(rank: Any) -> Any:
 @pytest.mark.parametrize("impl", ["native", "counter"])
 def bench_rank_by_count_fresh(benchmark: Any, impl: str) -> None:
     benchmark.group = "rank_by_count 100,000 fresh items, in order"
-    rank = _then_allocate(counter_sorted if impl == "counter" else native().rank_by_count)
-    (paths,), _ = _fresh_in_order()
+    rank = then_allocate(counter_sorted if impl == "counter" else native().rank_by_count)
+    (paths,) = fresh_in_order()
     assert rank(paths) == counter_sorted(paths)
-    benchmark.pedantic(rank, setup=_fresh_in_order, rounds=30)
+    benchmark.pedantic(rank, setup=lambda: (fresh_in_order(), {}), rounds=30)
 
 
 @pytest.mark.parametrize("backend", ["native", "python"])

@@ -33,7 +33,7 @@ from contextfold._backend import using
 from contextfold.bench import langchain_trimmer
 from contextfold.synthetic import responses_items
 
-from .bench_codemap import ITEMS, counter_sorted
+from .bench_codemap import ITEMS, counter_sorted, fresh_in_order, then_allocate
 from .bench_replay import replay
 from .bench_request import STYLES, bodies, check_bodies, object_path, styled_bodies
 from .conftest import corpus, repeated
@@ -46,11 +46,13 @@ Call = Callable[[], Any]
 class Pair:
     """A ratio to measure: time(``baseline``) / time(``contender``). Single-threaded
     work is timed in CPU time, which a busy machine's other processes barely move;
-    threaded work in wall time, the only clock that sees what threads gain."""
+    threaded work in wall time, the only clock that sees what threads gain. With
+    ``setup``, each call of either side is given fresh arguments it makes, untimed."""
 
-    contender: Call
-    baseline: Call
+    contender: Callable[..., Any]
+    baseline: Callable[..., Any]
     clock: Callable[[], float] = time.process_time
+    setup: Callable[[], tuple[Any, ...]] | None = None
 
 
 def _packer(impl: Any, convos: list[list[dict[str, Any]]], edits: tuple[Any, ...] = ()) -> Call:
@@ -195,6 +197,13 @@ def pairs() -> dict[str, Pair]:
         rank, counter = partial(_native.rank_by_count, items), partial(counter_sorted, items)
         assert rank() == counter()
         out[f"rank_by_count 100,000 items, {name}: native vs Counter+sorted"] = Pair(rank, counter)
+    # Paths made just before each call, in the order made (no str has its hash cached),
+    # and the collection the results leave due paid with the call.
+    rank, counter = then_allocate(_native.rank_by_count), then_allocate(counter_sorted)
+    assert rank(*fresh_in_order()) == counter(*fresh_in_order())
+    out["rank_by_count 100,000 fresh paths, in order: native vs Counter+sorted"] = Pair(
+        rank, counter, setup=fresh_in_order
+    )
     return out
 
 
@@ -224,23 +233,32 @@ def _request_packer(requests: list[bytes]) -> list[Any]:
         return [pack_request(b, target_context_tokens=BUDGET) for b in requests]
 
 
-def _timed(fn: Call, calls: int, clock: Callable[[], float]) -> float:
-    """Seconds a call of ``fn``, over ``calls`` calls."""
-    started = clock()
+def _timed(pair: Pair, fn: Callable[..., Any], calls: int) -> float:
+    """Seconds a call of ``fn`` (a side of ``pair``), over ``calls`` calls."""
+    clock, setup = pair.clock, pair.setup
+    if setup is None:
+        started = clock()
+        for _ in range(calls):
+            fn()
+        return (clock() - started) / calls
+    spent = 0.0
     for _ in range(calls):
-        fn()
-    return (clock() - started) / calls
+        arguments = setup()
+        started = clock()
+        fn(*arguments)
+        spent += clock() - started
+    return spent / calls
 
 
 def measure(pair: Pair, rounds: int, round_s: float) -> dict[str, Any]:
     """The median over ``rounds`` of time(baseline) / time(contender), sides interleaved,
     each side called often enough a round to take about ``round_s`` seconds."""
-    contender_calls = max(1, round(round_s / max(_timed(pair.contender, 1, pair.clock), 1e-7)))
-    baseline_calls = max(1, round(round_s / max(_timed(pair.baseline, 1, pair.clock), 1e-7)))
+    contender_calls = max(1, round(round_s / max(_timed(pair, pair.contender, 1), 1e-7)))
+    baseline_calls = max(1, round(round_s / max(_timed(pair, pair.baseline, 1), 1e-7)))
     ratios, contender_s, baseline_s = [], [], []
     for _ in range(rounds):
-        contender_s.append(_timed(pair.contender, contender_calls, pair.clock))
-        baseline_s.append(_timed(pair.baseline, baseline_calls, pair.clock))
+        contender_s.append(_timed(pair, pair.contender, contender_calls))
+        baseline_s.append(_timed(pair, pair.baseline, baseline_calls))
         ratios.append(baseline_s[-1] / contender_s[-1])
     return {
         "ratio": statistics.median(ratios),
