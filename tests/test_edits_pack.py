@@ -417,6 +417,90 @@ def test_what_sizing_raises_names_the_callers_message(backend: str, make: Any, e
         cf.pack_handoff(items, **keywords, **custom)
 
 
+def _unsizable_values() -> list[tuple[list[dict[str, Any]], bool, str]]:
+    """(messages, clear_tool_inputs, field): an older tool result, or a call's input, that
+    holds a value with no JSON form, which an edit reads before anything sizes it."""
+    call = {"type": "function_call", "call_id": "a", "name": "t", "arguments": "{}"}
+    after = {"type": "message", "role": "user", "content": "next"}
+    bad_text = [{"type": "text", "text": b"x"}]
+    use = {"type": "tool_use", "id": "a", "name": "t", "input": {}}
+    return [
+        ([call, {"type": "function_call_output", "call_id": "a", "output": b"x"}, after], False, "output"),
+        (
+            [
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": bad_text}]},
+                {"role": "user", "content": "next"},
+            ],
+            False,
+            "content",
+        ),
+        (
+            [
+                {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "t"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": bad_text},
+                {"role": "user", "content": "next"},
+            ],
+            False,
+            "content",
+        ),
+        (
+            [
+                {"role": "assistant", "content": [{**use, "input": ("t",)}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r" * 40}]},
+                {"role": "user", "content": "next"},
+            ],
+            True,
+            "input",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_unsizable_values())))
+def test_a_value_an_edit_reads_first_is_named_with_its_message(backend: str, case: int) -> None:
+    # trigger=0: only the newest message is sized before the edit reads the older ones.
+    messages, inputs, field = _unsizable_values()[case]
+    edits = [cf.ClearToolUses(trigger=0, keep=0, clear_tool_inputs=inputs)]
+    with pytest.raises(cf.MessageTypeError, match=rf"^message {1 - int(inputs)}, field '{field}'") as raised:
+        cf.pack_handoff(messages, target_context_tokens=10**6, edits=edits)
+    assert (raised.value.index, raised.value.field) == (1 - int(inputs), field)
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+def test_a_result_shorter_by_length_is_cleared_under_an_exact_encoding(backend: str) -> None:
+    # Replacement is judged by JSON length: forty dashes (2 tokens in o200k_base) are
+    # cleared for "[cleared]" (4), which costs the message more; the edit as a whole is
+    # what must free something, or it does nothing.
+    def run(results: list[str]) -> cf.HandoffPack:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        for k, text in enumerate(results):
+            call = {"id": f"c{k}", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+            messages += [
+                {"role": "assistant", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{k}", "content": text},
+            ]
+        messages.append({"role": "user", "content": "next"})
+        edits = [cf.ClearToolUses(trigger=0, keep=0)]
+        return cf.pack_handoff(
+            messages,
+            target_context_tokens=10**6,
+            estimate_tokens="o200k_base",
+            edits=edits,
+            cut="chunked",
+            chunk_tokens=1,
+        )
+
+    alone = run(["-" * 40])
+    assert not alone.applied_edits and alone.messages[2]["content"] == "-" * 40
+    both = run(["-" * 40, "word " * 200])
+    before = cf.message_tokens(
+        {"role": "tool", "tool_call_id": "c0", "content": "-" * 40}, estimate_tokens="o200k_base"
+    )
+    assert [m.get("content") for m in both.messages[2:5:2]] == ["[cleared]", "[cleared]"]
+    assert cf.message_tokens(both.messages[2], estimate_tokens="o200k_base") == before + 2
+    assert both.applied_edits[0].cleared_tool_uses == 2 and both.applied_edits[0].cleared_input_tokens > 0
+
+
 @pytest.mark.parametrize("make", COMPACTED)
 def test_pins_hold_after_the_compaction_only(backend: str, make: Any) -> None:
     # What precedes the newest compaction is dropped (or held in it) by the provider, so

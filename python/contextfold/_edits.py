@@ -101,7 +101,9 @@ class ClearToolUses:
 class ClearThinking:
     """Remove thinking (Anthropic ``thinking`` / ``redacted_thinking`` blocks, Responses
     ``reasoning`` items) from all but the newest ``keep`` assistant turns that hold some,
-    never from a turn whose tool calls are still unanswered."""
+    never from a turn whose tool calls are still unanswered. ``keep=0`` clears the turn in
+    progress too once its calls are answered, which Anthropic refuses in a tool loop with
+    extended thinking on (it asks for that turn's thinking back)."""
 
     keep: int = 1
 

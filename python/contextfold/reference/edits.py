@@ -26,8 +26,12 @@ ClearToolUses
     A value is replaced only when its replacement is shorter, as sizing measures it (a
     message's own ``content`` string by its UTF-16 length, ``None`` as 2, anything else
     and any nested value by its compact JSON length): so a result already cleared, or
-    shorter than the placeholder, is left as it is, and under the built-in sizings an
-    edit never makes a message cost more. An absent value is never added. A tool use
+    shorter than the placeholder, is left as it is, and under the default sizing (chars/4)
+    an edit never makes a message cost more. Under an exact encoding or provider sizing
+    the test is still length, so a short result can cost a token or two more as the
+    placeholder (forty dashes are fewer tokens than ``[cleared]``), or an image more than
+    its flat price; the edit as a whole still frees at least ``clear_at_least`` or does
+    nothing. An absent value is never added. A tool use
     for which clearing would change nothing (so replaced, too short, or excluded) is
     *settled*.
 
@@ -185,16 +189,19 @@ def _role(message: Any) -> str | None:
     return str_value(entry(message, "role")) if isinstance(message, dict) else None
 
 
-def _top_units(value: Any) -> int:
-    """A message's own content as sizing measures it: a str by its length, None as 2."""
+def _top_units(value: Any, index: int) -> int:
+    """A message's own content as sizing measures it: a str by its length, None as 2
+    (what it holds with no JSON form named as message ``index``'s content)."""
     text = str_value(value)  # a str subclass measured as its storage, not its methods
     if text is not None:
         return utf16_len(text)
-    return 2 if value is None else json_length(value)
+    return 2 if value is None else json_length(value, "content", index)
 
 
-def _json_units(value: Any) -> int:
-    return json_length(value)
+def _json_units(value: Any, index: int | None = None, field: str = "content") -> int:
+    """The compact JSON length of ``value``, a member of message ``index`` named as
+    ``field`` when it holds something with no JSON form (a replacement: no index)."""
+    return json_length(value, field, index)
 
 
 class _Call(NamedTuple):
@@ -284,10 +291,10 @@ def _result_shorter(state: _State, u: _Use, placeholder: str) -> bool:
     m = state.messages[u.at]
     if u.block is not None:
         block = _list(entry(m, "content"))[u.block]  # type: ignore[index]
-        return has_entry(block, "content") and _json_units(entry(block, "content")) > _json_units(placeholder)
+        return has_entry(block, "content") and _json_units(entry(block, "content"), u.at) > _json_units(placeholder)
     if state.responses:
-        return has_entry(m, "output") and _json_units(entry(m, "output")) > _json_units(placeholder)
-    return has_entry(m, "content") and _top_units(entry(m, "content")) > utf16_len(placeholder)
+        return has_entry(m, "output") and _json_units(entry(m, "output"), u.at, "output") > _json_units(placeholder)
+    return has_entry(m, "content") and _top_units(entry(m, "content"), u.at) > utf16_len(placeholder)
 
 
 def _call_input(state: _State, c: _Call) -> tuple[Any, Any] | None:
@@ -306,8 +313,10 @@ def _call_input(state: _State, c: _Call) -> tuple[Any, Any] | None:
 
 
 def _input_longer(state: _State, c: _Call | None) -> bool:
-    found = None if c is None else _call_input(state, c)
-    return found is not None and _json_units(found[0]) > _json_units(found[1])
+    if c is None:
+        return False
+    found = _call_input(state, c)
+    return found is not None and _json_units(found[0], c.at, "input") > _json_units(found[1])
 
 
 def _weight(state: _State, u: _Use) -> int:

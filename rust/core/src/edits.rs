@@ -18,8 +18,10 @@
 //!   an OpenAI `tool` message, an Anthropic `tool_result` block, a Responses
 //!   `function_call_output` / `custom_tool_call_output` item. The newest `keep`, and those
 //!   calling an excluded tool, are never edited. A value is replaced only when its
-//!   replacement is shorter as sizing measures it (so an edit never makes a message cost
-//!   more under the built-in sizings, and a result already cleared is left as it is).
+//!   replacement is shorter as sizing measures length (so a result already cleared is left
+//!   as it is, and under chars/4 an edit never makes a message cost more; under an exact
+//!   encoding or provider sizing a short result may cost a little more cleared, which the
+//!   edit's total, at least `clear_at_least`, absorbs).
 //!   Cache stability: walking the tool uses oldest first from the first one clearing would
 //!   change, summing each one's result cost, cut points sit where the sum crosses a multiple
 //!   of `step`; the boundary is the last cut point at or before the newest `keep`, and the
