@@ -421,11 +421,27 @@ def _unsizable_values() -> list[tuple[list[dict[str, Any]], bool, str]]:
     """(messages, clear_tool_inputs, field): an older tool result, or a call's input, that
     holds a value with no JSON form, which an edit reads before anything sizes it."""
     call = {"type": "function_call", "call_id": "a", "name": "t", "arguments": "{}"}
+    custom = {"type": "custom_tool_call", "call_id": "a", "name": "t", "input": "x"}
     after = {"type": "message", "role": "user", "content": "next"}
     bad_text = [{"type": "text", "text": b"x"}]
     use = {"type": "tool_use", "id": "a", "name": "t", "input": {}}
+    output = {"type": "function_call_output", "call_id": "a", "output": "r" * 40}
+    custom_output = {**output, "type": "custom_tool_call_output"}
+    openai_call = {"id": "a", "type": "function", "function": {"name": "t", "arguments": ("t",)}}
     return [
-        ([call, {"type": "function_call_output", "call_id": "a", "output": b"x"}, after], False, "output"),
+        ([call, {**output, "output": b"x"}, after], False, "output"),
+        ([custom, {**custom_output, "output": b"x"}, after], False, "output"),
+        ([{**call, "arguments": b"x"}, output, after], True, "input"),
+        ([{**custom, "input": b"x"}, custom_output, after], True, "input"),
+        (
+            [
+                {"role": "assistant", "tool_calls": [openai_call]},
+                {"role": "tool", "tool_call_id": "a", "content": "r" * 40},
+                {"role": "user", "content": "next"},
+            ],
+            True,
+            "input",
+        ),
         (
             [
                 {"role": "assistant", "content": [use]},

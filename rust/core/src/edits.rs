@@ -1651,6 +1651,33 @@ mod tests {
     }
 
     #[test]
+    fn fields_checked_up_front_plan_as_fields_read_here() {
+        // What `pack_edited` hands the plan (each entry checked by `read_all`, in the
+        // plan's format) plans, sizes and reports as the plan reading them itself.
+        let mut exact = ExactTokens::new(Encoding::O200kBase, crate::provider::Sizing::Seed);
+        for Case { messages, edits, context, .. } in cases() {
+            let refs: Vec<&Value> = messages.iter().collect();
+            let format = if context.responses { Format::Responses } else { Format::Chat };
+            let checked = Transcript::read_all(&refs, CharsPerToken, format).unwrap().into_checked();
+            assert_eq!(checked.len(), refs.len());
+            agree(&refs, &edits, &context, &checked, &mut CharsPerToken);
+            agree(&refs, &edits, &context, &checked, &mut exact);
+        }
+
+        fn agree<'v, S: for<'p> MessageSizer<Edited<'p, &'v Value>>>(
+            refs: &[&'v Value],
+            edits: &[Edit],
+            context: &EditContext,
+            checked: &[Checked<&'v Value>],
+            sizer: &mut S,
+        ) {
+            let read_here = plan(refs, edits, sizer, context, Vec::new(), &[]).unwrap();
+            let up_front = plan(refs, edits, sizer, context, Vec::new(), checked).unwrap();
+            assert_eq!(read_here, up_front);
+        }
+    }
+
+    #[test]
     fn removed_items_are_mapped_out_of_the_overlay() {
         let items = [
             json!({"type": "message", "role": "user", "content": "a"}),
