@@ -8,8 +8,8 @@ they are read (both backends read their built-in storage and find keys as ``dict
 does), and estimators that return absurd numbers or mutate the transcript being packed.
 Each backend gets its own fresh copy of every input, built from one drawn recipe.
 
-``CONTEXTFOLD_FUZZ_EXAMPLES`` sets the examples per test (CI runs the default; see the
-README for a longer run). Marked ``long``: a plain ``pytest`` leaves it out (``pytest -m
+``CONTEXTFOLD_FUZZ_EXAMPLES`` sets the examples per test (CI runs the default on its
+default Python and 50 on the others; see the README for a longer run). Marked ``long``: a plain ``pytest`` leaves it out (``pytest -m
 long`` runs it; CI does).
 """
 
