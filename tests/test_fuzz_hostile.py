@@ -9,8 +9,8 @@ does), and estimators that return absurd numbers or mutate the transcript being 
 Each backend gets its own fresh copy of every input, built from one drawn recipe.
 
 ``CONTEXTFOLD_FUZZ_EXAMPLES`` sets the examples per test (CI runs the default on its
-default Python and 50 on the others; see the README for a longer run). Marked ``long``: a plain ``pytest`` leaves it out (``pytest -m
-long`` runs it; CI does).
+default Python and 50 on the others; see the README for a longer run). Marked ``long``:
+a plain ``pytest`` leaves it out (``pytest -m long`` runs it; CI does).
 """
 
 from __future__ import annotations
