@@ -198,12 +198,6 @@ def _top_units(value: Any, index: int) -> int:
     return 2 if value is None else json_length(value, "content", index)
 
 
-def _json_units(value: Any, index: int | None = None, field: str = "content") -> int:
-    """The compact JSON length of ``value``, a member of message ``index`` named as
-    ``field`` when it holds something with no JSON form (a replacement: no index)."""
-    return json_length(value, field, index)
-
-
 class _Call(NamedTuple):
     at: int
     slot: int | None
@@ -291,9 +285,10 @@ def _result_shorter(state: _State, u: _Use, placeholder: str) -> bool:
     m = state.messages[u.at]
     if u.block is not None:
         block = _list(entry(m, "content"))[u.block]  # type: ignore[index]
-        return has_entry(block, "content") and _json_units(entry(block, "content"), u.at) > _json_units(placeholder)
+        content = entry(block, "content")
+        return has_entry(block, "content") and json_length(content, "content", u.at) > json_length(placeholder)
     if state.responses:
-        return has_entry(m, "output") and _json_units(entry(m, "output"), u.at, "output") > _json_units(placeholder)
+        return has_entry(m, "output") and json_length(entry(m, "output"), "output", u.at) > json_length(placeholder)
     return has_entry(m, "content") and _top_units(entry(m, "content"), u.at) > utf16_len(placeholder)
 
 
@@ -316,7 +311,7 @@ def _input_longer(state: _State, c: _Call | None) -> bool:
     if c is None:
         return False
     found = _call_input(state, c)
-    return found is not None and _json_units(found[0], c.at, "input") > _json_units(found[1])
+    return found is not None and json_length(found[0], "input", c.at) > json_length(found[1])
 
 
 def _weight(state: _State, u: _Use) -> int:

@@ -309,10 +309,7 @@ impl Plan {
 
     /// Message `index` (whose node is `node`) as edited.
     pub fn view<N>(&self, index: usize, node: N) -> Edited<'_, N> {
-        match self.edit(index) {
-            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
-            None => Edited::Plain(node),
-        }
+        Edited::message(node, self.edit(index), &self.placeholders)
     }
 
     /// The transcript as edited: the removed entries left out, each other one as
@@ -397,6 +394,14 @@ impl Member {
 }
 
 impl<'p, N> Edited<'p, N> {
+    /// A message with `edit`'s changes (`None`: as it is).
+    fn message(node: N, edit: Option<&'p MessageEdit>, placeholders: &'p [String]) -> Self {
+        match edit {
+            Some(edit) => Edited::Message { node, edit, placeholders, alone: None },
+            None => Edited::Plain(node),
+        }
+    }
+
     fn substitute(value: Substitute<'p>) -> Self {
         match value {
             Substitute::Str(s) => Edited::Str(s),
@@ -963,17 +968,12 @@ where
             return Ok(*cost);
         }
         let node = self.node(i)?;
-        let cost = match (edit_in(&self.edits, i), self.checked.get(i)) {
-            (Some(edit), _) => {
-                let view = Edited::Message { node, edit, placeholders: &self.placeholders, alone: None };
-                size(&mut *self.sizer, i, &view, self.responses)?
-            }
-            // Unedited and checked up front: sized on those fields, not read again.
-            (None, Some(checked)) => {
-                let checked = plain_checked(checked);
-                self.sizer.message_tokens(Some(i), &Edited::Plain(node), &checked).map_err(|e| e.at(i))?
-            }
-            (None, None) => size(&mut *self.sizer, i, &Edited::Plain(node), self.responses)?,
+        let edit = edit_in(&self.edits, i);
+        let view = Edited::message(node, edit, &self.placeholders);
+        // Unedited and checked up front: sized on those fields, not read again.
+        let cost = match self.checked.get(i).filter(|_| edit.is_none()) {
+            Some(checked) => self.sizer.message_tokens(Some(i), &view, &plain_checked(checked)).map_err(|e| e.at(i))?,
+            None => size(&mut *self.sizer, i, &view, self.responses)?,
         };
         if let Some(slot) = self.costs.get_mut(i) {
             *slot = Some(cost);
@@ -999,11 +999,7 @@ where
 
     /// Message `i`'s cost with `edit` (`None`: as it is in the input).
     fn cost_with(&mut self, i: usize, edit: Option<&MessageEdit>) -> Result<u64, CoreError> {
-        let node = self.node(i)?;
-        let view = match edit {
-            Some(edit) => Edited::Message { node, edit, placeholders: &self.placeholders, alone: None },
-            None => Edited::Plain(node),
-        };
+        let view = Edited::message(self.node(i)?, edit, &self.placeholders);
         size(&mut *self.sizer, i, &view, self.responses)
     }
 
