@@ -192,7 +192,7 @@ def random_edits(rng: random.Random) -> list[Edit]:
                 )
             )
         else:
-            edits.append(ClearThinking(keep=rng.randint(0, 2)))
+            edits.append(ClearThinking(keep=rng.randint(0, 4)))
     return edits
 
 

@@ -186,6 +186,47 @@ def test_results_report_no_edit_when_none_ran(backend: str) -> None:
     assert cf.pack_handoff(messages, target_context_tokens=10**7).applied_edits == ()
 
 
+def _thinking_turns(turns: int, responses: bool) -> list[dict[str, Any]]:
+    """``turns`` turns of a user question and an answer that thinks first."""
+    out: list[dict[str, Any]] = []
+    for t in range(turns):
+        thought = f"weighing option {t} " * 20
+        if responses:
+            out += [
+                {"type": "message", "role": "user", "content": f"q{t}"},
+                {"type": "reasoning", "id": f"rs_{t}", "summary": [{"type": "summary_text", "text": thought}]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"a{t}"}]},
+            ]
+        else:
+            out += [
+                {"role": "user", "content": f"q{t}"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": thought, "signature": "sig"},
+                        {"type": "text", "text": f"a{t}"},
+                    ],
+                },
+            ]
+    return out
+
+
+@pytest.mark.parametrize("keep", [3, 4, 5])
+@pytest.mark.parametrize("responses", [False, True], ids=["anthropic", "responses"])
+def test_thinking_keeping_at_least_as_many_turns_as_hold_it_clears_none(
+    backend: str, responses: bool, keep: int
+) -> None:
+    """Three turns hold thinking: ``keep`` of 3 or more leaves every one, on the object path
+    and the bytes path (the reference once read keep 4 as 1 and keep 5 as 2)."""
+    messages = _thinking_turns(3, responses)
+    options = cf.PackOptions(target_context_tokens=10**6, edits=[cf.ClearThinking(keep=keep)])
+    pack = cf.pack_handoff(messages, options=options)
+    assert pack.applied_edits == () and all(a is b for a, b in zip(pack.messages, messages, strict=True))
+    body = json.dumps({"model": "m", "input" if responses else "messages": messages}).encode()
+    packed = cf.pack_request(body, options=options)
+    assert packed.applied_edits == () and packed.body is body
+
+
 def test_bad_edits_fail_when_the_options_are_built() -> None:
     with pytest.raises(cf.ArgumentTypeError, match="edits"):
         cf.PackOptions(target_context_tokens=10, edits=["clear"])  # type: ignore[list-item]

@@ -436,7 +436,7 @@ def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
         if blocks is None or blocks:
             found.append((i, turn, blocks))
     with_thinking = sorted({t for _, t, _ in found})
-    held = set(with_thinking[len(with_thinking) - edit.keep :] if edit.keep else ())
+    held = set(with_thinking[max(len(with_thinking) - edit.keep, 0) :])
     held.update(turns_of[i] for i in _unanswered(state))
     changed: dict[int, Any] = {}
     gone: list[int] = []
