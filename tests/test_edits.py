@@ -589,7 +589,7 @@ def test_clearing_moves_in_whole_steps() -> None:
 # Thinking -----------------------------------------------------------------------------
 
 
-def _thinking_turn(text: str, call: str | None = None) -> list[dict[str, Any]]:
+def thinking_turn(text: str, call: str | None = None) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [{"type": "thinking", "thinking": text, "signature": "sig"}]
     if call is None:
         return [{"role": "assistant", "content": [*blocks, {"type": "text", "text": "done"}]}]
@@ -600,15 +600,15 @@ def _thinking_turn(text: str, call: str | None = None) -> list[dict[str, Any]]:
 def test_thinking_goes_from_all_but_the_newest_turns_and_never_from_an_unanswered_one() -> None:
     messages = [
         {"role": "user", "content": "one"},
-        *_thinking_turn("t1", "u1"),
+        *thinking_turn("t1", "u1"),
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "r"}]},
-        *_thinking_turn("t1b"),
+        *thinking_turn("t1b"),
         {"role": "user", "content": "two"},
-        *_thinking_turn("t2", "u2"),  # never answered: its turn keeps its thinking
+        *thinking_turn("t2", "u2"),  # never answered: its turn keeps its thinking
         {"role": "user", "content": "three"},
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "only", "signature": "s"}]},
         {"role": "user", "content": "four"},
-        *_thinking_turn("t4"),
+        *thinking_turn("t4"),
     ]
     edited, removed, applied = apply_edits(
         messages, [ClearThinking(keep=1)], cost=cost, base=0, budget=0, step=1, responses=False

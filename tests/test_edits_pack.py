@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .conftest import anthropic_corpus, native_required, openai_corpus
-from .test_edits import anthropic_transcript, openai_transcript, random_edits, responses_transcript
+from .test_edits import anthropic_transcript, openai_transcript, random_edits, responses_transcript, thinking_turn
 
 MAKERS = {"openai": openai_transcript, "anthropic": anthropic_transcript, "responses": responses_transcript}
 
@@ -198,16 +198,7 @@ def _thinking_turns(turns: int, responses: bool) -> list[dict[str, Any]]:
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"a{t}"}]},
             ]
         else:
-            out += [
-                {"role": "user", "content": f"q{t}"},
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "thinking", "thinking": thought, "signature": "sig"},
-                        {"type": "text", "text": f"a{t}"},
-                    ],
-                },
-            ]
+            out += [{"role": "user", "content": f"q{t}"}, *thinking_turn(thought)]
     return out
 
 

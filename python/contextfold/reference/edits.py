@@ -285,8 +285,9 @@ def _result_shorter(state: _State, u: _Use, placeholder: str) -> bool:
     m = state.messages[u.at]
     if u.block is not None:
         block = _list(entry(m, "content"))[u.block]  # type: ignore[index]
-        content = entry(block, "content")
-        return has_entry(block, "content") and json_length(content, "content", u.at) > json_length(placeholder)
+        if not has_entry(block, "content"):
+            return False
+        return json_length(entry(block, "content"), "content", u.at) > json_length(placeholder)
     if state.responses:
         return has_entry(m, "output") and json_length(entry(m, "output"), "output", u.at) > json_length(placeholder)
     return has_entry(m, "content") and _top_units(entry(m, "content"), u.at) > utf16_len(placeholder)
