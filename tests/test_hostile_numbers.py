@@ -226,3 +226,82 @@ def test_a_system_prompt_and_tools_past_a_u64_saturate_alike(backend: str) -> No
         estimate_tokens=lambda text: ESTIMATE_MAX,
     )
     assert (pack.fits, pack.tokens) == (False, U64_MAX + ESTIMATE_MAX + 4)
+
+
+class _Storage(int):
+    """An int whose own conversions and comparisons lie: only its storage tells the truth."""
+
+    def __int__(self) -> int:
+        return -50
+
+    def __index__(self) -> int:
+        return -50
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "-50"
+
+    __str__ = __format__ = lambda self, *_: "-50"  # type: ignore[assignment]
+    __hash__ = int.__hash__
+
+
+def _outcome(call: Any) -> Any:
+    """What ``call()`` returns, or the type and message of what it raises."""
+    try:
+        return call()
+    except Exception as error:
+        return type(error), str(error)
+
+
+# Each call given an int argument (or an estimate) by a function of it.
+STORED: list[tuple[str, Any]] = [
+    ("budget", lambda n: cf.pack_handoff(turns(6), target_context_tokens=n)),
+    ("reserve", lambda n: cf.pack_handoff(turns(6), target_context_tokens=20, reserve_output_tokens=n)),
+    ("chunk", lambda n: cf.pack_handoff(turns(6), target_context_tokens=20, cut="chunked", chunk_tokens=n)),
+    ("pin", lambda n: cf.pack_handoff(turns(6), target_context_tokens=20, pinned=[n])),
+    ("image", lambda n: cf.PackOptions(target_context_tokens=20, sizing="provider", image_tokens=n).images),
+    ("estimate", lambda n: cf.pack_handoff(turns(6), target_context_tokens=20, estimate_tokens=lambda _: n)),
+    ("message", lambda n: cf.message_tokens(turns(1)[0], estimate_tokens=lambda _: n)),
+    ("keep", lambda n: cf.pack_handoff(turns(6), target_context_tokens=20, edits=[cf.ClearToolUses(keep=n)])),
+    ("thinking", lambda n: cf.ClearThinking(keep=n).keep),
+    ("window", lambda n: cf.window_start(turns(6), window=n, token_budget=20)),
+    ("verbatim", lambda n: cf.verbatim_start(turns(6), n)),
+    ("tail", lambda n: cf.compact_tail_start_for_budget(turns(6), n)),
+    ("threads", lambda n: cf.pack_many([turns(6)], target_context_tokens=20, threads=n)),
+]
+
+
+@pytest.mark.parametrize("value", [0, 1, 3, 10, -1, 2**70])
+@pytest.mark.parametrize("call", [call for _, call in STORED], ids=[name for name, _ in STORED])
+def test_an_int_subclass_is_read_by_its_stored_value(call: Any, value: int) -> None:
+    # Its own __int__, __index__, comparisons and repr never run: the call returns (or
+    # raises, naming the stored value) what it does for the plain int.
+    assert _outcome(lambda: call(_Storage(value))) == _outcome(lambda: call(value))
+
+
+def test_an_int_subclass_sets_the_count_cache_by_its_stored_value() -> None:
+    before = cf.count_cache_info().max_bytes
+    try:
+        cf.set_count_cache(_Storage(1 << 20))
+        assert cf.count_cache_info().max_bytes == 1 << 20
+    finally:
+        cf.set_count_cache(before)
+
+
+@pytest.mark.parametrize(
+    ("pinned", "words"),
+    [
+        (None, "pinned must be an iterable of ints, got NoneType"),
+        (5, "pinned must be an iterable of ints, got int"),
+        (1.5, "pinned must be an iterable of ints, got float"),
+        ("12", "pinned index must be an int, got str"),
+    ],
+)
+def test_pins_that_are_no_ints_are_refused_naming_pinned(pinned: Any, words: str) -> None:
+    with pytest.raises(ArgumentError, match=rf"^{words}$"):
+        cf.pack_handoff(turns(4), target_context_tokens=9, pinned=pinned)

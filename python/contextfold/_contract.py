@@ -63,11 +63,19 @@ def whole(name: str, value: Any, minimum: int = 0, maximum: int | None = U64_MAX
     the backends cap themselves); bools and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ArgumentError(f"{name} must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ArgumentError(f"{name} must be at most {maximum}, got {value}")
-    return int(value)
+    number = stored(value)
+    if number < minimum:
+        raise ArgumentError(f"{name} must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ArgumentError(f"{name} must be at most {maximum}, got {number}")
+    return number
+
+
+def stored(value: int) -> int:
+    """An int (or an int subclass's) stored value as a plain int: a subclass's own
+    ``__int__``, ``__index__``, comparisons and repr never run (``int(value)`` would call
+    its ``__int__``), as the native side reads it."""
+    return int.__int__(value)
 
 
 def thread_count(threads: int | None, name: str = "threads") -> int:
@@ -234,11 +242,12 @@ def checked(estimate: Estimator, text: str) -> int:
     tokens = estimate(text)
     if isinstance(tokens, bool) or not isinstance(tokens, int):
         raise EstimatorError(f"estimate_tokens must return an int, got {type(tokens).__name__}")
+    tokens = stored(tokens)
     if tokens < 0:
         raise EstimatorError(f"estimate_tokens must return a non-negative int, got {tokens}")
     if tokens > ESTIMATE_MAX:
         raise EstimatorError(f"estimate_tokens must return at most {ESTIMATE_MAX}, got {tokens}")
-    return int(tokens)
+    return tokens
 
 
 def estimator_text(message: Any, index: int | None = None, whole: bool = False, visit: Visit | None = None) -> str:
@@ -456,7 +465,11 @@ class PackOptions:
         budget = handoff_budget(self.target_context_tokens, self.reserve_output_tokens)
         pins = self.pinned
         if type(pins) is not tuple or not all(type(p) is int and 0 <= p <= U64_MAX for p in pins):
-            pins = tuple(whole("pinned index", p) for p in pins)
+            try:
+                each = iter(pins)
+            except TypeError:
+                raise ArgumentError(f"pinned must be an iterable of ints, got {type(pins).__name__}") from None
+            pins = tuple(whole("pinned index", p) for p in each)
         if self.summary is not None and not isinstance(self.summary, str):
             raise ArgumentError(f"summary must be a str or None, got {type(self.summary).__name__}")
         if self.shape not in SHAPES:

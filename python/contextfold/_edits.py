@@ -30,9 +30,10 @@ def _count(owner: str, name: str, value: Any) -> int:
     """``value`` as a plain int from 0 to 2**64 - 1, else an error naming ``owner.name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentTypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
-    if not 0 <= value <= _COUNT_MAX:
-        raise ArgumentError(f"{owner}.{name} must be from 0 to {_COUNT_MAX}, got {value}")
-    return int(value)
+    number = int.__int__(value)  # the stored value, as _contract.stored reads it
+    if not 0 <= number <= _COUNT_MAX:
+        raise ArgumentError(f"{owner}.{name} must be from 0 to {_COUNT_MAX}, got {number}")
+    return number
 
 
 def _text(owner: str, name: str, value: Any) -> str:
