@@ -377,6 +377,26 @@ fn whitespace_runs_are_skipped_wherever_they_end() {
     }
 }
 
+#[test]
+fn a_tape_leaves_its_buffers_to_the_next_parse_on_its_thread_unless_they_are_large() {
+    let body = br#"{"messages": [{"role": "user", "content": "line\nline"}]}"#;
+    let first = scan::parse(body, Root::Request).unwrap();
+    let buffers = (first.slots.as_ptr(), first.escaped.as_ptr());
+    drop(first);
+    let second = scan::parse(body, Root::Request).unwrap();
+    assert_eq!((second.slots.as_ptr(), second.escaped.as_ptr()), buffers);
+    assert_eq!((second.slots.len(), second.escaped.len()), (8, 1));
+    drop(second);
+    // A body of a million values: its tape's slots are over the bound, and let go.
+    let huge = format!("[{}]", vec!["0"; 1 << 20].join(","));
+    let large = scan::parse(huge.as_bytes(), Root::RequestOrTranscript).unwrap();
+    let large_capacity = large.slots.capacity();
+    drop(large);
+    let after = scan::parse(body, Root::Request).unwrap();
+    assert!(after.slots.capacity() < large_capacity / 100, "{} kept", after.slots.capacity());
+    assert_eq!(parsed(r#"{"a": "b\u00e9"}"#), Ok(json!({"a": "bé"})));
+}
+
 proptest! {
     #[test]
     fn scanner_agrees_with_serde_json(v in any_value(), pretty in any::<bool>()) {
