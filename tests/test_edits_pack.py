@@ -388,6 +388,35 @@ def test_an_edited_dict_subclass_is_copied_from_its_storage(backend: str) -> Non
     assert {"role": "tool", "tool_call_id": "c1", "content": "[cleared]"} in pack.messages
 
 
+def _tool_blocks(uses: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for i in range(uses):
+        use = {"type": "tool_use", "id": f"t{i}", "name": "grep", "input": {"q": "x"}}
+        messages.append({"role": "assistant", "content": [use]})
+        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "r" * 400}
+        messages.append({"role": "user", "content": [result]})
+    return messages
+
+
+def test_a_message_changed_under_its_planned_edit_raises_naming_the_change(backend: str) -> None:
+    # The estimator turns a tool result's blocks into a string after the plan found them
+    # (its fifth call, while the boundary is walked): the edit no longer fits, and both
+    # backends say so, not with an internal error. (A key's __eq__ can do the same, at a
+    # point that depends on the string hash seed.)
+    messages = [*_tool_blocks(4), {"role": "user", "content": "go on"}]
+    calls = []
+
+    def estimate(text: str) -> int:
+        calls.append(text)
+        if len(calls) == 5:
+            messages[2]["content"] = "plain text"
+        return len(text) // 4
+
+    edits = [cf.ClearToolUses(keep=1, clear_tool_inputs=True)]
+    with pytest.raises(cf.ArgumentError, match=r"^a message changed while it was being packed: its edits no longer"):
+        cf.pack_handoff(messages, target_context_tokens=200, estimate_tokens=estimate, edits=edits)
+
+
 def test_edit_subclasses_are_refused_when_the_options_are_built() -> None:
     class Mine(cf.ClearToolUses):
         pass

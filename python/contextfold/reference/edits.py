@@ -83,7 +83,12 @@ from typing import Any, NamedTuple, cast
 
 from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
 from .._js import entry, has_entry, json_length, str_value, utf16_len
+from ..errors import ArgumentError
 from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
+
+MESSAGE_CHANGED = "a message changed while it was being packed: its edits no longer apply"
+"""What a call raises when Python code it ran changed a message so that the edits planned
+for it no longer fit it (the native core's ``MESSAGE_CHANGED``)."""
 
 __all__ = ["apply_edits"]
 
@@ -170,9 +175,20 @@ class _State:
 
 def _with(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """A copy of ``obj`` (read from its storage) with ``key``'s value replaced, in place."""
+    if not isinstance(obj, dict):
+        raise ArgumentError(MESSAGE_CHANGED)
     out = dict(dict.items(obj))
     out[key] = value
     return out
+
+
+def _items(m: Any, key: str, j: int) -> list[Any]:
+    """Message ``m``'s list ``key``, holding the item ``j`` the plan found there: Python
+    code the call ran (an estimator, a key's ``__eq__``) may have changed it since."""
+    items = _list(entry(m, key))
+    if items is None or j >= len(items):
+        raise ArgumentError(MESSAGE_CHANGED)
+    return items
 
 
 def _list(value: Any) -> list[Any] | None:
@@ -284,7 +300,7 @@ def _result_shorter(state: _State, u: _Use, placeholder: str) -> bool:
     """Whether replacing the result by ``placeholder`` makes it shorter (absent: no)."""
     m = state.messages[u.at]
     if u.block is not None:
-        block = _list(entry(m, "content"))[u.block]  # type: ignore[index]
+        block = _items(m, "content", u.block)[u.block]
         if not has_entry(block, "content"):
             return False
         return json_length(entry(block, "content"), "content", u.at) > json_length(placeholder)
@@ -300,9 +316,9 @@ def _call_input(state: _State, c: _Call) -> tuple[Any, Any] | None:
         key, empty = _CALL_INPUTS.get(_kind(m) or "", ("", None))
         return (entry(m, key), empty) if key and has_entry(m, key) else None
     if c.block:
-        block = _list(entry(m, "content"))[c.slot]  # type: ignore[index]
+        block = _items(m, "content", c.slot)[c.slot]
         return (entry(block, "input"), {}) if has_entry(block, "input") else None
-    function = entry(_list(entry(m, "tool_calls"))[c.slot], "function")  # type: ignore[index]
+    function = entry(_items(m, "tool_calls", c.slot)[c.slot], "function")
     if isinstance(function, dict) and has_entry(function, "arguments"):
         return entry(function, "arguments"), "{}"
     return None
@@ -320,7 +336,7 @@ def _weight(state: _State, u: _Use) -> int:
     if u.block is None:
         return state.cost_of(u.at)
     m = state.messages[u.at]
-    return state.cost(u.at, _with(m, "content", [_list(entry(m, "content"))[u.block]]))  # type: ignore[index]
+    return state.cost(u.at, _with(m, "content", [_items(m, "content", u.block)[u.block]]))
 
 
 def _costs_more_than(state: _State, base: int, limit: int) -> bool:
@@ -363,7 +379,7 @@ def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int,
         if u.block is None:
             changed[u.at] = _with(m, "output" if state.responses else "content", edit.placeholder)
         else:
-            blocks = list(_list(entry(m, "content")) or ())
+            blocks = list(_items(m, "content", u.block))
             blocks[u.block] = _with(blocks[u.block], "content", edit.placeholder)
             changed[u.at] = _with(m, "content", blocks)
     for c in {uses[k].call: None for k in cleared if emptier[k]}:  # each call once, in order
@@ -373,11 +389,11 @@ def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int,
             key, empty = _CALL_INPUTS[_kind(m) or ""]
             changed[c.at] = _with(m, key, empty)
         elif c.block:
-            blocks = list(_list(entry(m, "content")) or ())
+            blocks = list(_items(m, "content", c.slot))
             blocks[c.slot] = _with(blocks[c.slot], "input", {})
             changed[c.at] = _with(m, "content", blocks)
         else:
-            tool_calls = list(_list(entry(m, "tool_calls")) or ())
+            tool_calls = list(_items(m, "tool_calls", c.slot))
             call = tool_calls[c.slot]
             function = cast("dict[str, Any]", entry(call, "function"))  # its arguments were measured
             tool_calls[c.slot] = _with(call, "function", _with(function, "arguments", "{}"))

@@ -1198,7 +1198,7 @@ where
     fn weight(&mut self, u: &ToolUse) -> Result<u64, CoreError> {
         let Some(j) = u.block else { return self.cost(u.at) };
         let Some(block) = self.item_of(u.at, Key::Content, j)? else {
-            return Err(CoreError::internal("a tool use's block is missing"));
+            return Err(CoreError::message_changed());
         };
         let empty = MessageEdit::new(u.at);
         let edit = edit_in(&self.edits, u.at).unwrap_or(&empty);

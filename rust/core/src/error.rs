@@ -18,6 +18,9 @@ pub enum Problem {
     TooDeep,
 }
 
+/// [`CoreError::message_changed`]'s text.
+pub const MESSAGE_CHANGED: &str = "a message changed while it was being packed: its edits no longer apply";
+
 /// An error from the core, naming the message index and field where one applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CoreError {
@@ -53,6 +56,13 @@ impl CoreError {
     #[cold]
     pub fn argument(text: impl Into<String>) -> Self {
         CoreError::Argument(text.into())
+    }
+
+    /// A message that Python code run during the call (an estimator, a key's `__eq__`)
+    /// changed so that the edits planned for it no longer fit it.
+    #[cold]
+    pub fn message_changed() -> Self {
+        CoreError::Argument(MESSAGE_CHANGED.into())
     }
 
     /// An impossible state, reported instead of a panic.

@@ -103,7 +103,7 @@ fn copied<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
 /// that the edits planned for it no longer fit it.
 #[cold]
 fn changed() -> PyErr {
-    crate::errors::argument("a message changed while it was being packed: its edits no longer apply".into())
+    crate::errors::argument(contextfold_core::error::MESSAGE_CHANGED.into())
 }
 
 /// A copy of the dict `value` with member `key` replaced by `new`.
