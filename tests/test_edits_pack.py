@@ -362,6 +362,83 @@ def test_a_compaction_in_a_chat_without_tools_is_kept(backend: str) -> None:
     assert pack.kept[0] == 2 and "all so far" not in (pack.note or "")
 
 
+def _pinned_before_a_compaction() -> tuple[list[dict[str, Any]], list[int]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "old request " + W},
+        {"role": "assistant", "content": [{"type": "compaction", "content": "all so far"}]},
+        {"role": "user", "content": "latest request"},
+    ]
+    return messages, [1, 2]
+
+
+def _items_pinned_before_a_compaction() -> tuple[list[dict[str, Any]], list[int]]:
+    # The compaction item lies inside a call's segment, which it keeps whole.
+    messages: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": "old " + W},
+        {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "compaction", "encrypted_content": "E" * 100},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+        {"type": "message", "role": "user", "content": "latest"},
+    ]
+    return messages, [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("make", [_pinned_before_a_compaction, _items_pinned_before_a_compaction])
+def test_pins_before_a_compaction_go_even_when_nothing_else_would(backend: str, make: Any) -> None:
+    # Pins before the compaction go with the rest of what precedes it: also when, with
+    # them, every message is in the must-keep part (nothing was dropped before the
+    # compaction was looked for).
+    messages, kept = make()
+    body = json.dumps({"input" if "type" in messages[0] else "messages": messages}).encode()
+    for pinned in ([0], [0, 1]):
+        pack = cf.pack_handoff(messages, target_context_tokens=100, pinned=pinned)
+        assert (pack.fits, pack.kept) == (True, kept), pinned
+        assert cf.pack_request(body, target_context_tokens=100, pinned=pinned).kept == kept
+
+
+def test_a_compaction_item_between_a_call_and_its_output_keeps_them_together(backend: str) -> None:
+    # A Responses call and its output are one segment with everything between them, a
+    # compaction item too: the call is kept with it, never the output alone.
+    messages = [
+        {"type": "message", "role": "user", "content": "old " + W},
+        {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "compaction", "encrypted_content": "E" * 100},
+        {"type": "function_call_output", "call_id": "c1", "output": "result"},
+        {"type": "message", "role": "assistant", "content": "reply " + W},
+        {"type": "message", "role": "user", "content": "latest"},
+    ]
+    pack = cf.pack_handoff(messages, target_context_tokens=300)
+    assert pack.kept[:3] == [1, 2, 3] and 0 not in pack.kept
+    assert cf.pack_request(json.dumps({"input": messages}).encode(), target_context_tokens=300).kept == pack.kept
+
+
+@pytest.mark.parametrize("responses", [False, True])
+def test_a_system_message_after_a_compaction_is_folded_like_any_other(backend: str, responses: bool) -> None:
+    # Only the leading system messages are never dropped: one that follows the
+    # compaction is part of what follows it, folded into the rest of the budget.
+    system = "developer" if responses else "system"
+    turns = [
+        (system, "be brief"),
+        ("user", "old " + W),
+        ("compaction", ""),
+        (system, "mid-run reminder " + W),
+        ("user", "more " + W),
+        ("assistant", "reply " + W),
+        ("user", "latest"),
+    ]
+    compaction: dict[str, Any] = (
+        {"type": "compaction", "encrypted_content": "E" * 40}
+        if responses
+        else {"role": "assistant", "content": [{"type": "compaction", "content": "all so far"}]}
+    )
+    item: dict[str, Any] = {"type": "message"} if responses else {}
+    messages = [compaction if role == "compaction" else {**item, "role": role, "content": text} for role, text in turns]
+    pack = cf.pack_handoff(messages, target_context_tokens=120)
+    assert pack.fits and pack.kept[:2] == [0, 2] and 3 not in pack.kept and pack.kept[-1] == 6
+    body = json.dumps({"input" if responses else "messages": messages}).encode()
+    assert cf.pack_request(body, target_context_tokens=120).kept == pack.kept
+
+
 class _Storage(dict):  # type: ignore[type-arg]
     """A dict whose own methods lie about its entries."""
 

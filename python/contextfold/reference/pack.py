@@ -481,13 +481,14 @@ class _Packer:
         c = next((c for c in candidates if suffix[c] <= room), len(segs))
         return start_of(c), suffix[c], None
 
-    def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None) -> History:
+    def pack_history(self, end: int, budget: int, dialect: str, chunk: int | None, system_prefix: bool) -> History:
+        """With ``system_prefix``, the leading system messages are kept whatever happens."""
         t = self.t
         role = t.role
         tokens = self.cost_within(0, end, budget)
         if tokens is not None:
             return History(list(range(end)), None, True, tokens)
-        prefix = next((i for i in range(end) if role(i) != "system"), end)
+        prefix = next((i for i in range(end) if role(i) != "system"), end) if system_prefix else 0
         segments = _Segments(t, prefix, end, dialect, chunk is not None)
         directive = next(
             (
@@ -583,8 +584,10 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
     n = len(t)
     check_pinned(options.pinned, n)
-    packed = _decide(t, options, system_tokens, list(options.pinned))
-    if packed.note is not None or len(packed.kept) < n:
+    packed = _decide(t, options, system_tokens, list(options.pinned), system_prefix=True)
+    # Anything but the whole transcript fitting: a must-keep part over budget may hold
+    # pins before the compaction, which go with what precedes it.
+    if packed.note is not None or len(packed.kept) < n or not packed.fits:
         packed = _after_compaction(t, options, system_tokens) or packed
     # The note's role is decided on the final output, the volatile tail put back.
     kept = packed.kept
@@ -600,8 +603,11 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     return HandoffPack(out, n - len(kept), packed.fits, packed.tokens + system_tokens, options.budget, text, kept, ())
 
 
-def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pinned: list[int]) -> History:
-    """What to keep of ``t`` (``pack_transcript`` in pack.rs)."""
+def _decide(
+    t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pinned: list[int], system_prefix: bool
+) -> History:
+    """What to keep of ``t`` (``pack_transcript`` in pack.rs); with ``system_prefix``, its
+    leading system messages are kept whatever happens."""
     summary = None if options.summary is None else _lossy(options.summary)
     packer = _Packer(t, resolved(options.sizers, options.images), pinned, summary)
     n = len(t)
@@ -623,11 +629,11 @@ def _decide(t: TranscriptOnDemand, options: PackOptions, system_tokens: int, pin
         volatile -= 1
     if volatile < n:
         tail_tokens = t.sum(volatile, n)
-        with_tail = packer.pack_history(volatile, available - tail_tokens, dialect, options.chunk)
+        with_tail = packer.pack_history(volatile, available - tail_tokens, dialect, options.chunk, system_prefix)
         if with_tail.fits:
             with_tail.kept.extend(range(volatile, n))
             return with_tail._replace(tokens=with_tail.tokens + tail_tokens)
-    return packer.pack_history(volatile, available, dialect, options.chunk)
+    return packer.pack_history(volatile, available, dialect, options.chunk, system_prefix)
 
 
 def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> History | None:
@@ -643,19 +649,22 @@ def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens
     if found < prefix:
         return None
     # The compaction's own segment (a message that goes on to call a tool, with the
-    # answers) is kept whatever happens: counted like a system prompt.
+    # answers; an item between a call and its output, with both) is kept whatever
+    # happens: counted like a system prompt.
     if t.responses:
-        at, end = found, found + 1
+        shape: str | None = "responses"
     else:
         shape = options.shape if options.shape != "auto" else _newest_shape(t.messages)
-        at, end = _Segments(t, prefix, n, shape or "openai", listed=False).containing(found)
+    at, end = _Segments(t, prefix, n, shape or "openai", listed=False).containing(found)
     fixed = t.sum(0, prefix) + t.sum(at, end)
     rest = TranscriptOnDemand(
         t.messages[end:], options.sizers, "responses" if t.responses else "openai", options.images
     )
     pinned = [p - end for p in options.pinned if p >= end]
     try:
-        packed = _decide(rest, options, min(U64_MAX, system_tokens + fixed), pinned)
+        # What follows the compaction has no leading system messages of its own: one
+        # right after it is folded like any other message.
+        packed = _decide(rest, options, min(U64_MAX, system_tokens + fixed), pinned, system_prefix=False)
     except MessageError as exc:
         raise _in_input(exc, list(range(end, n))) from None
     kept = [*range(prefix), *range(at, end), *(k + end for k in packed.kept)]

@@ -328,8 +328,10 @@ pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     options.check_pinned(t.len())?;
-    let mut packed = pack_transcript(t, options)?;
-    if packed.note.is_some() || packed.kept.len() < t.len() {
+    let mut packed = pack_transcript(t, options, true)?;
+    // Anything but the whole transcript fitting: a must-keep part over budget may hold
+    // pins before the compaction, which go with what precedes it.
+    if packed.note.is_some() || packed.kept.len() < t.len() || !packed.fits {
         if let Some(compacted) = pack_after_compaction(t, options)? {
             packed = compacted;
         }
@@ -363,13 +365,14 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
         return Ok(None);
     }
     // The compaction's own segment (a message that goes on to call a tool, with the
-    // answers) is kept whatever happens: counted like a system prompt.
-    let Segment { start: at, end } = if responses {
-        Segment { start: found, end: found + 1 }
+    // answers; an item between a call and its output, with both) is kept whatever
+    // happens: counted like a system prompt.
+    let dialect = if responses {
+        Dialect::Responses
     } else {
-        let dialect = options.dialect.or_else(|| newest_shape(t.messages())).unwrap_or(Dialect::OpenAi);
-        Segmenter::new(t, prefix, n, dialect, false).containing(t, found)
+        options.dialect.or_else(|| newest_shape(t.messages())).unwrap_or(Dialect::OpenAi)
     };
+    let Segment { start: at, end } = Segmenter::new(t, prefix, n, dialect, false).containing(t, found);
     let fixed = t.sum(0..prefix)? + t.sum(at..end)?;
     let after: Vec<N> = t.messages().get(end..).unwrap_or_default().to_vec();
     let format = if responses { Format::Responses } else { Format::Chat };
@@ -386,7 +389,9 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     };
     let mut sub =
         Transcript::read(&after, InputIndices { sizer: t.sizer(), input: |k| k + end }, format).map_err(shift)?;
-    let mut packed = pack_transcript(&mut sub, &rest).map_err(shift)?;
+    // What follows the compaction has no leading system messages of its own: one right
+    // after it is folded like any other message.
+    let mut packed = pack_transcript(&mut sub, &rest, false).map_err(shift)?;
     let mut kept: Vec<usize> = (0..prefix).chain(at..end).collect();
     kept.extend(packed.kept.iter().map(|&k| k + end));
     packed.kept = kept;
@@ -414,9 +419,11 @@ fn is_compaction<N: JsonNode>(entry: &N, responses: bool) -> bool {
     }
 }
 
+/// Packs `t`; with `system_prefix`, its leading system messages are kept whatever happens.
 fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
+    system_prefix: bool,
 ) -> Result<Packed, CoreError> {
     let n = t.len();
     let budget = i128::from(options.budget) - i128::from(options.system_tokens);
@@ -435,14 +442,14 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     }
     if volatile < n {
         let tail_tokens = t.sum(volatile..n)?;
-        let mut with_tail = pack_history(t, volatile, budget - signed(tail_tokens)?, dialect, options)?;
+        let mut with_tail = pack_history(t, volatile, budget - signed(tail_tokens)?, dialect, options, system_prefix)?;
         if with_tail.fits {
             with_tail.kept.extend(volatile..n);
             with_tail.tokens += tail_tokens;
             return Ok(with_tail);
         }
     }
-    pack_history(t, volatile, budget, dialect, options)
+    pack_history(t, volatile, budget, dialect, options, system_prefix)
 }
 
 /// The messages' tokens when they all fit in the budget beside the separate prompt
@@ -506,11 +513,12 @@ fn pack_history<N: JsonNode, S: MessageSizer<N>>(
     budget: i128,
     dialect: Dialect,
     options: &PackOptions,
+    system_prefix: bool,
 ) -> Result<Packed, CoreError> {
     if let Some(tokens) = cost_within(0, end, budget, |i| t.tokens(i))? {
         return Ok(Packed::all(end, tokens));
     }
-    let prefix = (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end);
+    let prefix = if system_prefix { (0..end).find(|&i| t.role(i) != Role::System).unwrap_or(end) } else { 0 };
     let chunk = options.cut.chunk_size(options.budget);
     let mut segments = Segmenter::new(t, prefix, end, dialect, chunk.is_some());
     // Every role back to the directive is read: the messages ahead are loaded meanwhile.
