@@ -476,10 +476,10 @@ def _tool_blocks(uses: int) -> list[dict[str, Any]]:
 
 
 def test_a_message_changed_under_its_planned_edit_raises_naming_the_change(backend: str) -> None:
-    # The estimator turns a tool result's blocks into a string after the plan found them
-    # (its fifth call, while the boundary is walked): the edit no longer fits, and both
-    # backends say so, not with an internal error. (A key's __eq__ can do the same, at a
-    # point that depends on the string hash seed.)
+    # The estimator turns a tool result's blocks into a string at its fifth call, after
+    # the plan found them on both backends: the edit no longer fits, and both say so, not
+    # with an internal error. (They call the estimator in different orders, so a later
+    # call may act before one's read and after the other's.)
     messages = [*_tool_blocks(4), {"role": "user", "content": "go on"}]
     calls = []
 
@@ -492,6 +492,68 @@ def test_a_message_changed_under_its_planned_edit_raises_naming_the_change(backe
     edits = [cf.ClearToolUses(keep=1, clear_tool_inputs=True)]
     with pytest.raises(cf.ArgumentError, match=r"^a message changed while it was being packed: its edits no longer"):
         cf.pack_handoff(messages, target_context_tokens=200, estimate_tokens=estimate, edits=edits)
+
+
+class _ChangingKey(str):
+    """A key hashing like "content": each lookup of "content" in its dict runs its
+    ``__eq__``, whose ``at``-th call runs ``change``."""
+
+    calls, at = 0, 0
+    change: Any = None
+
+    def __hash__(self) -> int:
+        return hash("content")
+
+    def __eq__(self, other: object) -> bool:
+        _ChangingKey.calls += 1
+        if _ChangingKey.calls == _ChangingKey.at:
+            _ChangingKey.change()
+        return False
+
+    __ne__ = lambda self, other: True  # type: ignore[assignment]  # noqa: E731
+
+
+def _openai_exchanges(uses: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for i in range(uses):
+        arguments = '{"q": "' + "x" * 60 + '"}'
+        call = {"id": f"t{i}", "type": "function", "function": {"name": "grep", "arguments": arguments}}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"t{i}", "content": "r" * 400},
+        ]
+    return [*messages, {"role": "user", "content": "go on"}]
+
+
+CHANGES = {
+    "calls popped": (_openai_exchanges, 1, lambda messages: messages[1].pop("tool_calls", None)),
+    "calls made ints": (_openai_exchanges, 1, lambda messages: messages[1].__setitem__("tool_calls", [1])),
+    "blocks made ints": (_tool_blocks, 2, lambda messages: messages[2].__setitem__("content", [5, 5])),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_message_changed_at_any_point_of_an_edit_packs_or_says_so(backend: str, change: str) -> None:
+    # Whenever the key's __eq__ changes its message (while it is read, planned for,
+    # copied or sized), the call returns a pack or raises the changed-message error:
+    # never a panic, a RuntimeError from a dict changing size, or a bare TypeError.
+    make, holder, act = CHANGES[change]
+    for at in range(1, 40):
+        messages = make(3)
+        messages[holder] = {_ChangingKey("k"): 0, **messages[holder]}
+        _ChangingKey.calls, _ChangingKey.at = 0, at
+        _ChangingKey.change = lambda messages=messages: act(messages)
+        try:
+            cf.pack_handoff(
+                messages,
+                target_context_tokens=150,
+                estimate_tokens=lambda text: len(text) // 4,
+                edits=[cf.ClearToolUses(keep=1, clear_tool_inputs=True)],
+            )
+        except cf.ArgumentError as error:
+            assert str(error).startswith("a message changed while it was being packed"), at
+        except BaseException as error:  # a PanicException is no Exception
+            pytest.fail(f"__eq__ call {at}: {type(error).__name__}: {error}")
 
 
 def test_edit_subclasses_are_refused_when_the_options_are_built() -> None:

@@ -305,3 +305,15 @@ def test_an_int_subclass_sets_the_count_cache_by_its_stored_value() -> None:
 def test_pins_that_are_no_ints_are_refused_naming_pinned(pinned: Any, words: str) -> None:
     with pytest.raises(ArgumentError, match=rf"^{words}$"):
         cf.pack_handoff(turns(4), target_context_tokens=9, pinned=pinned)
+
+
+def test_an_output_cap_is_read_by_its_stored_value() -> None:
+    # A request's max_tokens as an int subclass (the LiteLLM hook's output reserve).
+    from contextfold._contract import first_count
+
+    class Lying(_Storage):
+        def __ge__(self, other: object) -> bool:
+            return True
+
+    assert first_count([Lying(-5), Lying(7)], 100) == 7
+    assert type(first_count([Lying(7)], 100)) is int

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
-from ._js import OPAQUE, Visit, compact_json, entry, plain, str_value
+from ._js import OPAQUE, Visit, compact_json, entry, plain, stored, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -69,13 +69,6 @@ def whole(name: str, value: Any, minimum: int = 0, maximum: int | None = U64_MAX
     if maximum is not None and number > maximum:
         raise ArgumentError(f"{name} must be at most {maximum}, got {number}")
     return number
-
-
-def stored(value: int) -> int:
-    """An int (or an int subclass's) stored value as a plain int: a subclass's own
-    ``__int__``, ``__index__``, comparisons and repr never run (``int(value)`` would call
-    its ``__int__``), as the native side reads it."""
-    return int.__int__(value)
 
 
 def thread_count(threads: int | None, name: str = "threads") -> int:
@@ -560,8 +553,12 @@ def loaded_head(body: bytes) -> RequestHead:
 
 
 def as_count(value: Any) -> int | None:
-    """``value`` when it is an output cap's count (an int of 0 or more, not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """``value`` when it is an output cap's count (an int of 0 or more, not a bool, read by
+    its stored value), else None."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    count = stored(value)
+    return count if count >= 0 else None
 
 
 def first_count(values: Iterable[Any], default: int) -> int:

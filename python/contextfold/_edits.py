@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from ._js import stored
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["AppliedEdit", "ClearThinking", "ClearToolUses", "Edit", "check_edits"]
@@ -30,7 +31,7 @@ def _count(owner: str, name: str, value: Any) -> int:
     """``value`` as a plain int from 0 to 2**64 - 1, else an error naming ``owner.name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentTypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
-    number = int.__int__(value)  # the stored value, as _contract.stored reads it
+    number = stored(value)
     if not 0 <= number <= _COUNT_MAX:
         raise ArgumentError(f"{owner}.{name} must be from 0 to {_COUNT_MAX}, got {number}")
     return number

@@ -62,6 +62,13 @@ def str_value(value: Any) -> str | None:
     return str.__str__(value) if isinstance(value, str) else None
 
 
+def stored(value: int) -> int:
+    """An int's (or an int subclass's) stored value as a plain int: a subclass's own
+    ``__int__``, ``__index__``, comparisons and repr never run (``int(value)`` would call
+    its ``__int__``), as the native side reads it."""
+    return int.__int__(value)
+
+
 def plain(value: Any) -> Any:
     """The built-in value a ``str``, ``list`` or ``dict`` subclass holds (an exact one as
     it is); anything else as it is. Callers test ``type(value) is str`` (or list, dict)

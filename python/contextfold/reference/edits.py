@@ -177,16 +177,18 @@ def _with(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """A copy of ``obj`` (read from its storage) with ``key``'s value replaced, in place."""
     if not isinstance(obj, dict):
         raise ArgumentError(MESSAGE_CHANGED)
-    out = dict(dict.items(obj))
+    # The entries as they are now (a key's __eq__, run while they are inserted, may change
+    # the dict they come from).
+    out = dict(list(dict.items(obj)))
     out[key] = value
     return out
 
 
 def _items(m: Any, key: str, j: int) -> list[Any]:
-    """Message ``m``'s list ``key``, holding the item ``j`` the plan found there: Python
-    code the call ran (an estimator, a key's ``__eq__``) may have changed it since."""
+    """Message ``m``'s list ``key``, holding the item ``j`` (a dict) the plan found there:
+    Python code the call ran (an estimator, a key's ``__eq__``) may have changed it since."""
     items = _list(entry(m, key))
-    if items is None or j >= len(items):
+    if items is None or j >= len(items) or not isinstance(items[j], dict):
         raise ArgumentError(MESSAGE_CHANGED)
     return items
 
@@ -395,7 +397,7 @@ def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int,
         else:
             tool_calls = list(_items(m, "tool_calls", c.slot))
             call = tool_calls[c.slot]
-            function = cast("dict[str, Any]", entry(call, "function"))  # its arguments were measured
+            function = cast("dict[str, Any]", entry(call, "function"))  # measured: _with says if it changed
             tool_calls[c.slot] = _with(call, "function", _with(function, "arguments", "{}"))
             changed[c.at] = _with(m, "tool_calls", tool_calls)
     after, freed = state.sized(changed)

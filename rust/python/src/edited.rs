@@ -89,11 +89,13 @@ fn built<'py>(py: Python<'py>, value: &Edited<'_, PyNode<'py>>) -> PyResult<Boun
 
 /// A new dict with `value`'s entries, as its storage holds them: a subclass's own
 /// methods (`keys`, `__getitem__`, `__iter__`) are not called, as the reference's
-/// `dict(dict.items(value))` calls none.
+/// `dict(list(dict.items(value)))` calls none. The entries are listed first: inserting a
+/// key may run its `__eq__`, which may change the dict they come from.
 fn copied<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let dict = value.cast::<PyDict>().map_err(|_| changed())?;
     let out = PyDict::new(dict.py());
-    for (key, item) in dict.iter() {
+    for entry in dict.items().iter() {
+        let (key, item) = entry.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
         out.set_item(key, item)?;
     }
     Ok(out)
