@@ -400,7 +400,6 @@ fn a_tape_leaves_its_buffers_to_the_next_parse_on_its_thread_unless_they_are_lar
     drop(large);
     let after = scan::parse(body, Root::Request).unwrap();
     assert!(after.slots.capacity() < large_capacity / 100, "{} kept", after.slots.capacity());
-    assert_eq!(parsed(r#"{"a": "b\u00e9"}"#), Ok(json!({"a": "bé"})));
 }
 
 proptest! {
