@@ -21,6 +21,7 @@ from contextfold.errors import ArgumentError, ContextfoldError, EstimatorError, 
 from contextfold.reference.pack import NOTE_HEADER
 
 from .conftest import IMPLS
+from .hostile_types import LyingInt
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -228,28 +229,6 @@ def test_a_system_prompt_and_tools_past_a_u64_saturate_alike(backend: str) -> No
     assert (pack.fits, pack.tokens) == (False, U64_MAX + ESTIMATE_MAX + 4)
 
 
-class _Storage(int):
-    """An int whose own conversions and comparisons lie: only its storage tells the truth."""
-
-    def __int__(self) -> int:
-        return -50
-
-    def __index__(self) -> int:
-        return -50
-
-    def __lt__(self, other: object) -> bool:
-        return False
-
-    def __gt__(self, other: object) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return "-50"
-
-    __str__ = __format__ = lambda self, *_: "-50"  # type: ignore[assignment]
-    __hash__ = int.__hash__
-
-
 def _outcome(call: Any) -> Any:
     """What ``call()`` returns, or the type and message of what it raises."""
     try:
@@ -279,15 +258,15 @@ STORED: list[tuple[str, Any]] = [
 @pytest.mark.parametrize("value", [0, 1, 3, 10, -1, 2**70])
 @pytest.mark.parametrize("call", [call for _, call in STORED], ids=[name for name, _ in STORED])
 def test_an_int_subclass_is_read_by_its_stored_value(call: Any, value: int) -> None:
-    # Its own __int__, __index__, comparisons and repr never run: the call returns (or
-    # raises, naming the stored value) what it does for the plain int.
-    assert _outcome(lambda: call(_Storage(value))) == _outcome(lambda: call(value))
+    # Its own __int__, __index__, comparisons and repr (all lies) never run: the call
+    # returns (or raises, naming the stored value) what it does for the plain int.
+    assert _outcome(lambda: call(LyingInt(value))) == _outcome(lambda: call(value))
 
 
 def test_an_int_subclass_sets_the_count_cache_by_its_stored_value() -> None:
     before = cf.count_cache_info().max_bytes
     try:
-        cf.set_count_cache(_Storage(1 << 20))
+        cf.set_count_cache(LyingInt(1 << 20))
         assert cf.count_cache_info().max_bytes == 1 << 20
     finally:
         cf.set_count_cache(before)
@@ -311,9 +290,5 @@ def test_an_output_cap_is_read_by_its_stored_value() -> None:
     # A request's max_tokens as an int subclass (the LiteLLM hook's output reserve).
     from contextfold._contract import first_count
 
-    class Lying(_Storage):
-        def __ge__(self, other: object) -> bool:
-            return True
-
-    assert first_count([Lying(-5), Lying(7)], 100) == 7
-    assert type(first_count([Lying(7)], 100)) is int
+    assert first_count([LyingInt(-5), LyingInt(7)], 100) == 7
+    assert type(first_count([LyingInt(7)], 100)) is int

@@ -585,9 +585,10 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     n = len(t)
     check_pinned(options.pinned, n)
     packed = _decide(t, options, system_tokens, list(options.pinned), system_prefix=True)
-    # Anything but the whole transcript fitting: a must-keep part over budget may hold
-    # pins before the compaction, which go with what precedes it.
-    if packed.note is not None or len(packed.kept) < n or not packed.fits:
+    # Anything but the whole transcript fitting (a note means something was dropped): a
+    # must-keep part over budget may hold pins before the compaction, which go with what
+    # precedes it.
+    if not (packed.fits and len(packed.kept) == n):
         packed = _after_compaction(t, options, system_tokens) or packed
     # The note's role is decided on the final output, the volatile tail put back.
     kept = packed.kept

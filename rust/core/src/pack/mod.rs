@@ -329,9 +329,10 @@ pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
 ) -> Result<Packed, CoreError> {
     options.check_pinned(t.len())?;
     let mut packed = pack_transcript(t, options, true)?;
-    // Anything but the whole transcript fitting: a must-keep part over budget may hold
-    // pins before the compaction, which go with what precedes it.
-    if packed.note.is_some() || packed.kept.len() < t.len() || !packed.fits {
+    // Anything but the whole transcript fitting (a note means something was dropped): a
+    // must-keep part over budget may hold pins before the compaction, which go with what
+    // precedes it.
+    if !(packed.fits && packed.kept.len() == t.len()) {
         if let Some(compacted) = pack_after_compaction(t, options)? {
             packed = compacted;
         }

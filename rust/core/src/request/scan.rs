@@ -120,7 +120,8 @@ pub struct Layout {
     pub items: Vec<(usize, usize)>,
 }
 
-/// A parsed JSON text.
+/// A parsed JSON text. Dropped, it leaves its buffers to the next parse on its thread
+/// (`spare`).
 #[derive(Debug)]
 pub struct Tape<'a> {
     /// The input; the bodies of its strings are UTF-8 (see [`Tape::str_at`]).
