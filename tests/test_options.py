@@ -84,6 +84,21 @@ def test_keywords_beside_options_override_them() -> None:
         cf.pack_handoff(messages, options={"target_context_tokens": 10})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("name", ["bogus", "budget", "native", "chunk", "images", "sizers"])
+def test_a_keyword_that_is_no_option_is_refused_by_name_with_or_without_options(name: str) -> None:
+    # The derived fields are no options: given beside options= they reached dataclasses'
+    # replace(), which raised its own ValueError; alone, __init__'s TypeError.
+    options = cf.PackOptions(target_context_tokens=100)
+    for call in (
+        lambda: cf.pack_handoff([], target_context_tokens=100, **{name: 1}),
+        lambda: cf.pack_handoff([], options=options, **{name: 1}),
+        lambda: cf.pack_request(BODY, options=options, **{name: 1}),
+        lambda: cf.pack_many([], options=options, **{name: 1}),
+    ):
+        with pytest.raises(cf.ArgumentTypeError, match=f"unexpected option {name!r}; the options are target_context"):
+            call()
+
+
 def test_a_missing_budget_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="target_context_tokens"):
         cf.pack_handoff([])  # type: ignore[call-arg]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
@@ -583,12 +583,13 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     list or tuple of exact ints, edits in one of exact edit values, whose fields are exact
     too) is kept and reused, so a call with keywords costs a dict lookup, not a check of
     every option, up to a bound. No other type is kept: a subclass or a bool could compare
-    equal to a value it does not behave as.
+    equal to a value it does not behave as. A keyword that names no option (a derived
+    field such as ``budget`` included) is an :class:`ArgumentTypeError` naming it.
     """
     if options is not None:
         if not isinstance(options, PackOptions):
             raise ArgumentTypeError(f"options must be a PackOptions, got {type(options).__name__}")
-        return replace(options, **keywords) if keywords else options
+        return replace(options, **_checked(keywords)) if keywords else options
     key = []
     for name, value in keywords.items():
         kind = type(value)
@@ -597,20 +598,36 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
         elif kind in _SEQUENCES:
             for item in value:  # a loop, not all(...): a generator costs more than the check
                 if type(item) not in _KEPT_ITEMS:
-                    return PackOptions(**keywords)
+                    return _build(keywords)
             key.append((name, tuple(value)))
         else:
-            return PackOptions(**keywords)
+            return _build(keywords)
     try:
         built = _BUILT.get(frozen := tuple(key))
     except TypeError:  # an edit whose field was made unhashable behind its frozen back
-        return PackOptions(**keywords)
+        return _build(keywords)
     if built is None:
-        built = PackOptions(**keywords)
+        built = _build(keywords)
         if len(_BUILT) >= _BUILT_MAX:
             _BUILT.clear()
         _BUILT[frozen] = built
     return built
+
+
+_OPTION_NAMES = tuple(f.name for f in fields(PackOptions) if f.init)
+
+
+def _checked(keywords: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``keywords``, each an option's name: a derived field (``budget``) given beside
+    ``options=`` would reach ``replace()``, which refuses it with a ValueError of its own."""
+    for name in keywords:
+        if name not in _OPTION_NAMES:
+            raise ArgumentTypeError(f"unexpected option {name!r}; the options are {', '.join(_OPTION_NAMES)}")
+    return keywords
+
+
+def _build(keywords: Mapping[str, Any]) -> PackOptions:
+    return PackOptions(**_checked(keywords))
 
 
 def switch_point() -> None:
