@@ -413,6 +413,31 @@ def test_a_compaction_item_between_a_call_and_its_output_keeps_them_together(bac
 
 
 @pytest.mark.parametrize("responses", [False, True])
+def test_a_malformed_message_before_a_compaction_is_never_read(backend: str, responses: bool) -> None:
+    # What precedes the compaction goes unread and unlisted, so a malformed message there
+    # raises at no budget: the first fold, which sized it where the whole transcript was
+    # nearly in budget, raised where a smaller budget packed.
+    compaction: dict[str, Any] = (
+        {"type": "compaction", "encrypted_content": "E" * 40}
+        if responses
+        else {"role": "assistant", "content": [{"type": "compaction", "content": "all so far"}]}
+    )
+    item: dict[str, Any] = {"type": "message"} if responses else {}
+    after = [{**item, "role": "assistant", "content": "reply"}, {**item, "role": "user", "content": "latest"}]
+    for malformed in ({**item, "role": "user", "content": 5}, {**item, "role": 5, "content": "x"}, "no dict"):
+        messages = [malformed, compaction, *after]
+        body = json.dumps({"input" if responses else "messages": messages}).encode()
+        for budget, cut in ((10_000, "greedy"), (10_000, "chunked"), (40, "greedy")):
+            pack = cf.pack_handoff(messages, target_context_tokens=budget, cut=cut)
+            assert (pack.kept, pack.note, pack.dropped) == ([1, 2, 3], None, 1), (malformed, budget, cut)
+            assert cf.pack_request(body, target_context_tokens=budget, cut=cut).kept == pack.kept
+    # One after the compaction is read, and named by its index in the input.
+    messages[2] = {**item, "role": "assistant", "content": 5}
+    with pytest.raises(cf.MessageTypeError, match="message 2, field 'content'"):
+        cf.pack_handoff(messages, target_context_tokens=10_000)
+
+
+@pytest.mark.parametrize("responses", [False, True])
 def test_a_system_message_after_a_compaction_is_folded_like_any_other(backend: str, responses: bool) -> None:
     # Only the leading system messages are never dropped: one that follows the
     # compaction is part of what follows it, folded into the rest of the budget.

@@ -584,12 +584,21 @@ def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
     n = len(t)
     check_pinned(options.pinned, n)
-    packed = _decide(t, options, system_tokens, list(options.pinned), system_prefix=True)
-    # Anything but the whole transcript fitting (a note means something was dropped): a
-    # must-keep part over budget may hold pins before the compaction, which go with what
-    # precedes it.
-    if not (packed.fits and len(packed.kept) == n):
-        packed = _after_compaction(t, options, system_tokens) or packed
+    try:
+        packed = _decide(t, options, system_tokens, list(options.pinned), system_prefix=True)
+    except MessageError:
+        # A malformed message the fold sized may precede a compaction, which leaves it
+        # unread.
+        compacted = _after_compaction(t, options, system_tokens)
+        if compacted is None:
+            raise
+        packed = compacted
+    else:
+        # Anything but the whole transcript fitting (a note means something was dropped):
+        # a must-keep part over budget may hold pins before the compaction, which go with
+        # what precedes it.
+        if not (packed.fits and len(packed.kept) == n):
+            packed = _after_compaction(t, options, system_tokens) or packed
     # The note's role is decided on the final output, the volatile tail put back.
     kept = packed.kept
     text, at = packed.note if packed.note is not None else (None, 0)

@@ -328,15 +328,17 @@ pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
     options: &PackOptions,
 ) -> Result<Packed, CoreError> {
     options.check_pinned(t.len())?;
-    let mut packed = pack_transcript(t, options, true)?;
-    // Anything but the whole transcript fitting (a note means something was dropped): a
-    // must-keep part over budget may hold pins before the compaction, which go with what
-    // precedes it.
-    if !(packed.fits && packed.kept.len() == t.len()) {
-        if let Some(compacted) = pack_after_compaction(t, options)? {
-            packed = compacted;
-        }
-    }
+    let mut packed = match pack_transcript(t, options, true) {
+        Ok(whole) if whole.fits && whole.kept.len() == t.len() => whole,
+        // Anything but the whole transcript fitting (a note means something was dropped):
+        // a must-keep part over budget may hold pins before the compaction, which go with
+        // what precedes it.
+        Ok(folded) => pack_after_compaction(t, options)?.unwrap_or(folded),
+        // A malformed message the fold sized may precede a compaction, which leaves it
+        // unread.
+        Err(malformed @ CoreError::Message { .. }) => pack_after_compaction(t, options)?.ok_or(malformed)?,
+        Err(other) => return Err(other),
+    };
     packed.tokens += u128::from(options.system_tokens);
     // The note's role is decided on the final output, the volatile tail put back.
     if let Some(note) = packed.note.as_mut() {
@@ -682,6 +684,26 @@ mod tests {
             assert!(p.fits && p.tokens <= u128::from(budget));
             assert!(p.note.is_none_or(|n| n.at == 2 && !n.text.contains("old ")));
         }
+    }
+
+    #[test]
+    fn a_malformed_message_before_the_compaction_goes_unread() {
+        let items = [
+            json!({"role": "user", "content": 5}),
+            json!({"role": "assistant", "content": [{"type": "compaction", "content": "all so far"}]}),
+            json!({"role": "user", "content": "latest"}),
+        ];
+        let refs: Vec<&Value> = items.iter().collect();
+        for budget in [10_000, 20] {
+            let mut t = Transcript::read(&refs, CharsPerToken, Format::Auto).unwrap();
+            let p = pack(&mut t, &PackOptions { budget, ..PackOptions::default() }).unwrap();
+            assert_eq!((p.kept, p.note), (vec![1, 2], None), "{budget}");
+        }
+        // Without the compaction, the fold that sizes it says so.
+        let without = [refs[0], refs[2]];
+        let mut t = Transcript::read(&without, CharsPerToken, Format::Auto).unwrap();
+        let err = pack(&mut t, &PackOptions { budget: 10_000, ..PackOptions::default() }).unwrap_err();
+        assert!(matches!(err, CoreError::Message { index: Some(0), .. }), "{err:?}");
     }
 
     #[test]
