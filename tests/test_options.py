@@ -155,4 +155,31 @@ def test_an_edit_made_unhashable_behind_its_back_is_built_uncached() -> None:
     edit = cf.ClearToolUses(exclude_tools=["g"])
     object.__setattr__(edit, "exclude_tools", ["g"])  # a list: no longer hashable
     options = pack_options(None, {"target_context_tokens": 900, "edits": [edit]})
-    assert options.edits == (edit,)
+    # Built uncached, from the edit checked again: its list is a tuple there.
+    assert options.edits == (cf.ClearToolUses(exclude_tools=["g"]),)
+    assert pack_options(None, {"target_context_tokens": 900, "edits": [edit]}) is not options
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "value", "error", "words"),
+    [
+        (cf.ClearToolUses(), "keep", 2**70, cf.ArgumentError, "ClearToolUses.keep must be from 0"),
+        (cf.ClearToolUses(), "keep", -1, cf.ArgumentError, "ClearToolUses.keep must be from 0"),
+        (cf.ClearToolUses(), "trigger", "a", cf.ArgumentTypeError, "ClearToolUses.trigger must be an int"),
+        (cf.ClearToolUses(), "exclude_tools", 5, cf.ArgumentTypeError, "ClearToolUses.exclude_tools must be"),
+        (cf.ClearToolUses(), "clear_tool_inputs", 2, cf.ArgumentTypeError, "clear_tool_inputs must be a bool"),
+        (cf.ClearThinking(), "keep", 2**70, cf.ArgumentError, "ClearThinking.keep must be from 0"),
+    ],
+)
+def test_an_edit_changed_behind_its_frozen_back_is_checked_again(
+    backend: str, edit: Any, field: str, value: Any, error: type, words: str
+) -> None:
+    # object.__setattr__ passes by the checks an edit's constructor ran: the backends
+    # read what it holds (natively a bare OverflowError or TypeError; the reference took
+    # it, or failed with an IndexError), so the options check each edit's fields again.
+    object.__setattr__(edit, field, value)
+    messages = [{"role": "user", "content": "x" * 400}, {"role": "user", "content": "hi"}]
+    with pytest.raises(error, match=words):
+        cf.pack_handoff(messages, target_context_tokens=50, edits=[edit])
+    with pytest.raises(error, match=words):
+        cf.PackOptions(target_context_tokens=50, edits=[edit])

@@ -140,5 +140,20 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
     for i, edit in enumerate(edits):
         if type(edit) not in (ClearToolUses, ClearThinking):  # a subclass may read otherwise
             raise ArgumentTypeError(f"edits[{i}] must be a ClearToolUses or ClearThinking, got {type(edit).__name__}")
-        out.append(edit)
+        out.append(_rebuilt(edit))
     return tuple(out)
+
+
+def _rebuilt(edit: Edit) -> Edit:
+    """``edit`` built again from its fields, so that one set behind its frozen back
+    (``object.__setattr__``) is checked as its constructor checks it."""
+    if isinstance(edit, ClearThinking):
+        return ClearThinking(keep=edit.keep)
+    return ClearToolUses(
+        trigger=edit.trigger,
+        keep=edit.keep,
+        clear_at_least=edit.clear_at_least,
+        exclude_tools=edit.exclude_tools,
+        clear_tool_inputs=edit.clear_tool_inputs,
+        placeholder=edit.placeholder,
+    )
