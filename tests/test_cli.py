@@ -321,6 +321,23 @@ def test_bad_options_are_one_message(argv: list[str], tmp_path: Path, capsys: py
     assert err.count("contextfold:") == 1 and "Traceback" not in err
 
 
+def test_an_output_that_is_the_input_is_refused_before_it_is_touched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Opening the output truncated it before a line was read: the input was lost and
+    # the run said "packed 0 transcript(s)" with exit 0. A link to it is the same file.
+    path = tmp_path / "in.jsonl"
+    text = json.dumps([{"role": "user", "content": "x" * 200}, {"role": "user", "content": "y"}]) + "\n"
+    path.write_text(text, encoding="utf-8")
+    (tmp_path / "link.jsonl").symlink_to(path)
+    (tmp_path / "hard.jsonl").hardlink_to(path)
+    for output in ("in.jsonl", "link.jsonl", "hard.jsonl"):
+        code, out, err = run(["pack", str(path), "--context-tokens", "30", "-o", str(tmp_path / output)], capsys)
+        assert (code, out) == (2, ""), output
+        assert "is the input file" in err and err.count("contextfold:") == 1
+        assert path.read_text(encoding="utf-8") == text
+
+
 def test_closed_streams_are_one_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", None)
     code, _, err = run(["pack", "-", "--context-tokens", "100"], capsys)

@@ -37,7 +37,7 @@ from typing import IO, Any
 from . import __version__, _backend, backend, message_tokens_array, pack_handoff, window_start
 from ._contract import DEFAULT_IMAGE_TOKENS, ENCODINGS, SIZINGS, PackOptions, bytes_options, thread_count, whole
 from ._edits import ClearThinking, ClearToolUses
-from .errors import ContextfoldError
+from .errors import ArgumentError, ContextfoldError
 from .window import HISTORY_TOKEN_BUDGET, HISTORY_WINDOW
 
 BLOCK = 1 << 21
@@ -100,9 +100,18 @@ def _open_input(path: str) -> IO[bytes]:
     return sys.stdin.buffer
 
 
-def _open_output(path: str | None) -> AbstractContextManager[IO[bytes]]:
-    """The output file, or standard output (left open)."""
+def _open_output(path: str | None, source: IO[bytes]) -> AbstractContextManager[IO[bytes]]:
+    """The output file, or standard output (left open). One that is the input (``source``),
+    by name or by a link, is refused: opening it for writing would empty it unread."""
     if path is not None:
+        try:
+            target = os.stat(path)
+        except FileNotFoundError:
+            pass
+        else:
+            read = os.fstat(source.fileno())
+            if (target.st_dev, target.st_ino) == (read.st_dev, read.st_ino):
+                raise ArgumentError(f"-o {path} is the input file: writing it would erase the transcripts unread")
         return open(path, "wb")
     if sys.stdout is None:
         raise OSError("standard output is closed")
@@ -159,7 +168,7 @@ def _pack(args: argparse.Namespace) -> int:
     threads = thread_count(args.threads, "--threads")
     summary = Summary()
     started = time.perf_counter()
-    with _open_input(args.file) as stream, _open_output(args.output) as out, _progress() as advance:
+    with _open_input(args.file) as stream, _open_output(args.output, stream) as out, _progress() as advance:
         first_line = 1
         for block, rest in _blocks(stream, max(BLOCK, (os.cpu_count() or 1) * (BLOCK // 8))):
             output, newlines, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
