@@ -272,3 +272,26 @@ def _facts_like(keys: list[str]) -> list[Any]:
 def test_facts_may_be_objects(backend: str) -> None:
     facts = _facts_like(["codemap:a/b", "codemap:a"])
     assert cf.consolidated_facts_for(facts, ["a/b/c"]) == facts
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda text: cf.without_consolidated_files("- src/a.ts", text), "paths"),
+        (lambda text: cf.areas_named_in("fix the gateway", text), "areas"),
+        (lambda text: cf.consolidated_facts_for([{"key": "codemap:src/gateway"}], text), "areas"),
+        (lambda text: cf.rank_by_count(text), "items"),
+    ],
+)
+def test_a_bare_str_for_many_paths_is_refused(backend: str, call: Any, name: str) -> None:
+    # A str iterates as its characters: each call gave a silent nothing (or ranked letters).
+    for text in ("src/gateway", b"src/gateway"):
+        with pytest.raises(cf.ArgumentTypeError, match=f"{name} must be an iterable of"):
+            call(text)
+
+
+def test_a_negative_count_of_maps_is_refused() -> None:
+    facts = [{"key": "codemap:src"}, {"key": "codemap:src/gateway"}]
+    with pytest.raises(cf.ArgumentError, match="max must be at least 0, got -1"):
+        cf.consolidated_facts_for(facts, ["src/gateway"], max=-1)
+    assert cf.consolidated_facts_for(facts, ["src/gateway"], max=0) == []

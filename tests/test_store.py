@@ -81,6 +81,15 @@ def test_invalidate_takes_changed_files_out(make_store: object) -> None:
     assert store.invalidate(["src/b.ts"]) == 1 and store.get("codemap:src") is None
 
 
+def test_invalidate_refuses_a_bare_path(make_store: object) -> None:
+    # A str is an iterable of characters: none matched, so the changed file stayed listed.
+    store = make_store()  # type: ignore[operator]
+    store.write(mapped("src/a.ts", "src/b.ts"))
+    with pytest.raises(cf.ArgumentTypeError, match="changed_paths must be an iterable of paths, not a str"):
+        store.invalidate("src/a.ts")
+    assert cf.consolidated_files(store.get("codemap:src") or "") == ["src/a.ts", "src/b.ts"]
+
+
 def test_expired_maps_do_not_come_back(make_store: object) -> None:
     store = make_store(ttl=timedelta(seconds=-1))  # type: ignore[operator]
     store.write(mapped("src/a.ts", "src/b.ts"))

@@ -28,6 +28,7 @@ from typing import Any
 from .codemap import (
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
+    _many,
     areas_named_in,
     areas_of_paths_in,
     consolidated_area,
@@ -97,7 +98,7 @@ class CodeMapStore(ABC):
         """Takes files that changed since their maps were written out of every map that
         lists them (compared canonically, case-insensitively); a map left with no file is
         deleted. Returns how many maps changed."""
-        paths = list(changed_paths)
+        paths = list(_many("changed_paths", changed_paths, "paths"))
         changed = 0
         for memory in self.live():
             if without_consolidated_files(memory.content, paths) == memory.content:
