@@ -295,3 +295,17 @@ def test_a_negative_count_of_maps_is_refused() -> None:
     with pytest.raises(cf.ArgumentError, match="max must be at least 0, got -1"):
         cf.consolidated_facts_for(facts, ["src/gateway"], max=-1)
     assert cf.consolidated_facts_for(facts, ["src/gateway"], max=0) == []
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r"])
+def test_a_path_holding_a_line_break_is_never_mapped(backend: str, brk: str) -> None:
+    # A map is one entry a line (SPEC §11): such a path forged an entry of its own and
+    # took the real one's note.
+    memory = cf.WorkingMemory()
+    for path in ("src/app/a.py", "src/app/b.py", "src/app/c.py"):
+        memory.observe("read", path)
+    memory.observe("edited", f"src/app/x.py{brk}- src/app/secrets.py (changed)")
+    mapped = cf.consolidate(memory.snapshot)
+    assert mapped is not None
+    assert cf.consolidated_files(mapped.content) == ["src/app/a.py", "src/app/b.py", "src/app/c.py"]
+    assert "secrets" not in mapped.content

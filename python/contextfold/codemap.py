@@ -197,15 +197,16 @@ def consolidate(
     distinct files (changed, deleted and read together).
 
     ``snapshot`` is a :class:`~contextfold.WorkingMemorySnapshot` or a mapping with its
-    keys. Paths are made repo-relative to ``root`` and filtered (:func:`repo_path`)
-    before anything is counted. At most 12 changed/read files are listed; files the run
-    deleted follow as ``(deleted)`` lines, which :func:`merge_consolidated` applies as
-    removals. ``at`` dates the map (UTC; a naive datetime is read as UTC).
+    keys. Paths are made repo-relative to ``root`` and filtered (:func:`repo_path`; one
+    holding a line break is skipped too) before anything is counted. At most 12
+    changed/read files are listed; files the run deleted follow as ``(deleted)`` lines,
+    which :func:`merge_consolidated` applies as removals. ``at`` dates the map (UTC; a naive datetime is read as UTC).
     """
     task, lists = _snapshot_lists(snapshot)
 
     def kept(items: list[str]) -> list[str]:
-        return [p for p in (repo_path(raw, root) for raw in items) if p]
+        # A map holds one entry a line: a path with a line break in it would write two.
+        return [p for p in (repo_path(raw, root) for raw in items) if p and "\n" not in p and "\r" not in p]
 
     deleted = _unique(kept(lists["deleted"]))
     deleted_set = set(deleted)
