@@ -90,6 +90,52 @@ def test_invalidate_refuses_a_bare_path(make_store: object) -> None:
     assert cf.consolidated_files(store.get("codemap:src") or "") == ["src/a.ts", "src/b.ts"]
 
 
+def test_a_map_a_store_cannot_hold_is_refused_by_field(make_store: object) -> None:
+    # A lone surrogate (a task cut mid-emoji by a JavaScript host) cannot be UTF-8: the
+    # write raised the codec's bare UnicodeEncodeError.
+    store = make_store()  # type: ignore[operator]
+    for memory, field in (
+        (cf.ConsolidatedMemory("codemap:src", "- src/\ud83d.ts"), "content"),
+        (cf.ConsolidatedMemory("codemap:\ud83d", "- src/a.ts"), "key"),
+    ):
+        with pytest.raises(cf.ArgumentError, match=rf"ConsolidatedMemory\.{field} holds a lone surrogate at index"):
+            store.write(memory)
+    with pytest.raises(cf.ArgumentTypeError, match=r"ConsolidatedMemory\.content must be a str, got int"):
+        store.write(cf.ConsolidatedMemory("codemap:src", 5))  # type: ignore[arg-type]
+    assert store.live() == []
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "words"),
+    [
+        ("", cf.ArgumentError, "path must name a database file or be ':memory:'"),
+        ("maps\0.db", cf.ArgumentError, "path holds a NUL"),
+        (5, cf.ArgumentTypeError, "path must be a str or os.PathLike"),
+    ],
+)
+def test_a_sqlite_path_that_names_no_file_is_refused(path: object, error: type, words: str) -> None:
+    # "" opened a private temporary database a connection: another thread, or this one
+    # after close(), found no maps (or no table).
+    with pytest.raises(error, match=words):
+        cf.SQLiteCodeMapStore(path)  # type: ignore[arg-type]
+
+
+def test_a_redis_prefix_utf8_cannot_hold_is_refused() -> None:
+    with pytest.raises(cf.ArgumentError, match=r"RedisCodeMapStore\.prefix holds a lone surrogate at index 2"):
+        cf.RedisCodeMapStore(object(), prefix="cf\udc00:")
+
+
+def test_a_ttl_that_is_no_timedelta_is_refused() -> None:
+    with pytest.raises(cf.ArgumentTypeError, match="ttl must be a timedelta or None, got int"):
+        cf.SQLiteCodeMapStore(":memory:", ttl=5)  # type: ignore[arg-type]
+
+
+def test_a_sqlite_path_may_be_a_path_object(tmp_path: Path) -> None:
+    store = cf.SQLiteCodeMapStore(tmp_path / "maps.db")  # type: ignore[arg-type]
+    store.write(mapped("src/a.ts", "src/b.ts"))
+    assert cf.SQLiteCodeMapStore(str(tmp_path / "maps.db")).get("codemap:src") is not None
+
+
 def test_expired_maps_do_not_come_back(make_store: object) -> None:
     store = make_store(ttl=timedelta(seconds=-1))  # type: ignore[operator]
     store.write(mapped("src/a.ts", "src/b.ts"))

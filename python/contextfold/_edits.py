@@ -37,7 +37,7 @@ def _count(owner: str, name: str, value: Any) -> int:
     return number
 
 
-def _text(owner: str, name: str, value: Any) -> str:
+def text_field(owner: str, name: str, value: Any) -> str:
     """``value`` as a plain str without lone surrogates, else an error naming ``owner.name``."""
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{owner}.{name} must be a str, got {type(value).__name__}")
@@ -87,7 +87,7 @@ class ClearToolUses:
             raise ArgumentTypeError(
                 f"{owner}.exclude_tools must be an iterable of str, got {type(exclude_tools).__name__}"
             )
-        names = tuple(_text(owner, f"exclude_tools[{i}]", name) for i, name in enumerate(exclude_tools))
+        names = tuple(text_field(owner, f"exclude_tools[{i}]", name) for i, name in enumerate(exclude_tools))
         if not isinstance(clear_tool_inputs, bool):
             raise ArgumentTypeError(f"{owner}.clear_tool_inputs must be a bool, got {type(clear_tool_inputs).__name__}")
         set_field = object.__setattr__
@@ -96,7 +96,7 @@ class ClearToolUses:
         set_field(self, "clear_at_least", _count(owner, "clear_at_least", clear_at_least))
         set_field(self, "exclude_tools", names)
         set_field(self, "clear_tool_inputs", clear_tool_inputs)
-        set_field(self, "placeholder", _text(owner, "placeholder", placeholder))
+        set_field(self, "placeholder", text_field(owner, "placeholder", placeholder))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

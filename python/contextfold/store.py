@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from ._edits import text_field
 from .codemap import (
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
@@ -36,7 +37,7 @@ from .codemap import (
     merge_consolidated,
     without_consolidated_files,
 )
-from .errors import ArgumentError, ContextfoldError
+from .errors import ArgumentError, ArgumentTypeError, ContextfoldError
 
 __all__ = ["DEFAULT_TTL", "CodeMapStore", "RedisCodeMapStore", "SQLiteCodeMapStore", "StoreError", "StoreWarning"]
 
@@ -57,6 +58,8 @@ class CodeMapStore(ABC):
     """What every code-map store does; backends provide storage and atomic updates."""
 
     def __init__(self, ttl: timedelta | None = DEFAULT_TTL) -> None:
+        if ttl is not None and not isinstance(ttl, timedelta):
+            raise ArgumentTypeError(f"ttl must be a timedelta or None, got {type(ttl).__name__}")
         self.ttl = ttl
 
     def _cutoff(self, now: float) -> float:
@@ -76,8 +79,12 @@ class CodeMapStore(ABC):
         """Deletes the maps that are no longer live; returns how many."""
 
     def write(self, memory: ConsolidatedMemory) -> str:
-        """Stores a run's map, merged with the live map under its key; returns the result."""
-        stored = self._update(memory.key, lambda prior: merge_consolidated(memory.key, prior, memory.content))
+        """Stores a run's map, merged with the live map under its key; returns the result.
+        A key or content that is no str, or that UTF-8 cannot hold (a lone surrogate), is
+        refused naming it."""
+        key = text_field("ConsolidatedMemory", "key", memory.key)
+        content = text_field("ConsolidatedMemory", "content", memory.content)
+        stored = self._update(key, lambda prior: merge_consolidated(key, prior, content))
         return stored or ""
 
     def get(self, key: str) -> str | None:
@@ -119,8 +126,18 @@ class SQLiteCodeMapStore(CodeMapStore):
     failure, such as a file that is not a database, is a :class:`StoreError`.
     """
 
-    def __init__(self, path: str = ":memory:", *, ttl: timedelta | None = DEFAULT_TTL) -> None:
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, ttl: timedelta | None = DEFAULT_TTL) -> None:
         super().__init__(ttl)
+        if not isinstance(path, (str, os.PathLike)):
+            raise ArgumentTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            raise ArgumentTypeError(f"path must name a file as a str, got {type(path).__name__}")
+        # "" would open a private temporary database a connection (one a thread here).
+        if not path:
+            raise ArgumentError("path must name a database file or be ':memory:', got ''")
+        if "\0" in path:
+            raise ArgumentError(f"path holds a NUL at index {path.index(chr(0))}")
         self.path = path
         self.read_only = False
         self._local = threading.local()
@@ -324,7 +341,7 @@ class RedisCodeMapStore(CodeMapStore):
                 ) from None
             client = redis.Redis.from_url(url or "redis://localhost:6379/0")
         self.client = client
-        self.prefix = prefix
+        self.prefix = text_field("RedisCodeMapStore", "prefix", prefix)
         self.index = f"{prefix}index"
 
     def _update(self, key: str, change: Any) -> str | None:
