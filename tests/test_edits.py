@@ -208,6 +208,14 @@ class Case:
         self.step = rng.choice([1, 20, 60, max(1, self.budget // 4)])
         self.base = rng.choice([0, 0, 100])
 
+    @classmethod
+    def of(cls, messages: list[Any], edits: list[Edit], step: int = 100) -> Case:
+        """A chat case made by hand, under a budget it never reaches."""
+        case = cls.__new__(cls)
+        case.shape, case.messages, case.edits = "openai", messages, edits
+        case.budget, case.step, case.base = 10**5, step, 0
+        return case
+
     def run(self, edits: Sequence[Edit] | None = None, messages: list[Any] | None = None) -> Any:
         return apply_edits(
             self.messages if messages is None else messages,
@@ -228,9 +236,16 @@ def _edit_json(edit: Edit) -> dict[str, Any]:
 def fixture_cases() -> list[dict[str, Any]]:
     """The cases edits.rs replays: inputs, and the reference's answers (``expected``: the
     edited transcript, each message the edits left as it was written as null)."""
+    cases = [Case(seed, SHAPES[seed % 3], turns=4) for seed in range(72)]
+    # Edits planned on the transcript as given while earlier ones changed it: an
+    # earlier ClearThinking, an earlier ClearToolUses (each grown by a message).
+    for n in (5, 7):
+        cases.append(Case.of(_thinking_first()[:n], [ClearThinking(keep=1), ClearToolUses(trigger=800, keep=0)]))
+    for n in (7, 9):
+        two = [ClearToolUses(trigger=0, keep=2), ClearToolUses(trigger=0, keep=0, clear_tool_inputs=True)]
+        cases.append(Case.of(_four_exchanges()[:n], two, step=30))
     out = []
-    for seed in range(72):
-        case = Case(seed, SHAPES[seed % 3], turns=4)
+    for case in cases:
         edited, removed, applied = case.run()
         source = [i for i in range(len(case.messages)) if i not in removed]
         edited = [None if m is case.messages[i] else m for i, m in zip(source, edited, strict=True)]
@@ -504,16 +519,19 @@ def test_each_edit_reports_the_cost_difference_it_made(seed: int, shape: Shape) 
     case = Case(seed, shape)
     _, _, applied = case.run()
     current = case.messages
-    one_by_one = []
-    for edit in case.edits:
-        edited, _, done = case.run([edit], messages=current)
-        if done:
-            assert done[0].cleared_input_tokens == _total(current) - _total(edited) >= 0
+    reported = []
+    for k in range(1, len(case.edits) + 1):
+        # An edit's plan never depends on the edits after it: the first k edits' output
+        # is the previous output with the k-th edit's changes.
+        edited, _, done = case.run(case.edits[:k])
+        assert done[: len(reported)] == reported
+        if len(done) > len(reported):
+            assert done[-1].cleared_input_tokens == _total(current) - _total(edited)
         else:
             assert edited == current
-        one_by_one += done
+        reported = done
         current = edited
-    assert one_by_one == applied  # each edit sees the previous one's output
+    assert reported == applied
 
 
 @given(seeds, shapes)
@@ -530,31 +548,34 @@ def test_an_edit_rerun_on_its_output_changes_nothing(seed: int, shape: Shape) ->
 
 
 def _replay_cleared(
-    messages: list[Any], edit: ClearToolUses, responses: bool, budget: int, step: int, base: int = 0
+    messages: list[Any], edits: list[Edit], responses: bool, budget: int, step: int, base: int = 0
 ) -> int:
-    """Replays ``messages`` one more message at a time: the edited prefix never changes
-    except where the boundary moves on, and it moves only forward. Returns how often it moved."""
+    """Replays ``messages`` one more message at a time: a value once cleared stays cleared,
+    and (with no ClearThinking, whose newest turns move on) the edited prefix never
+    changes except where a boundary moves on. Returns how often the cleared set grew."""
     previous: list[Any] = []
     previous_cleared: set[tuple[int, int | None]] = set()
     moves = 0
+    thinking = any(isinstance(e, ClearThinking) for e in edits)
     for n in range(1, len(messages) + 1):
         grown = messages[:n]
         edited, removed, _ = apply_edits(
-            grown, [edit], cost=cost, base=base, budget=budget, step=step, responses=responses
+            grown, edits, cost=cost, base=base, budget=budget, step=step, responses=responses
         )
-        assert removed == []
+        assert thinking or removed == []
         cleared: set[tuple[int, int | None]] = set()  # the results and calls that changed
         for u, v in zip(_tool_uses(grown, responses), _tool_uses(edited, responses), strict=True):
             if _result(grown, u, responses) != _result(edited, v, responses):
                 cleared.add((u["at"], u["block"]))
             if _input(grown, u["call"]) != _input(edited, v["call"]):
                 cleared.add(u["call"])
-        assert previous_cleared <= cleared  # a value once cleared stays cleared
+        assert previous_cleared <= cleared, n  # a value once cleared stays cleared
         newly = {at for at, _ in cleared - previous_cleared}
         moves += bool(newly)
-        for i, m in enumerate(previous):
-            if i not in newly:
-                assert _dumps(edited[i]) == _dumps(m), (n, i)
+        if not thinking:
+            for i, m in enumerate(previous):
+                if i not in newly:
+                    assert _dumps(edited[i]) == _dumps(m), (n, i)
         previous, previous_cleared = edited, cleared
     return moves
 
@@ -566,7 +587,81 @@ def test_the_edited_prefix_holds_while_the_transcript_grows(
 ) -> None:
     case = Case(seed, shape, turns=8)
     edit = ClearToolUses(keep=keep, clear_tool_inputs=inputs)
-    _replay_cleared(case.messages, edit, shape == "responses", 60, step)
+    _replay_cleared(case.messages, [edit], shape == "responses", 60, step)
+
+
+@given(seeds, shapes, st.sampled_from([1, 30, 120]))
+@settings(max_examples=100)
+def test_a_list_of_edits_never_brings_a_cleared_value_back_as_the_transcript_grows(
+    seed: int, shape: Shape, step: int
+) -> None:
+    # Each ClearToolUses plans on the transcript as given: an earlier edit (ClearThinking
+    # taking the trigger's cost under it, a ClearToolUses moving where the walk starts,
+    # or taking what is left to free under clear_at_least) once undid its clearing as
+    # the transcript grew.
+    rng = random.Random(seed)
+    case = Case(seed, shape, turns=8)
+    lists: list[list[Edit]] = [
+        [ClearThinking(keep=rng.randint(0, 2)), ClearToolUses(trigger=rng.choice([0, 100, 400]), keep=0)],
+        [ClearToolUses(trigger=0, keep=2), ClearToolUses(trigger=0, keep=rng.randint(0, 1))],
+        [ClearToolUses(keep=1), ClearToolUses(keep=0, clear_at_least=rng.choice([10, 50]), clear_tool_inputs=True)],
+        random_edits(rng),
+    ]
+    for edits in lists:
+        if len({e.placeholder for e in _tool_use_edits(edits)}) > 1:
+            continue  # a later edit's longer placeholder is for an earlier one to shorten
+        _replay_cleared(case.messages, edits, shape == "responses", 60, step)
+
+
+def _thinking_first() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "q1"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "t" * 2_000, "signature": "s"},
+                {"type": "tool_use", "id": "a", "name": "read", "input": {"path": "a"}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x" * 2_000}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+        {"role": "user", "content": "q2"},
+        *thinking_turn("short"),
+        {"role": "user", "content": "q3"},
+    ]
+
+
+def _four_exchanges() -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for k, chars in enumerate((76, 116, 36, 36)):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "read", "arguments": '{"p": 1}'}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": "x" * chars})
+    return messages
+
+
+def test_thinking_cleared_first_never_takes_back_what_was_cleared() -> None:
+    # Found by a helper's hunt: the sixth message made ClearThinking strip the first
+    # turn's long thinking, the transcript then cost less than the trigger, and the
+    # result cleared at five messages came back whole.
+    messages = _thinking_first()
+    edits: list[Edit] = [ClearThinking(keep=1), ClearToolUses(trigger=800, keep=0)]
+    for n in (5, 6, 7):
+        edited, _, _ = apply_edits(messages[:n], edits, cost=cost, base=0, budget=10**5, step=100, responses=False)
+        assert edited[2]["content"][0]["content"] == "[cleared]", n
+
+
+def test_two_tool_use_edits_keep_their_cut_points_as_the_transcript_grows() -> None:
+    # The second edit walked from the first result the first one left: one exchange
+    # more moved the first edit's boundary, the second's cut points with it, and a
+    # result it had cleared came back.
+    messages = _four_exchanges()
+    edits: list[Edit] = [ClearToolUses(trigger=0, keep=2), ClearToolUses(trigger=0, keep=0)]
+    cleared = []
+    for n in (7, 9):
+        edited, _, _ = apply_edits(messages[:n], edits, cost=cost, base=0, budget=10**6, step=30, responses=False)
+        cleared.append({i for i, m in enumerate(edited) if m["content"] == "[cleared]"})
+    assert cleared[0] <= cleared[1] and cleared[0] == {2, 4, 6}
 
 
 def test_clearing_moves_in_whole_steps() -> None:
@@ -698,7 +793,7 @@ def test_corpus_prefixes_hold_while_the_longest_transcripts_grow() -> None:
     moves = 0
     for shape, messages, base in longest:
         for edit in (ClearToolUses(), ClearToolUses(keep=1, clear_tool_inputs=True)):
-            moves += _replay_cleared(messages, edit, shape == "responses", 8_000, 2_000, base)
+            moves += _replay_cleared(messages, [edit], shape == "responses", 8_000, 2_000, base)
     assert moves >= 6  # clearing really advanced, in steps
 
 

@@ -1,12 +1,13 @@
 """Context editing, in pure Python: the reference for ``contextfold-core``'s edits.rs.
 
-:func:`apply_edits` applies edits in order to a transcript as read, each to the previous
-one's output, before folding. It never mutates its input: an edited message is a shallow
-copy of the one it replaces (and of the nested dicts and lists on the way to the changed
-value); every other message is the caller's own object. Edits replace values inside
-messages; they never add, drop or reorder messages, except that :class:`ClearThinking`
-removes Responses ``reasoning`` items whole (their input indices are returned, so the
-caller does not note them as dropped). A Responses ``compaction`` item and an Anthropic
+:func:`apply_edits` applies edits in order to a transcript as read, each over the
+previous one's output, before folding; a ClearToolUses plans on the transcript as given
+(below). It never mutates its input: an edited message is a shallow copy of the one it
+replaces (and of the nested dicts and lists on the way to the changed value); every
+other message is the caller's own object. Edits replace values inside messages; they
+never add, drop or reorder messages, except that :class:`ClearThinking` removes
+Responses ``reasoning`` items whole (their input indices are returned, so the caller
+does not note them as dropped). A Responses ``compaction`` item and an Anthropic
 ``compaction`` block are never touched.
 
 Cost is the caller's: ``cost(i, message)`` for message ``i`` as packing sizes it and ``base``
@@ -14,7 +15,13 @@ for what never changes (system prompt, tools). What an edit frees is the cost of
 messages it changed before, less after (a removed item's whole cost).
 
 ClearToolUses
-    Runs only when the transcript costs more than ``trigger`` (None: ``budget``). A tool
+    Plans on the transcript as given, not on the earlier edits' output: its trigger, its
+    cut points and ``clear_at_least`` are read there, so that an earlier edit cannot move
+    them as the transcript grows (a ClearThinking freeing more of the trigger's cost, an
+    earlier ClearToolUses moving where the walk starts); the values it clears are then
+    replaced over the earlier edits' output, and it reports what that changed (a value an
+    earlier edit already replaced by the same placeholder is not counted again). Runs only
+    when the transcript costs more than ``trigger`` (None: ``budget``). A tool
     use is one result paired with its call: an OpenAI ``tool`` message (by
     ``tool_call_id``), an Anthropic ``tool_result`` block (by ``tool_use_id``), a
     Responses ``function_call_output`` or ``custom_tool_call_output`` item (by
@@ -117,11 +124,12 @@ def apply_edits(
     changed something. ``responses`` says whether the entries are Responses items (else
     OpenAI or Anthropic chat messages, both read); ``step`` is ClearToolUses' step (at
     least 1), ``budget`` its default trigger."""
-    state = _State(list(messages), cost, responses)
+    given = _State(list(messages), cost, responses)  # never edited: what ClearToolUses plans on
+    state = _State(list(messages), cost, responses, given)
     applied: list[AppliedEdit] = []
     for edit in edits:
         if isinstance(edit, ClearToolUses):
-            done = _clear_tool_uses(state, edit, base, budget, max(step, 1))
+            done = _clear_tool_uses(given, state, edit, base, budget, max(step, 1))
         else:
             done = _clear_thinking(state, edit)
         if done is not None:
@@ -131,19 +139,31 @@ def apply_edits(
 
 
 class _State:
-    """The transcript as edited so far, and each message's cost, computed once."""
+    """The transcript as edited so far, and each message's cost, computed once (a message
+    still as ``given`` holds it sized there)."""
 
-    def __init__(self, messages: list[Any], cost: Cost, responses: bool) -> None:
+    def __init__(self, messages: list[Any], cost: Cost, responses: bool, given: _State | None = None) -> None:
         self.messages = messages
         self.removed = [False] * len(messages)
         self.costs: list[int | None] = [None] * len(messages)
         self.cost = cost
         self.responses = responses
+        self.given = given
+        self.edited = False
+        """Whether an edit changed or removed a message."""
+        self.blocks: dict[int, list[int | None]] = {}
+        """For a message whose blocks ClearThinking took out: each given block's position
+        now (None: taken out)."""
 
     def cost_of(self, i: int) -> int:
         size = self.costs[i]
         if size is None:
-            size = self.costs[i] = self.cost(i, self.messages[i])
+            given = self.given
+            if given is not None and self.messages[i] is given.messages[i]:
+                size = given.cost_of(i)
+            else:
+                size = self.cost(i, self.messages[i])
+            self.costs[i] = size
         return size
 
     def live(self) -> list[int]:
@@ -164,10 +184,34 @@ class _State:
         return after, freed
 
     def commit(self, changed: dict[int, Any], after: dict[int, int], gone: Sequence[int]) -> None:
+        self.edited = self.edited or bool(changed or gone)
         for i, m in changed.items():
             self.messages[i], self.costs[i] = m, after[i]
         for i in gone:
             self.removed[i] = True
+
+    def take_blocks(self, i: int, taken: set[int], count: int) -> None:
+        """Notes that message ``i``'s blocks at positions ``taken`` (of ``count``) were taken out."""
+        now = self.blocks.get(i) or list(range(count))
+        kept = [j for j in range(count) if j not in taken]
+        place = {j: k for k, j in enumerate(kept)}
+        self.blocks[i] = [None if p is None else place.get(p) for p in now]
+
+    def block_now(self, i: int, j: int) -> int:
+        """Where given block ``j`` of message ``i`` sits now (ClearThinking takes out only
+        thinking, never a block an edit of tool uses reads)."""
+        places = self.blocks.get(i)
+        place = j if places is None else places[j]
+        assert place is not None
+        return place
+
+    def use_now(self, u: _Use) -> _Use:
+        return u if u.block is None else u._replace(block=self.block_now(u.at, u.block))
+
+    def call_now(self, call: _Call | None) -> _Call | None:
+        if call is None or not call.block or call.slot is None:
+            return call
+        return call._replace(slot=self.block_now(call.at, call.slot))
 
 
 # Reading ------------------------------------------------------------------------------
@@ -352,39 +396,79 @@ def _costs_more_than(state: _State, base: int, limit: int) -> bool:
     return total > limit
 
 
-def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int, step: int) -> AppliedEdit | None:
-    if not _costs_more_than(state, base, budget if edit.trigger is None else edit.trigger):
+def _clear_tool_uses(
+    given: _State, state: _State, edit: ClearToolUses, base: int, budget: int, step: int
+) -> AppliedEdit | None:
+    """Plans on the transcript as given (its trigger, cut points and ``clear_at_least``
+    read there, so neither an earlier edit nor what a grown transcript lets it clear can
+    move them) and clears over ``state``, the earlier edits' output."""
+    if not _costs_more_than(given, base, budget if edit.trigger is None else edit.trigger):
         return None
-    uses = _tool_uses(state, edit.exclude_tools)
+    uses = _tool_uses(given, edit.exclude_tools)
     protected = max(len(uses) - edit.keep, 0)
     inputs = edit.clear_tool_inputs
-    shorter = [not u.excluded and _result_shorter(state, u, edit.placeholder) for u in uses]
-    emptier = [not u.excluded and inputs and _input_longer(state, u.call) for u in uses]
+    shorter = [not u.excluded and _result_shorter(given, u, edit.placeholder) for u in uses]
+    emptier = [not u.excluded and inputs and _input_longer(given, u.call) for u in uses]
     start = next((k for k in range(len(uses)) if shorter[k] or emptier[k]), len(uses))
     boundary = min(start, protected)
     running = 0
     for k in range(start, protected):
         before = running
-        running += _weight(state, uses[k])
+        running += _weight(given, uses[k])
         if running // step > before // step:
             boundary = k + 1
-    cleared = [k for k in range(boundary) if shorter[k] or emptier[k]]
-    if not cleared:
+    planned = [k for k in range(boundary) if shorter[k] or emptier[k]]
+    if not planned:
         return None
+    results = [uses[k] for k in planned if shorter[k]]
+    calls = [uses[k].call for k in planned if emptier[k]]
+    changed = _clearing(given, results, calls, edit.placeholder)
+    after, freed = given.sized(changed)
+    if freed < edit.clear_at_least:
+        return None
+    if not state.edited:  # no earlier edit changed anything: the plan is the change
+        state.commit(changed, after, [])
+        return AppliedEdit("clear_tool_uses", len(planned), 0, freed)
+    # Over the earlier edits' output: what they left to change.
+    now = [
+        (
+            uses[k],
+            shorter[k] and _result_shorter(state, state.use_now(uses[k]), edit.placeholder),
+            emptier[k] and _input_longer(state, state.call_now(uses[k].call)),
+        )
+        for k in planned
+    ]
+    now = [(u, result, call_input) for u, result, call_input in now if result or call_input]
+    if not now:
+        return None
+    changed = _clearing(
+        state,
+        [state.use_now(u) for u, result, _ in now if result],
+        [state.call_now(u.call) for u, _, i in now if i],
+        edit.placeholder,
+    )
+    after, freed = state.sized(changed)
+    state.commit(changed, after, [])
+    return AppliedEdit("clear_tool_uses", len(now), 0, freed)
+
+
+def _clearing(state: _State, results: list[_Use], calls: list[_Call | None], placeholder: str) -> dict[int, Any]:
+    """The messages of ``state`` with ``results`` replaced by ``placeholder`` and ``calls``'
+    inputs emptied (each call once, in order)."""
     changed: dict[int, Any] = {}
 
     def current(i: int) -> Any:
         return changed.get(i, state.messages[i])
 
-    for u in (uses[k] for k in cleared if shorter[k]):
+    for u in results:
         m = current(u.at)
         if u.block is None:
-            changed[u.at] = _with(m, "output" if state.responses else "content", edit.placeholder)
+            changed[u.at] = _with(m, "output" if state.responses else "content", placeholder)
         else:
             blocks = list(_items(m, "content", u.block))
-            blocks[u.block] = _with(blocks[u.block], "content", edit.placeholder)
+            blocks[u.block] = _with(blocks[u.block], "content", placeholder)
             changed[u.at] = _with(m, "content", blocks)
-    for c in {uses[k].call: None for k in cleared if emptier[k]}:  # each call once, in order
+    for c in dict.fromkeys(calls):
         assert c is not None  # emptier holds only for a tool use with a call
         m = current(c.at)
         if c.slot is None:
@@ -400,11 +484,7 @@ def _clear_tool_uses(state: _State, edit: ClearToolUses, base: int, budget: int,
             function = cast("dict[str, Any]", entry(call, "function"))  # measured: _with says if it changed
             tool_calls[c.slot] = _with(call, "function", _with(function, "arguments", "{}"))
             changed[c.at] = _with(m, "tool_calls", tool_calls)
-    after, freed = state.sized(changed)
-    if freed < edit.clear_at_least:
-        return None
-    state.commit(changed, after, [])
-    return AppliedEdit("clear_tool_uses", len(cleared), 0, freed)
+    return changed
 
 
 # ClearThinking ------------------------------------------------------------------------
@@ -458,6 +538,7 @@ def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
     held = set(with_thinking[max(len(with_thinking) - edit.keep, 0) :])
     held.update(turns_of[i] for i in _unanswered(state))
     changed: dict[int, Any] = {}
+    taken: dict[int, tuple[set[int], int]] = {}
     gone: list[int] = []
     turns: set[int] = set()
     for i, t, blocks in found:
@@ -471,9 +552,12 @@ def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
                 continue
             skip = set(blocks)
             changed[i] = _with(state.messages[i], "content", [b for j, b in enumerate(content) if j not in skip])
+            taken[i] = (skip, len(content))
         turns.add(t)
     if not turns:
         return None
     after, freed = state.sized(changed, gone)
     state.commit(changed, after, gone)
+    for i, (skip, count) in taken.items():
+        state.take_blocks(i, skip, count)
     return AppliedEdit("clear_thinking", 0, len(turns), freed)

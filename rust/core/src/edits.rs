@@ -1,7 +1,7 @@
 //! Context editing (SPEC §14): values replaced inside messages before folding.
 //!
-//! [`plan`] applies [`Edit`]s in order to a transcript as read, each to the previous one's
-//! output, and returns a [`Plan`]: for each message it changed, which values are replaced
+//! [`plan`] applies [`Edit`]s in order to a transcript as read, each over the previous one's
+//! output (a [`ClearToolUses`] plans on the transcript as given), and returns a [`Plan`]: for each message it changed, which values are replaced
 //! (a tool result's content by a placeholder, a call's input by an empty one), which
 //! content blocks are left out (thinking), and whether the entry is removed (a Responses
 //! `reasoning` item: the only entry an edit removes). No JSON is built: [`Edited`] presents
@@ -13,8 +13,9 @@
 //! - Cost is the caller's [`MessageSizer`] (over [`Edited`] nodes) plus a fixed `base` for
 //!   what no edit changes (system prompt, tools). What an edit frees is the cost of the
 //!   messages it changed before, less after (a removed item's whole cost).
-//! - [`ClearToolUses`] runs when the transcript costs more than its trigger (default: the
-//!   budget). A tool use is one result paired with the nearest earlier call with its id:
+//! - [`ClearToolUses`] runs when the transcript as given costs more than its trigger
+//!   (default: the budget); its cut points and `clear_at_least` are read there too, so an
+//!   earlier edit in the list cannot move them as the transcript grows. A tool use is one result paired with the nearest earlier call with its id:
 //!   an OpenAI `tool` message, an Anthropic `tool_result` block, a Responses
 //!   `function_call_output` / `custom_tool_call_output` item. The newest `keep`, and those
 //!   calling an excluded tool, are never edited. A value is replaced only when its
@@ -710,8 +711,9 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
 
 // Planning ----------------------------------------------------------------------------
 
-/// Applies `edits` in order to `messages` (each edit seeing the previous one's output) and
-/// says what changed; `sizer` sizes messages as packing does (through the overlay).
+/// Applies `edits` in order to `messages` (each over the previous one's output; a
+/// [`ClearToolUses`] plans on `messages` as given) and says what changed; `sizer` sizes
+/// messages as packing does (through the overlay).
 /// `known` holds sizes already taken of messages as they are in the input, by index
 /// (`None`, or past its end: not taken), and `checked` each message's fields as checked
 /// up front as chat messages or Responses items, as `context` says (empty: read here,
@@ -740,6 +742,7 @@ where
         responses: context.responses,
         edits: Vec::new(),
         placeholders: Vec::new(),
+        given_costs: known.clone(),
         costs: known,
     };
     let mut applied = Vec::new();
@@ -774,6 +777,8 @@ struct Editor<'m, 's, N, S> {
     edits: Vec<Option<MessageEdit>>,
     placeholders: Vec<String>,
     costs: Vec<Option<u64>>,
+    /// Each message's cost as given (an edit of tool uses plans on the transcript as given).
+    given_costs: Vec<Option<u64>>,
 }
 
 /// Where a call sits.
@@ -821,6 +826,10 @@ impl Gate {
         self.result || self.input
     }
 }
+
+/// What an edit of tool uses changes: how many tool uses, each changed message's edit and
+/// new cost, and the tokens freed.
+type Cleared = (usize, BTreeMap<usize, MessageEdit>, Vec<u64>, i128);
 
 /// A call or a result, as [`Editor::exchanges`] reads it.
 enum Exchange<N> {
@@ -981,18 +990,27 @@ where
         Ok(cost)
     }
 
-    /// Whether `base` and the live messages cost more than `limit`: summed from the
+    /// Message `i`'s cost as given (as the edits found it).
+    fn given_cost(&mut self, i: usize) -> Result<u64, CoreError> {
+        if let Some(Some(cost)) = self.given_costs.get(i) {
+            return Ok(*cost);
+        }
+        let cost = if self.edit(i).is_none() { self.cost(i)? } else { self.cost_with(i, None)? };
+        if let Some(slot) = self.given_costs.get_mut(i) {
+            *slot = Some(cost);
+        }
+        Ok(cost)
+    }
+
+    /// Whether `base` and the transcript as given cost more than `limit`: summed from the
     /// newest, so no more are sized than it takes (as folding sizes only what it reaches).
-    fn costs_more_than(&mut self, base: u64, limit: u64) -> Result<bool, CoreError> {
+    fn given_costs_more_than(&mut self, base: u64, limit: u64) -> Result<bool, CoreError> {
         let (mut total, limit) = (u128::from(base), u128::from(limit));
         for i in (0..self.messages.len()).rev() {
-            if self.removed(i) {
-                continue;
-            }
             if total > limit {
                 return Ok(true);
             }
-            total += u128::from(self.cost(i)?);
+            total += u128::from(self.given_cost(i)?);
         }
         Ok(total > limit)
     }
@@ -1003,16 +1021,21 @@ where
         size(&mut *self.sizer, i, &view, self.responses)
     }
 
-    /// What putting `changed` in place of the edits of the messages at their indices, and
-    /// removing `gone`, frees; each message sized before its replacement, by index. Also
-    /// the new costs.
-    fn freed(&mut self, changed: &BTreeMap<usize, MessageEdit>, gone: &[usize]) -> Result<(Vec<u64>, i128), CoreError> {
+    /// What putting `changed` in place of the edits of the messages at their indices (of
+    /// the messages as `given`), and removing `gone`, frees; each message sized before its
+    /// replacement, by index. Also the new costs.
+    fn freed(
+        &mut self,
+        changed: &BTreeMap<usize, MessageEdit>,
+        gone: &[usize],
+        given: bool,
+    ) -> Result<(Vec<u64>, i128), CoreError> {
         let mut at: Vec<usize> = changed.keys().chain(gone).copied().collect();
         at.sort_unstable();
         let mut after = Vec::with_capacity(changed.len());
         let mut freed = 0i128;
         for i in at {
-            freed += i128::from(self.cost(i)?);
+            freed += i128::from(if given { self.given_cost(i)? } else { self.cost(i)? });
             if let Some(edit) = changed.get(&i) {
                 let cost = self.cost_with(i, Some(edit))?;
                 freed -= i128::from(cost);
@@ -1041,9 +1064,10 @@ where
         }
     }
 
-    /// The current edit of message `i`, to change.
-    fn edit_of<'c>(&self, changed: &'c mut BTreeMap<usize, MessageEdit>, i: usize) -> &'c mut MessageEdit {
-        changed.entry(i).or_insert_with(|| self.edit(i).cloned().unwrap_or_else(|| MessageEdit::new(i)))
+    /// The edit of message `i` to change: its current one, or none (`given`).
+    fn edit_of<'c>(&self, changed: &'c mut BTreeMap<usize, MessageEdit>, i: usize, given: bool) -> &'c mut MessageEdit {
+        let current = if given { None } else { self.edit(i) };
+        changed.entry(i).or_insert_with(|| current.cloned().unwrap_or_else(|| MessageEdit::new(i)))
     }
 
     // ClearToolUses ------------------------------------------------------------------
@@ -1134,10 +1158,11 @@ where
         Ok(item)
     }
 
-    /// Whether replacing the use's result by `placeholder` makes it shorter.
-    fn result_shorter(&mut self, u: &ToolUse, placeholder: &str) -> Result<bool, CoreError> {
+    /// Whether replacing the use's result by `placeholder` makes it shorter: as it is now,
+    /// or as `given`.
+    fn result_shorter(&mut self, u: &ToolUse, placeholder: &str, given: bool) -> Result<bool, CoreError> {
         let m = self.node(u.at)?;
-        let edit = self.edit(u.at);
+        let edit = if given { None } else { self.edit(u.at) };
         let placeholder_of = |k: usize| self.placeholders.get(k).map_or("", String::as_str);
         let field = |p| CoreError::field(Some(u.at), "content", p);
         if let Some(j) = u.block {
@@ -1160,11 +1185,11 @@ where
         longer(value, measure, units(placeholder)).map_err(|p| CoreError::field(Some(u.at), key.key(), p))
     }
 
-    /// Whether the call has an input longer than emptying it leaves.
-    fn input_longer(&mut self, call: Option<CallSite>) -> Result<bool, CoreError> {
+    /// Whether the call has an input longer than emptying it leaves: now, or as `given`.
+    fn input_longer(&mut self, call: Option<CallSite>, given: bool) -> Result<bool, CoreError> {
         let Some(c) = call else { return Ok(false) };
         let m = self.node(c.at)?;
-        let edit = self.edit(c.at);
+        let edit = if given { None } else { self.edit(c.at) };
         let problem = |p| CoreError::field(Some(c.at), "input", p);
         match c.slot {
             Slot::Item => {
@@ -1193,17 +1218,16 @@ where
         }
     }
 
-    /// What a use's result costs: its message's cost, or (a block) what its message
-    /// costs holding that block alone.
+    /// What a use's result costs in the transcript as given: its message's cost, or (a
+    /// block) what its message costs holding that block alone.
     fn weight(&mut self, u: &ToolUse) -> Result<u64, CoreError> {
-        let Some(j) = u.block else { return self.cost(u.at) };
+        let Some(j) = u.block else { return self.given_cost(u.at) };
         let Some(block) = self.item_of(u.at, Key::Content, j)? else {
             return Err(CoreError::message_changed());
         };
-        let empty = MessageEdit::new(u.at);
-        let edit = edit_in(&self.edits, u.at).unwrap_or(&empty);
+        let edit = MessageEdit::new(u.at);
         let node = self.node(u.at)?;
-        let view = Edited::Message { node, edit, placeholders: &self.placeholders, alone: Some((j, block)) };
+        let view = Edited::Message { node, edit: &edit, placeholders: &self.placeholders, alone: Some((j, block)) };
         size(&mut *self.sizer, u.at, &view, self.responses)
     }
 
@@ -1226,16 +1250,17 @@ where
     }
 
     /// The edits of the messages that clearing `cleared` changes, each on top of what
-    /// earlier edits did to it.
+    /// earlier edits did to it (`given`: of the message as given).
     fn clearing(
         &self,
         cleared: &[(ToolUse, Gate)],
         placeholder: usize,
+        given: bool,
     ) -> Result<BTreeMap<usize, MessageEdit>, CoreError> {
         let mut changed = BTreeMap::new();
         for (u, gate) in cleared {
             if gate.result {
-                let target = self.edit_of(&mut changed, u.at);
+                let target = self.edit_of(&mut changed, u.at, given);
                 match u.block {
                     Some(j) => target.set_block(j, BlockEdit::Content(placeholder)),
                     None if self.responses => target.set_field(Field::Output, Replacement::Placeholder(placeholder)),
@@ -1247,7 +1272,7 @@ where
                 Slot::Item => call_input(&self.node(c.at)?),
                 Slot::ToolCall(_) | Slot::Block(_) => None,
             };
-            let target = self.edit_of(&mut changed, c.at);
+            let target = self.edit_of(&mut changed, c.at, given);
             match (c.slot, input) {
                 (Slot::Item, Some((Field::Arguments, _))) => {
                     target.set_field(Field::Arguments, Replacement::EmptyArguments)
@@ -1261,20 +1286,23 @@ where
         Ok(changed)
     }
 
+    /// Plans on the transcript as given (its trigger, cut points and `clear_at_least` read
+    /// there, so neither an earlier edit nor what a grown transcript lets it clear can
+    /// move them) and clears over the earlier edits' output.
     fn clear_tool_uses(&mut self, edit: &ClearToolUses, context: &EditContext) -> Result<Option<Applied>, CoreError> {
-        if !self.costs_more_than(context.base, edit.trigger.unwrap_or(context.budget))? {
+        if !self.given_costs_more_than(context.base, edit.trigger.unwrap_or(context.budget))? {
             return Ok(None);
         }
         let mut uses = Vec::new();
         for u in self.tool_uses(&edit.exclude_tools) {
             let eligible = !u.excluded();
-            let result = eligible && self.result_shorter(&u, &edit.placeholder)?;
-            let input = eligible && edit.clear_tool_inputs && self.input_longer(u.call)?;
+            let result = eligible && self.result_shorter(&u, &edit.placeholder, true)?;
+            let input = eligible && edit.clear_tool_inputs && self.input_longer(u.call, true)?;
             uses.push((u, Gate { result, input }));
         }
         let boundary = self.boundary(&uses, edit.keep, context.step)?;
-        let cleared: Vec<(ToolUse, Gate)> = uses.into_iter().take(boundary).filter(|(_, g)| g.changes()).collect();
-        if cleared.is_empty() {
+        let planned: Vec<(ToolUse, Gate)> = uses.into_iter().take(boundary).filter(|(_, g)| g.changes()).collect();
+        if planned.is_empty() {
             return Ok(None);
         }
         let (placeholder, pushed) = match self.placeholders.iter().position(|p| *p == edit.placeholder) {
@@ -1284,21 +1312,53 @@ where
                 (self.placeholders.len() - 1, true)
             }
         };
-        let changed = self.clearing(&cleared, placeholder)?;
-        let (after, freed) = self.freed(&changed, &[])?;
-        if freed < i128::from(edit.clear_at_least) {
+        let changed = self.clearing(&planned, placeholder, true)?;
+        let (after, freed) = self.freed(&changed, &[], true)?;
+        let done = if freed < i128::from(edit.clear_at_least) {
+            None
+        } else if self.edits.is_empty() {
+            // No earlier edit changed anything: the plan is the change.
+            Some((planned.len(), changed, after, freed))
+        } else {
+            self.over_earlier_edits(&planned, placeholder, &edit.placeholder)?
+        };
+        let Some((cleared, changed, after, freed)) = done else {
             if pushed {
                 self.placeholders.pop();
             }
             return Ok(None);
-        }
+        };
         self.commit(changed, &after, &[]);
         Ok(Some(Applied {
             kind: EditKind::ClearToolUses,
-            cleared_tool_uses: cleared.len(),
+            cleared_tool_uses: cleared,
             cleared_thinking_turns: 0,
             cleared_input_tokens: freed,
         }))
+    }
+
+    /// What clearing `planned` changes over the earlier edits' output (the values they
+    /// left to change): how many tool uses, the edits, their costs and what they free.
+    fn over_earlier_edits(
+        &mut self,
+        planned: &[(ToolUse, Gate)],
+        placeholder: usize,
+        text: &str,
+    ) -> Result<Option<Cleared>, CoreError> {
+        let mut now = Vec::with_capacity(planned.len());
+        for (u, gate) in planned {
+            let result = gate.result && self.result_shorter(u, text, false)?;
+            let input = gate.input && self.input_longer(u.call, false)?;
+            if result || input {
+                now.push((*u, Gate { result, input }));
+            }
+        }
+        if now.is_empty() {
+            return Ok(None);
+        }
+        let changed = self.clearing(&now, placeholder, false)?;
+        let (after, freed) = self.freed(&changed, &[], false)?;
+        Ok(Some((now.len(), changed, after, freed)))
     }
 
     // ClearThinking ------------------------------------------------------------------
@@ -1384,7 +1444,7 @@ where
             match thinking {
                 Thinking::Item => gone.push(i),
                 Thinking::Blocks(blocks, count) if blocks.len() < count => {
-                    let target = self.edit_of(&mut changed, i);
+                    let target = self.edit_of(&mut changed, i, false);
                     for j in blocks {
                         target.set_block(j, BlockEdit::Removed);
                     }
@@ -1398,7 +1458,7 @@ where
         if turns.is_empty() {
             return Ok(None);
         }
-        let (after, freed) = self.freed(&changed, &gone)?;
+        let (after, freed) = self.freed(&changed, &gone, false)?;
         self.commit(changed, &after, &gone);
         Ok(Some(Applied {
             kind: EditKind::ClearThinking,
