@@ -218,6 +218,27 @@ def test_thinking_keeping_at_least_as_many_turns_as_hold_it_clears_none(
     assert packed.applied_edits == () and packed.body is body
 
 
+def test_chunk_tokens_is_the_clearing_step_under_either_cut(backend: str) -> None:
+    # Six results of 104 tokens, the newest kept: a step of 50 puts a cut point after
+    # each, so five are cleared. The greedy cut read the step as a quarter of the budget
+    # (1,000) and cleared none, chunk_tokens given or not.
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for k in range(6):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 400},
+        ]
+    body = json.dumps({"messages": messages}).encode()
+    edits = [cf.ClearToolUses(trigger=0, keep=1)]
+    steps = (("greedy", None, 0), ("greedy", 50, 5), ("chunked", 50, 5), ("chunked", None, 0))
+    for cut, chunk_tokens, cleared in steps:
+        options = cf.PackOptions(target_context_tokens=4_000, cut=cut, chunk_tokens=chunk_tokens, edits=edits)
+        pack = cf.pack_handoff(messages, options=options)
+        assert sum(a.cleared_tool_uses for a in pack.applied_edits) == cleared, (cut, chunk_tokens)
+        assert cf.pack_request(body, options=options).applied_edits == pack.applied_edits
+
+
 def test_bad_edits_fail_when_the_options_are_built() -> None:
     with pytest.raises(cf.ArgumentTypeError, match="edits"):
         cf.PackOptions(target_context_tokens=10, edits=["clear"])  # type: ignore[list-item]

@@ -422,8 +422,8 @@ class PackOptions:
     can be shared by threads and used as a key. Every packing function also takes these
     fields as keywords (a value is then built for the call, and reused while the same
     plain keywords come again). The fields mean what the functions' docstrings say; the
-    derived fields (``budget``, ``chunk``, ``images``, ``sizers``) are what the backends
-    pack with.
+    derived fields (``budget``, ``chunk``, ``step``, ``images``, ``sizers``) are what the
+    backends pack with.
     """
 
     target_context_tokens: int
@@ -444,13 +444,16 @@ class PackOptions:
     chunk: int | None = field(init=False, repr=False, compare=False)
     """The chunked cut's chunk size (``chunk_tokens`` or a quarter of the budget, at
     least 1); None for the greedy cut."""
+    step: int = field(init=False, repr=False, compare=False)
+    """Where ClearToolUses may cut, whatever the cut: every ``chunk_tokens`` (else a
+    quarter of the budget, at least 1) of tool results."""
     images: int | None = field(init=False, repr=False, compare=False)
     """What an image costs with provider sizing; None for the seeds' sizing."""
     sizers: Counting = field(init=False, repr=False, compare=False)
     """None (chars/4), an embedded encoding's name, or a custom estimator's pair."""
     native: tuple[Any, ...] = field(init=False, repr=False, compare=False)
-    """``(budget, sizers, images, summary, shape, chunk, pinned, edits)``: what the
-    extension reads, in one attribute (reading eight was a tenth of a short call)."""
+    """``(budget, sizers, images, summary, shape, chunk, pinned, edits, step)``: what the
+    extension reads, in one attribute (reading nine was a tenth of a short call)."""
 
     def __post_init__(self) -> None:
         # The one place these rules are written; the first option at fault raises.
@@ -470,17 +473,17 @@ class PackOptions:
         if self.cut not in CUTS:
             raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {self.cut!r}")
         chunk_tokens = None if self.chunk_tokens is None else whole("chunk_tokens", self.chunk_tokens, 1)
-        chunk = None
-        if self.cut == "chunked":
-            chunk = max(1, budget // 4) if chunk_tokens is None else chunk_tokens
+        step = max(1, budget // 4) if chunk_tokens is None else chunk_tokens
+        chunk = step if self.cut == "chunked" else None
         edits = check_edits(self.edits)
         counting = sizers(self.estimate_tokens, images)
-        native = (budget, counting, images, self.summary, self.shape, chunk, pins, edits)
+        native = (budget, counting, images, self.summary, self.shape, chunk, pins, edits, step)
         for name, value in (
             ("pinned", pins),
             ("edits", edits),
             ("budget", budget),
             ("chunk", chunk),
+            ("step", step),
             ("images", images),
             ("sizers", counting),
             ("native", native),

@@ -312,7 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     pack.add_argument(
         "--image-tokens", type=int, default=DEFAULT_IMAGE_TOKENS, help="what an image costs with --sizing provider"
     )
-    pack.add_argument("--chunk-tokens", type=int, help="the chunked cut's step (default: a quarter of the budget)")
+    pack.add_argument(
+        "--chunk-tokens", type=int, help="the chunked cut's and clearing's step (default: a quarter of the budget)"
+    )
     edits = pack.add_argument_group("context edits, applied before folding (docs/editing.md)")
     edits.add_argument("--clear-tool-uses", action="store_true", help="clear old tool results in place")
     edits.add_argument("--keep-tool-uses", type=int, default=3, metavar="N", help="newest tool uses kept (default 3)")

@@ -542,9 +542,9 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     # first, in order, so the first malformed one is the one named.
     Transcript(t.messages, None, options.shape)
     t.responses = options.shape == "responses" or (options.shape == "auto" and _newest_shape(t.messages) == "responses")
-    # Cleared results move in the chunked cut's steps (a quarter of the budget by
-    # default), whatever the cut.
-    step = options.chunk if options.chunk is not None else max(1, options.budget // 4)
+    # Cleared results move in steps of chunk_tokens (a quarter of the budget by default),
+    # whatever the cut.
+    step = options.step
     edited, removed, applied = apply_edits(
         t.messages,
         options.edits,

@@ -55,15 +55,16 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             let got = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
             return Err(crate::errors::argument_type(format!("options must be a PackOptions, got {got}")));
         }
-        // The value's `native` tuple: (budget, sizers, images, summary, shape, chunk, pinned, edits).
+        // The value's `native` tuple: (budget, sizers, images, summary, shape, chunk, pinned,
+        // edits, step).
         let native = value.getattr(intern!(py, "native"))?;
         let native = native.cast::<PyTuple>()?;
-        if native.len() != 8 {
-            return Err(crate::errors::internal("PackOptions.native holds eight fields"));
+        if native.len() != 9 {
+            return Err(crate::errors::internal("PackOptions.native holds nine fields"));
         }
         let field = |i| native.get_item(i);
         let (budget, sizers, images, summary) = (field(0)?, field(1)?, field(2)?, field(3)?);
-        let (shape, chunk, pinned, edits) = (field(4)?, field(5)?, field(6)?, field(7)?);
+        let (shape, chunk, pinned, edits, step) = (field(4)?, field(5)?, field(6)?, field(7)?, field(8)?);
         let sizers = Some(sizers).filter(|s| !s.is_none());
         let images: Option<u64> = images.extract()?;
         let sizing = images.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens });
@@ -89,6 +90,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             cut: chunk.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk) }),
             counting,
             edits: edits.iter().map(|edit| edit_of(&edit)).collect::<PyResult<_>>()?,
+            edit_step: Some(step.extract()?),
         };
         Ok(Options { pack, sizers, sizing, budget })
     }

@@ -131,6 +131,10 @@ pub struct PackOptions {
     pub counting: Counting,
     /// Edits applied, in order, before folding ([`pack_edited`]).
     pub edits: Vec<Edit>,
+    /// Where [`crate::edits::ClearToolUses`] may cut, whatever the cut: every `edit_step`
+    /// tokens of tool results (`None`: the chunked cut's chunk, else a quarter of the
+    /// budget; at least 1 either way).
+    pub edit_step: Option<u64>,
 }
 
 impl PackOptions {
@@ -247,9 +251,7 @@ where
     // fields so checked when they were read in its format.
     let read = Transcript::read_all(messages, &mut sizer, format)?;
     let checked = if read.sizes_format() == Some(responses) { read.into_checked() } else { Vec::new() };
-    // Cleared results move in the chunked cut's steps (a quarter of the budget by
-    // default), whatever the cut.
-    let step = options.cut.chunk_size(options.budget).unwrap_or((options.budget / 4).max(1));
+    let step = options.edit_step.or(options.cut.chunk_size(options.budget)).unwrap_or(options.budget / 4).max(1);
     let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses };
     let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known, &checked)?;
     if plan.is_empty() {
