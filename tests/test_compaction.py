@@ -284,3 +284,19 @@ def test_replay_every_corpus_transcript() -> None:
 def test_replay_with_a_failing_summariser() -> None:
     for full in sorted(corpus_transcripts(), key=len, reverse=True)[:3]:
         replay(full, Scripted(fail_every=3), check=False)
+
+
+@pytest.mark.parametrize(
+    ("note", "covered_end", "error", "words"),
+    [
+        ("old", -5, cf.ArgumentError, "covered_end must be at least 0, got -5"),
+        ("old", 2.5, cf.ArgumentError, "covered_end must be an int, got float"),
+        ("old", True, cf.ArgumentError, "covered_end must be an int, got bool"),
+        (None, 3, cf.ArgumentTypeError, "note must be a str, got NoneType"),
+    ],
+)
+def test_a_memo_that_covers_no_prefix_is_refused(note: Any, covered_end: Any, error: type, words: str) -> None:
+    # A negative end summarised convo[-5:...] (nothing), while the fold reported the 61
+    # messages before the verbatim part as folded: lost from the summary unseen.
+    with pytest.raises(error, match=words):
+        cf.CompactMemo(note, covered_end)

@@ -25,7 +25,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._contract import whole
 from ._js import compact_json, js_trim, utf16_cut, utf16_len
+from .errors import ArgumentTypeError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
     COMPACT_TAIL_TOKEN_BUDGET,
@@ -76,10 +78,16 @@ Complete = Callable[[dict[str, Any]], Awaitable[str | None]]
 
 @dataclass(frozen=True, slots=True)
 class CompactMemo:
-    """A held note: it summarises ``convo[:covered_end]``."""
+    """A held note: it summarises ``convo[:covered_end]`` (an int of 0 or more; one past
+    the transcript's end is a stale memo, ignored)."""
 
     note: str
     covered_end: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.note, str):
+            raise ArgumentTypeError(f"note must be a str, got {type(self.note).__name__}")
+        object.__setattr__(self, "covered_end", whole("covered_end", self.covered_end))
 
 
 @dataclass(frozen=True, slots=True)
