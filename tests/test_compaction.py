@@ -300,3 +300,26 @@ def test_a_memo_that_covers_no_prefix_is_refused(note: Any, covered_end: Any, er
     # messages before the verbatim part as folded: lost from the summary unseen.
     with pytest.raises(error, match=words):
         cf.CompactMemo(note, covered_end)
+
+
+def test_a_marker_too_deep_to_read_is_no_marker() -> None:
+    # Stored text nested 10,000 deep raised a bare RecursionError out of json.loads.
+    rows = [{"id": 0, "metadata": None}, {"id": 1, "metadata": "[" * 10_000 + "]" * 10_000}]
+    assert not cf.is_consolidation_marker(rows[1])
+    assert cf.last_consolidation_index(rows) == -1
+    assert cf.scope_to_consolidation(rows) == rows
+
+
+@pytest.mark.parametrize(
+    ("auto", "error", "words"),
+    [
+        ({"keep_from_id": float("nan")}, cf.ArgumentError, "keep_from_id must be an int or None, got float"),
+        ({"keep_from_id": True}, cf.ArgumentError, "keep_from_id must be an int or None, got bool"),
+        ({"folded": "3"}, cf.ArgumentError, "folded must be an int or None, got str"),
+        ([("folded", 3)], cf.ArgumentTypeError, "auto must be a mapping or None, got list"),
+    ],
+)
+def test_a_marker_is_written_only_as_it_can_be_read(auto: Any, error: type, words: str) -> None:
+    # keepFromId NaN was written (not JSON; no reader takes it), and read back as no marker.
+    with pytest.raises(error, match=words):
+        cf.consolidation_metadata(auto)

@@ -19,6 +19,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from .errors import ArgumentError, ArgumentTypeError
+
 __all__ = [
     "consolidation_marker_of",
     "consolidation_metadata",
@@ -39,13 +41,26 @@ def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
     ``keep_from_id`` and ``folded``, either optional), an auto marker."""
     meta: dict[str, Any] = {"consolidation": True}
     if auto is not None:
+        if not isinstance(auto, Mapping):
+            raise ArgumentTypeError(f"auto must be a mapping or None, got {type(auto).__name__}")
         meta["auto"] = True
-        keep_from = auto.get("keep_from_id", auto.get("keepFromId"))
+        keep_from = _id("keep_from_id", auto.get("keep_from_id", auto.get("keepFromId")))
         if keep_from is not None:
             meta["keepFromId"] = keep_from
-        if auto.get("folded") is not None:
-            meta["folded"] = auto["folded"]
+        folded = _id("folded", auto.get("folded"))
+        if folded is not None:
+            meta["folded"] = folded
     return json.dumps(meta, separators=(",", ":"))
+
+
+def _id(name: str, value: Any) -> int | None:
+    """``value`` as a plain int or None: what a reader takes back (a float, NaN included,
+    or a bool would be written as no reader reads it)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(f"{name} must be an int or None, got {type(value).__name__}")
+    return int.__int__(value)
 
 
 def _field(row: Any, name: str) -> Any:
@@ -64,7 +79,7 @@ def consolidation_marker_of(row: Any) -> dict[str, Any] | None:
         return None
     try:
         meta = json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep to read: no marker either
         return None
     if not isinstance(meta, dict) or meta.get("consolidation") is not True:
         return None
