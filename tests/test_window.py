@@ -86,6 +86,24 @@ def test_array_variant_matches(backend: str) -> None:
         cf.window_start_array(np.array([-1]), np.array([True]))
 
 
+@pytest.mark.parametrize(
+    ("sizes", "words"),
+    [
+        (np.array([1.9, 1.9, 1.9]), "sizes must hold integers, got float64"),
+        (np.array([2**64 - 1, 1], dtype=np.uint64), "sizes\\[0\\] is past 2\\*\\*63 - 1"),
+        (np.array(["1", "2", "3"]), "sizes must hold integers, got <U1"),
+        ([10**30, 1, 1], "sizes must hold integers, got object"),
+    ],
+)
+def test_array_sizes_are_taken_only_as_the_ints_they_hold(backend: str, sizes: Any, words: str) -> None:
+    # Floats were cut to ints (1.9 read as 1) and a uint64 past 2**63 - 1 wrapped to a
+    # negative size, named as such: no size is changed on the way in.
+    with pytest.raises(cf.ArgumentError, match=words):
+        cf.window_start_array(sizes, np.array([True] * len(sizes)))
+    assert cf.window_start_array(np.array([], dtype=np.uint8), np.array([], dtype=bool)) == 0
+    assert cf.window_start_array([5, 5, 5], [True, False, True], window=4, token_budget=8) == 2
+
+
 def test_verbatim_and_compact_tail_rules(backend: str) -> None:
     convo = convo_of("uattauat")
     assert cf.verbatim_start(convo, 2) == 4

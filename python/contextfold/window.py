@@ -92,10 +92,17 @@ def window_start_array(
     import numpy as np
 
     try:
-        sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+        given = np.asarray(sizes)
         user_mask = np.ascontiguousarray(user_mask, dtype=np.bool_)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"sizes and user_mask must be 1-D numeric arrays: {exc}") from None
+    # Sizes are taken only as the ints they hold: a cast would cut 1.9 to 1, or wrap a
+    # uint64 past 2**63 - 1 to a negative size.
+    if given.size and given.dtype.kind not in "iu":
+        raise ArgumentError(f"sizes must hold integers, got {given.dtype}")
+    if given.dtype.kind == "u" and given.size and given.max() > I64_MAX:
+        raise ArgumentError(f"sizes[{int(given.argmax())}] is past 2**63 - 1")
+    sizes = np.ascontiguousarray(given, dtype=np.int64)
     if sizes.ndim != 1 or user_mask.ndim != 1:
         raise ArgumentError("sizes and user_mask must be 1-D arrays")
     return int(_backend.impl.window_start_array(sizes, user_mask, window, token_budget))
