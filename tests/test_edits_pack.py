@@ -239,6 +239,31 @@ def test_chunk_tokens_is_the_clearing_step_under_either_cut(backend: str) -> Non
         assert cf.pack_request(body, options=options).applied_edits == pack.applied_edits
 
 
+def test_a_pinned_reasoning_item_cleared_away_still_pins_its_segment(backend: str) -> None:
+    # A run of reasoning items belongs to the segment of the item after it: ClearThinking
+    # removing the pinned item dropped the pin, and the call and output it pinned went.
+    messages: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": "q1"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "E" * 40},
+        {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "y " * 400},
+        {"type": "message", "role": "assistant", "content": "done " * 100},
+        {"type": "message", "role": "user", "content": "q2"},
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "E" * 40},
+        {"type": "message", "role": "assistant", "content": "ok"},
+    ]
+    body = json.dumps({"input": messages}).encode()
+    for pinned in ([1], [2]):
+        options = cf.PackOptions(target_context_tokens=400, pinned=pinned, edits=[cf.ClearThinking(keep=1)])
+        pack = cf.pack_handoff(messages, options=options)
+        assert 1 not in pack.kept and {2, 3} <= set(pack.kept), pinned
+        assert cf.pack_request(body, options=options).kept == pack.kept
+    # A pin on a reasoning item that nothing follows pins nothing.
+    tail = [*messages[:6], messages[6]]
+    pack = cf.pack_handoff(tail, target_context_tokens=60, pinned=[6], edits=[cf.ClearThinking(keep=0)])
+    assert 6 not in pack.kept
+
+
 def test_bad_edits_fail_when_the_options_are_built() -> None:
     with pytest.raises(cf.ArgumentTypeError, match="edits"):
         cf.PackOptions(target_context_tokens=10, edits=["clear"])  # type: ignore[list-item]

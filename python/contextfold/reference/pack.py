@@ -558,8 +558,9 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
         return _fold(t.messages, replace(options, edits=()), system_tokens)
     gone = set(removed)
     source = [i for i in range(n) if i not in gone]
-    position = {i: k for k, i in enumerate(source)}
-    pinned = [position[p] for p in options.pinned if p in position]
+    # A pin on a removed reasoning item pins the next entry left: the item after it, in
+    # whose segment it was.
+    pinned = [k for k in (bisect_left(source, p) for p in options.pinned) if k < len(source)]
     try:
         pack = _fold(edited, replace(options, pinned=pinned, edits=()), system_tokens)
     except MessageError as exc:

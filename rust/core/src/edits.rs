@@ -336,9 +336,12 @@ pub struct Overlay<'p, N> {
 }
 
 impl<N> Overlay<'_, N> {
-    /// Where input message `input` sits in `nodes` (`None`: removed).
-    pub fn position(&self, input: usize) -> Option<usize> {
-        self.source.binary_search(&input).ok()
+    /// What a pin on input message `input` pins: the message itself, or (a removed
+    /// reasoning item, which belongs to the segment of the item after it) the next entry
+    /// left; `None` when none is.
+    pub fn pinned(&self, input: usize) -> Option<usize> {
+        let k = self.source.partition_point(|&i| i < input);
+        (k < self.source.len()).then_some(k)
     }
 }
 
@@ -1749,7 +1752,9 @@ mod tests {
         let refs: Vec<&Value> = items.iter().collect();
         let overlay = plan.overlay(&refs);
         assert_eq!(overlay.source, vec![0, 2, 3, 4, 5]);
-        assert_eq!((overlay.position(1), overlay.position(4)), (None, Some(3)));
+        // A pin on the removed item pins the item after it; on a kept one, itself; past
+        // the last entry left, nothing.
+        assert_eq!((overlay.pinned(1), overlay.pinned(4), overlay.pinned(6)), (Some(1), Some(3), None));
         // The item removed is its whole cost: {"type":"reasoning","summary":[]} is 33 units.
         let applied = plan.applied[0];
         assert_eq!((applied.cleared_thinking_turns, applied.cleared_input_tokens), (1, 9 + 4));

@@ -271,7 +271,7 @@ where
         }
         other => other,
     };
-    let pinned = options.pinned.iter().filter_map(|&p| overlay.position(p)).collect();
+    let pinned = options.pinned.iter().filter_map(|&p| overlay.pinned(p)).collect();
     let edited = PackOptions { pinned, edits: Vec::new(), ..options.clone() };
     let mut t = Transcript::read(&overlay.nodes, InputIndices { sizer, input: source }, format).map_err(in_input)?;
     if share {
