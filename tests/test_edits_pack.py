@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from typing import Any
 
 import contextfold as cf
 import pytest
 from contextfold import _backend, reference
 from contextfold.reference.edits import apply_edits
+from contextfold.reference.pack import _compaction_segment
+from contextfold.reference.tokens import TranscriptOnDemand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,6 +71,10 @@ def test_editing_then_folding_is_folding_the_edited_transcript(seed: int, shape:
     pack = cf.pack_handoff(messages, target_context_tokens=budget, edits=edits)  # type: ignore[arg-type]
     assert json.dumps(messages) == before  # the caller's messages are never changed
     responses = shape == "responses"
+    # What precedes a provider compaction is left out of the edits.
+    transcript = TranscriptOnDemand(messages, None, "auto", None)
+    transcript.responses = responses
+    compaction = _compaction_segment(transcript, cf.PackOptions(target_context_tokens=budget))
     edited, removed, applied = apply_edits(
         messages,
         edits,
@@ -76,6 +83,7 @@ def test_editing_then_folding_is_folding_the_edited_transcript(seed: int, shape:
         budget=budget,
         step=max(1, budget // 4),
         responses=responses,
+        hidden=range(0) if compaction is None else range(compaction[0], compaction[1]),
     )
     folded = cf.pack_handoff(edited, target_context_tokens=budget, shape="responses" if responses else "auto")
     assert pack.applied_edits == tuple(applied)
@@ -262,6 +270,60 @@ def test_a_pinned_reasoning_item_cleared_away_still_pins_its_segment(backend: st
     tail = [*messages[:6], messages[6]]
     pack = cf.pack_handoff(tail, target_context_tokens=60, pinned=[6], edits=[cf.ClearThinking(keep=0)])
     assert 6 not in pack.kept
+
+
+def _compacted_run(responses: bool) -> list[dict[str, Any]]:
+    """An old exchange of 2,000 chars, a compaction, then two exchanges of 400."""
+
+    def exchange(k: int, size: int) -> list[dict[str, Any]]:
+        if responses:
+            return [
+                {"type": "function_call", "call_id": f"c{k}", "name": "read", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": f"c{k}", "output": "x" * size},
+            ]
+        return [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{k}", "name": "read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": "x" * size}]},
+        ]
+
+    item: dict[str, Any] = {"type": "message"} if responses else {}
+    compaction: dict[str, Any] = (
+        {"type": "compaction", "encrypted_content": "C" * 40}
+        if responses
+        else {"role": "assistant", "content": [{"type": "compaction", "content": "the work so far"}]}
+    )
+    return [
+        {**item, "role": "user", "content": "start"},
+        *exchange(0, 2_000),
+        compaction,
+        {**item, "role": "user", "content": "continue"},
+        *exchange(1, 400),
+        *exchange(2, 400),
+    ]
+
+
+@pytest.mark.parametrize("responses", [False, True])
+def test_edits_leave_what_precedes_a_compaction_to_go_first(backend: str, responses: bool) -> None:
+    # What follows the compaction fits: packed without edits, the old exchange goes and
+    # both newer results stay whole. The edit counted the old exchange toward its trigger,
+    # cleared a newer result, the whole transcript then fit, and the part the provider
+    # ignores was sent while a result it reads was lost.
+    messages = _compacted_run(responses)
+    body = json.dumps({"input" if responses else "messages": messages}).encode()
+    folded = cf.pack_handoff(messages, target_context_tokens=400, cut="chunked", chunk_tokens=50)
+    assert folded.fits and folded.kept == [3, 4, 5, 6, 7, 8]
+    for edits in ([cf.ClearToolUses(keep=1)], [cf.ClearThinking(keep=0), cf.ClearToolUses(keep=0)]):
+        options = cf.PackOptions(target_context_tokens=400, cut="chunked", chunk_tokens=50, edits=edits)
+        edited = cf.pack_handoff(messages, options=options)
+        assert (edited.kept, edited.messages, edited.applied_edits) == (folded.kept, folded.messages, ())
+        unedited = replace(options, edits=())
+        assert cf.pack_request(body, options=options).body == cf.pack_request(body, options=unedited).body
+    # A trigger the part after the compaction passes clears there only (the older of its
+    # two results), never in the old exchange, which goes first as ever.
+    pack = cf.pack_handoff(messages, target_context_tokens=400, edits=[cf.ClearToolUses(trigger=100, keep=1)])
+    assert pack.kept == [3, 4, 5, 6, 7, 8] and pack.applied_edits[0].cleared_tool_uses == 1
+    assert pack.messages[:3] == messages[3:6] and pack.messages[4:] == messages[7:]
+    assert pack.messages[3] != messages[6]  # the older result after the compaction, cleared
 
 
 def test_bad_edits_fail_when_the_options_are_built() -> None:

@@ -8,7 +8,8 @@ other message is the caller's own object. Edits replace values inside messages; 
 never add, drop or reorder messages, except that :class:`ClearThinking` removes
 Responses ``reasoning`` items whole (their input indices are returned, so the caller
 does not note them as dropped). A Responses ``compaction`` item and an Anthropic
-``compaction`` block are never touched.
+``compaction`` block are never touched, nor what precedes the newest one (``hidden``: it
+goes first when packing, so it counts toward no trigger either).
 
 Cost is the caller's: ``cost(i, message)`` for message ``i`` as packing sizes it and ``base``
 for what never changes (system prompt, tools). What an edit frees is the cost of the
@@ -118,14 +119,16 @@ def apply_edits(
     budget: int,
     step: int,
     responses: bool,
+    hidden: range = range(0),
 ) -> tuple[list[Any], list[int], list[AppliedEdit]]:
     """``(edited, removed, applied)``: the messages after ``edits`` (removed items left
     out), the input indices of the removed Responses reasoning items, and the edits that
     changed something. ``responses`` says whether the entries are Responses items (else
     OpenAI or Anthropic chat messages, both read); ``step`` is ClearToolUses' step (at
-    least 1), ``budget`` its default trigger."""
-    given = _State(list(messages), cost, responses)  # never edited: what ClearToolUses plans on
-    state = _State(list(messages), cost, responses, given)
+    least 1), ``budget`` its default trigger; the entries in ``hidden`` (what precedes a
+    provider's compaction) are left out, neither counted nor edited."""
+    given = _State(list(messages), cost, responses, hidden=hidden)  # never edited: what ClearToolUses plans on
+    state = _State(list(messages), cost, responses, given, hidden)
     applied: list[AppliedEdit] = []
     for edit in edits:
         if isinstance(edit, ClearToolUses):
@@ -142,8 +145,11 @@ class _State:
     """The transcript as edited so far, and each message's cost, computed once (a message
     still as ``given`` holds it sized there)."""
 
-    def __init__(self, messages: list[Any], cost: Cost, responses: bool, given: _State | None = None) -> None:
+    def __init__(
+        self, messages: list[Any], cost: Cost, responses: bool, given: _State | None = None, hidden: range = range(0)
+    ) -> None:
         self.messages = messages
+        self.hidden = hidden
         self.removed = [False] * len(messages)
         self.costs: list[int | None] = [None] * len(messages)
         self.cost = cost
@@ -167,8 +173,9 @@ class _State:
         return size
 
     def live(self) -> list[int]:
-        """The indices of the messages not removed."""
-        return [i for i, gone in enumerate(self.removed) if not gone]
+        """The indices of the messages not removed (nor hidden)."""
+        hidden = self.hidden
+        return [i for i, gone in enumerate(self.removed) if not gone and i not in hidden]
 
     def sized(self, changed: dict[int, Any], gone: Sequence[int] = ()) -> tuple[dict[int, int], int]:
         """The cost of each ``changed`` message, and what putting them in place of the

@@ -542,17 +542,20 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     # first, in order, so the first malformed one is the one named.
     Transcript(t.messages, None, options.shape)
     t.responses = options.shape == "responses" or (options.shape == "auto" and _newest_shape(t.messages) == "responses")
-    # Cleared results move in steps of chunk_tokens (a quarter of the budget by default),
-    # whatever the cut.
-    step = options.step
+    # What precedes a provider compaction goes first when packing, unread by the provider:
+    # the edits neither count nor edit it (else a trigger it passes could clear what
+    # follows, and the transcript then fit with it). Cleared results move in steps of
+    # chunk_tokens (a quarter of the budget by default), whatever the cut.
+    compaction = _compaction_segment(t, options)
     edited, removed, applied = apply_edits(
         t.messages,
         options.edits,
         cost=t.size_of,
         base=system_tokens,
         budget=options.budget,
-        step=step,
+        step=options.step,
         responses=t.responses,
+        hidden=range(0) if compaction is None else range(compaction[0], compaction[1]),
     )
     if not applied:
         return _fold(t.messages, replace(options, edits=()), system_tokens)
@@ -653,20 +656,11 @@ def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens
     the calls pair) kept with its own segment whatever happens, and what follows it folded
     into the rest of the budget; what precedes it goes first, unlisted."""
     n = len(t)
-    found = _newest_compaction(t.messages, bool(t.responses))
-    if found is None:
+    compaction = _compaction_segment(t, options)
+    if compaction is None:
         return None
-    prefix = next((i for i in range(n) if t.role(i) != "system"), n)
-    if found < prefix:
-        return None
-    # The compaction's own segment (a message that goes on to call a tool, with the
-    # answers; an item between a call and its output, with both) is kept whatever
-    # happens: counted like a system prompt.
-    if t.responses:
-        shape: str | None = "responses"
-    else:
-        shape = options.shape if options.shape != "auto" else _newest_shape(t.messages)
-    at, end = _Segments(t, prefix, n, shape or "openai", listed=False).containing(found)
+    # The compaction's own segment is kept whatever happens: counted like a system prompt.
+    prefix, at, end = compaction
     fixed = t.sum(0, prefix) + t.sum(at, end)
     rest = TranscriptOnDemand(
         t.messages[end:], options.sizers, "responses" if t.responses else "openai", options.images
@@ -681,6 +675,26 @@ def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens
     kept = [*range(prefix), *range(at, end), *(k + end for k in packed.kept)]
     note = None if packed.note is None else (packed.note[0], packed.note[1] + prefix + end - at)
     return History(kept, note, packed.fits, packed.tokens + fixed)
+
+
+def _compaction_segment(t: TranscriptOnDemand, options: PackOptions) -> tuple[int, int, int] | None:
+    """The newest provider compaction that follows the leading system messages
+    (``newest_compaction`` in pack.rs): how many those are, and the start and end of the
+    compaction's own segment (a message that goes on to call a tool, with the answers; an
+    item between a call and its output, with both). None without one."""
+    n = len(t)
+    found = _newest_compaction(t.messages, bool(t.responses))
+    if found is None:
+        return None
+    prefix = next((i for i in range(n) if t.role(i) != "system"), n)
+    if found < prefix:
+        return None
+    if t.responses:
+        shape: str | None = "responses"
+    else:
+        shape = options.shape if options.shape != "auto" else _newest_shape(t.messages)
+    at, end = _Segments(t, prefix, n, shape or "openai", listed=False).containing(found)
+    return prefix, at, end
 
 
 def _newest_compaction(messages: list[Any], responses: bool) -> int | None:

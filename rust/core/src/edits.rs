@@ -140,7 +140,7 @@ pub struct Applied {
 }
 
 /// What every edit of one [`plan`] call shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditContext {
     /// The packing budget: a [`ClearToolUses`] trigger by default.
     pub budget: u64,
@@ -151,6 +151,9 @@ pub struct EditContext {
     /// Whether the entries are Responses items (else OpenAI or Anthropic chat messages,
     /// both read).
     pub responses: bool,
+    /// Entries the provider does not read (what precedes its compaction, which go first
+    /// when packing): left out of the edits, neither counted nor edited.
+    pub hidden: std::ops::Range<usize>,
 }
 
 /// A message or item member whose value an edit replaces.
@@ -745,6 +748,7 @@ where
         responses: context.responses,
         edits: Vec::new(),
         placeholders: Vec::new(),
+        hidden: context.hidden.clone(),
         given_costs: known.clone(),
         costs: known,
     };
@@ -779,6 +783,8 @@ struct Editor<'m, 's, N, S> {
     /// Each message's edit so far, by index (empty until an edit changes one).
     edits: Vec<Option<MessageEdit>>,
     placeholders: Vec<String>,
+    /// Entries left out of the edits ([`EditContext::hidden`]).
+    hidden: std::ops::Range<usize>,
     costs: Vec<Option<u64>>,
     /// Each message's cost as given (an edit of tool uses plans on the transcript as given).
     given_costs: Vec<Option<u64>>,
@@ -969,9 +975,9 @@ where
         self.edit(i).is_some_and(|e| e.removed)
     }
 
-    /// Indices of the entries not removed.
+    /// Indices of the entries not removed (nor hidden).
     fn live(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.messages.len()).filter(|&i| !self.removed(i))
+        (0..self.messages.len()).filter(|&i| !self.removed(i) && !self.hidden.contains(&i))
     }
 
     /// Message `i`'s cost as edited so far.
@@ -1009,7 +1015,8 @@ where
     /// newest, so no more are sized than it takes (as folding sizes only what it reaches).
     fn given_costs_more_than(&mut self, base: u64, limit: u64) -> Result<bool, CoreError> {
         let (mut total, limit) = (u128::from(base), u128::from(limit));
-        for i in (0..self.messages.len()).rev() {
+        let hidden = self.hidden.clone();
+        for i in (0..self.messages.len()).rev().filter(|i| !hidden.contains(i)) {
             if total > limit {
                 return Ok(true);
             }
@@ -1621,6 +1628,7 @@ mod tests {
                     step: case["step"].as_u64().unwrap(),
                     base: case["base"].as_u64().unwrap(),
                     responses: case["responses"].as_bool().unwrap(),
+                    hidden: 0..0,
                 },
                 json: case.clone(),
             })
@@ -1746,7 +1754,7 @@ mod tests {
             json!({"type": "reasoning", "summary": []}),
             json!({"type": "message", "role": "assistant", "content": "d"}),
         ];
-        let context = EditContext { budget: 0, step: 1, base: 0, responses: true };
+        let context = EditContext { budget: 0, step: 1, base: 0, responses: true, hidden: 0..0 };
         let plan = run(&items, &[Edit::ClearThinking(ClearThinking::default())], &context);
         assert_eq!(plan.removed().collect::<Vec<_>>(), vec![1]);
         let refs: Vec<&Value> = items.iter().collect();
@@ -1764,7 +1772,7 @@ mod tests {
     fn a_message_that_cannot_be_sized_is_named() {
         let messages = [json!({"role": "user", "content": "x"}), json!({"role": "tool", "content": 5})];
         let refs: Vec<&Value> = messages.iter().collect();
-        let context = EditContext { budget: 0, step: 1, base: 0, responses: false };
+        let context = EditContext { budget: 0, step: 1, base: 0, responses: false, hidden: 0..0 };
         let edits = [Edit::ClearToolUses(ClearToolUses::default())];
         let err = plan(&refs, &edits, &mut CharsPerToken, &context, Vec::new(), &[]).unwrap_err();
         assert!(matches!(err, CoreError::Message { index: Some(1), field: "content", .. }), "{err:?}");
@@ -1908,7 +1916,7 @@ mod tests {
             let responses = shape == 2;
             let messages = build(shape, &steps);
             let edits = edits_of(choice);
-            let context = EditContext { budget, step, base: 0, responses };
+            let context = EditContext { budget, step, base: 0, responses, hidden: 0..0 };
             let plan = run(&messages, &edits, &context);
             let built = materialize(&plan, &messages);
             // The overlay writes what applying the plan builds, and sizes as it does.
@@ -1926,7 +1934,7 @@ mod tests {
         fn a_growing_transcript_keeps_its_cleared_values((shape, steps, choice, step) in generated()) {
             let messages = build(shape, &steps);
             let edits = edits_of((choice.0, choice.1, choice.2, choice.3, choice.4, choice.5, 0, 0));
-            let context = EditContext { budget: 100, step, base: 0, responses: shape == 2 };
+            let context = EditContext { budget: 100, step, base: 0, responses: shape == 2, hidden: 0..0 };
             let mut previous = Plan::default();
             for n in 0..=messages.len() {
                 let plan = run(&messages[..n], &edits, &context);

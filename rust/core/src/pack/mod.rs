@@ -249,10 +249,14 @@ where
     // The edits read the whole transcript, each in its own order: every entry is checked
     // first, in order, so the first malformed one is the one named; the plan reads the
     // fields so checked when they were read in its format.
-    let read = Transcript::read_all(messages, &mut sizer, format)?;
+    let mut read = Transcript::read_all(messages, &mut sizer, format)?;
+    // What precedes a provider compaction goes first when packing, unread by the
+    // provider: the edits neither count nor edit it (else a trigger it passes could clear
+    // what follows, and the transcript then fit with it).
+    let hidden = newest_compaction(&mut read, options).map_or(0..0, |(prefix, compaction)| prefix..compaction.start);
     let checked = if read.sizes_format() == Some(responses) { read.into_checked() } else { Vec::new() };
     let step = options.edit_step.or(options.cut.chunk_size(options.budget)).unwrap_or(options.budget / 4).max(1);
-    let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses };
+    let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses, hidden };
     let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known, &checked)?;
     if plan.is_empty() {
         let mut t = Transcript::read(messages, sizer, format)?;
@@ -362,22 +366,9 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     t: &mut Transcript<'_, N, S>,
     options: &PackOptions,
 ) -> Result<Option<Packed>, CoreError> {
-    let n = t.len();
     let responses = t.is_responses();
-    let Some(found) = t.messages().iter().rposition(|m| is_compaction(m, responses)) else { return Ok(None) };
-    let prefix = (0..n).find(|&i| t.role(i) != Role::System).unwrap_or(n);
-    if found < prefix {
-        return Ok(None);
-    }
-    // The compaction's own segment (a message that goes on to call a tool, with the
-    // answers; an item between a call and its output, with both) is kept whatever
-    // happens: counted like a system prompt.
-    let dialect = if responses {
-        Dialect::Responses
-    } else {
-        options.dialect.or_else(|| newest_shape(t.messages())).unwrap_or(Dialect::OpenAi)
-    };
-    let Segment { start: at, end } = Segmenter::new(t, prefix, n, dialect, false).containing(t, found);
+    let Some((prefix, Segment { start: at, end })) = newest_compaction(t, options) else { return Ok(None) };
+    // The compaction's own segment is kept whatever happens: counted like a system prompt.
     let fixed = t.sum(0..prefix)? + t.sum(at..end)?;
     let after: Vec<N> = t.messages().get(end..).unwrap_or_default().to_vec();
     let format = if responses { Format::Responses } else { Format::Chat };
@@ -405,6 +396,29 @@ fn pack_after_compaction<N: JsonNode + Clone, S: MessageSizer<N>>(
     }
     packed.tokens += fixed;
     Ok(Some(packed))
+}
+
+/// The newest provider compaction that follows the leading system messages: how many
+/// those are, and the compaction's own segment (a message that goes on to call a tool,
+/// with the answers; an item between a call and its output, with both). `None` without
+/// one.
+fn newest_compaction<N: JsonNode, S: MessageSizer<N>>(
+    t: &mut Transcript<'_, N, S>,
+    options: &PackOptions,
+) -> Option<(usize, Segment)> {
+    let n = t.len();
+    let responses = t.is_responses();
+    let found = t.messages().iter().rposition(|m| is_compaction(m, responses))?;
+    let prefix = (0..n).find(|&i| t.role(i) != Role::System).unwrap_or(n);
+    if found < prefix {
+        return None;
+    }
+    let dialect = if responses {
+        Dialect::Responses
+    } else {
+        options.dialect.or_else(|| newest_shape(t.messages())).unwrap_or(Dialect::OpenAi)
+    };
+    Some((prefix, Segmenter::new(t, prefix, n, dialect, false).containing(t, found)))
 }
 
 /// Whether an entry holds a provider's compaction: a message with an Anthropic
@@ -583,6 +597,7 @@ fn unsigned(total: i128) -> Result<u128, CoreError> {
 mod tests {
     use super::note::elision_marker_units;
     use super::*;
+    use crate::edits::ClearToolUses;
     use crate::text::Text;
     use crate::tokens::CharsPerToken;
     use proptest::prelude::*;
@@ -686,6 +701,34 @@ mod tests {
             assert!(p.fits && p.tokens <= u128::from(budget));
             assert!(p.note.is_none_or(|n| n.at == 2 && !n.text.contains("old ")));
         }
+    }
+
+    #[test]
+    fn edits_leave_what_precedes_the_compaction_to_go_first() {
+        let exchange = |k: usize, size: usize| {
+            [
+                json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("t{k}"), "name": "read", "input": {}}]}),
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{k}"), "content": "x".repeat(size)}]}),
+            ]
+        };
+        let mut items = vec![json!({"role": "user", "content": "start"})];
+        items.extend(exchange(0, 2_000));
+        items.push(json!({"role": "assistant", "content": [{"type": "compaction", "content": "the work so far"}]}));
+        items.push(json!({"role": "user", "content": "continue"}));
+        items.extend(exchange(1, 400));
+        items.extend(exchange(2, 400));
+        let refs: Vec<&Value> = items.iter().collect();
+        let options = |edits: Vec<Edit>| PackOptions { budget: 400, edits, ..PackOptions::default() };
+        let folded = pack_edited(&refs, CharsPerToken, &options(Vec::new())).unwrap();
+        assert_eq!(folded.kept, (3..9).collect::<Vec<_>>());
+        // What follows the compaction is under the trigger (the budget): nothing to clear.
+        let clear = |trigger| Edit::ClearToolUses(ClearToolUses { trigger, keep: 1, ..ClearToolUses::default() });
+        let edited = pack_edited(&refs, CharsPerToken, &options(vec![clear(None)])).unwrap();
+        assert_eq!((edited.kept, edited.edits.is_empty()), (folded.kept.clone(), true));
+        // Over a lower trigger, only the older result after the compaction is cleared.
+        let edited = pack_edited(&refs, CharsPerToken, &options(vec![clear(Some(100))])).unwrap();
+        assert_eq!(edited.kept, folded.kept);
+        assert_eq!(edited.edits.messages.iter().map(|m| m.index).collect::<Vec<_>>(), vec![6]);
     }
 
     #[test]
