@@ -209,10 +209,10 @@ class Case:
         self.base = rng.choice([0, 0, 100])
 
     @classmethod
-    def of(cls, messages: list[Any], edits: list[Edit], step: int = 100) -> Case:
-        """A chat case made by hand, under a budget it never reaches."""
+    def of(cls, messages: list[Any], edits: list[Edit], step: int = 100, shape: Shape = "openai") -> Case:
+        """A case made by hand, under a budget it never reaches."""
         case = cls.__new__(cls)
-        case.shape, case.messages, case.edits = "openai", messages, edits
+        case.shape, case.messages, case.edits = shape, messages, edits
         case.budget, case.step, case.base = 10**5, step, 0
         return case
 
@@ -244,6 +244,8 @@ def fixture_cases() -> list[dict[str, Any]]:
     for n in (7, 9):
         two = [ClearToolUses(trigger=0, keep=2), ClearToolUses(trigger=0, keep=0, clear_tool_inputs=True)]
         cases.append(Case.of(_four_exchanges()[:n], two, step=30))
+    # Reasoning the next item needs, sent with its id, stays.
+    cases.append(Case.of(_reasoning_with_ids(), [ClearThinking(keep=0)], shape="responses"))
     out = []
     for case in cases:
         edited, removed, applied = case.run()
@@ -628,6 +630,27 @@ def _thinking_first() -> list[dict[str, Any]]:
         {"role": "user", "content": "q2"},
         *thinking_turn("short"),
         {"role": "user", "content": "q3"},
+    ]
+
+
+def _reasoning_with_ids() -> list[dict[str, Any]]:
+    def reasoning(k: int) -> dict[str, Any]:
+        return {"type": "reasoning", "id": f"rs_{k}", "summary": [], "encrypted_content": "E" * 40}
+
+    return [
+        {"type": "message", "role": "user", "content": "q1"},
+        reasoning(1),
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+        reasoning(2),
+        reasoning(3),
+        {"type": "message", "id": "msg_1", "role": "assistant", "content": "ok"},
+        {"type": "message", "role": "user", "content": "q2"},
+        reasoning(4),
+        {"type": "function_call", "call_id": "c2", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "done"},
+        {"type": "message", "role": "user", "content": "q3"},
+        reasoning(5),
     ]
 
 

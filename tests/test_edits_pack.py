@@ -326,6 +326,32 @@ def test_edits_leave_what_precedes_a_compaction_to_go_first(backend: str, respon
     assert pack.messages[3] != messages[6]  # the older result after the compaction, cleared
 
 
+def test_reasoning_an_item_names_by_its_id_is_never_cleared(backend: str) -> None:
+    # OpenAI refuses an item sent with its id (fc_..., msg_...) without the reasoning item
+    # before it ("was provided without its required 'reasoning' item"): such reasoning
+    # stays; reasoning before an item without an id goes.
+    messages: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": "q1"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "E" * 400},
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "E" * 400},
+        {"type": "reasoning", "id": "rs_3", "summary": [], "encrypted_content": "E" * 400},
+        {"type": "message", "id": "msg_1", "role": "assistant", "content": "ok"},
+        {"type": "message", "role": "user", "content": "q2"},
+        {"type": "reasoning", "id": "rs_4", "summary": [], "encrypted_content": "E" * 400},
+        {"type": "function_call", "call_id": "c2", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "done"},
+        {"type": "message", "role": "user", "content": "q3"},
+        {"type": "message", "role": "assistant", "content": "ok"},
+    ]
+    options = cf.PackOptions(target_context_tokens=100_000, edits=[cf.ClearThinking(keep=0)])
+    pack = cf.pack_handoff(messages, options=options)
+    assert pack.kept == [i for i in range(len(messages)) if i != 8]
+    assert pack.applied_edits[0].cleared_thinking_turns == 1
+    assert cf.pack_request(json.dumps({"input": messages}).encode(), options=options).kept == pack.kept
+
+
 def test_bad_edits_fail_when_the_options_are_built() -> None:
     with pytest.raises(cf.ArgumentTypeError, match="edits"):
         cf.PackOptions(target_context_tokens=10, edits=["clear"])  # type: ignore[list-item]

@@ -78,8 +78,9 @@ ClearThinking
     newest ``keep`` turns holding thinking keep it, and so does every turn with a call no
     later message answers (an id-less call is not one). Other turns lose it: blocks are
     filtered out, reasoning items removed; an assistant message made only of thinking
-    keeps it (content must stay non-empty). ``cleared_thinking_turns`` counts the turns
-    that lost some.
+    keeps it (content must stay non-empty), and a reasoning item stays when the first
+    item after it that is no reasoning carries a str ``id`` (OpenAI refuses that item
+    without its reasoning). ``cleared_thinking_turns`` counts the turns that lost some.
 
 An edit is reported only when it changed something.
 """
@@ -520,6 +521,14 @@ def _unanswered(state: _State) -> set[int]:
     return {i for i, call_id in calls if answered.get(call_id, -1) <= i}
 
 
+def _reasoning_required(state: _State, i: int) -> bool:
+    """Whether reasoning item ``i`` is required by the item its segment holds (the first
+    after it that is no reasoning): one sent with its ``id`` (``fc_…``, ``msg_…``), which
+    OpenAI refuses without the reasoning item before it."""
+    following = next((m for m in state.messages[i + 1 :] if peek_item(m)[1] != REASONING), None)
+    return isinstance(following, dict) and str_value(entry(following, "id")) is not None
+
+
 def _thinking(state: _State, m: Any) -> list[int] | None:
     """Indices of an assistant message's thinking blocks; None for a reasoning item."""
     if state.responses:
@@ -552,6 +561,8 @@ def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
         if t in held:
             continue
         if blocks is None:
+            if _reasoning_required(state, i):
+                continue
             gone.append(i)
         else:
             content = _list(entry(state.messages[i], "content")) or []

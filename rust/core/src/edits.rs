@@ -32,7 +32,8 @@
 //! - [`ClearThinking`] removes Anthropic `thinking` / `redacted_thinking` blocks and
 //!   Responses `reasoning` items from all but the newest `keep` turns holding some (a turn
 //!   opens at each user-authored message), never from a turn with a call no later message
-//!   answers; an assistant message made only of thinking keeps it.
+//!   answers; an assistant message made only of thinking keeps it, and a reasoning item
+//!   that the next item (past reasoning) needs, sent with its `id`, stays.
 //! - An edit is reported ([`Applied`]) only when it changed something.
 //!
 //! Messages are read leniently where only looked at (a role, a block's type, an id), as
@@ -1415,6 +1416,14 @@ where
         (!found.is_empty()).then_some(Thinking::Blocks(found, held))
     }
 
+    /// Whether reasoning item `i` is required by the item its segment holds (the first
+    /// after it that is no reasoning): one sent with its `id` (`fc_…`, `msg_…`), which
+    /// OpenAI refuses without the reasoning item before it.
+    fn reasoning_required(&self, i: usize) -> bool {
+        let next = self.messages.iter().skip(i + 1).find(|m| peek_kind(*m).0 != Item::Reasoning);
+        next.is_some_and(|m| m.get(Key::Id).is_some_and(|id| id.as_text().is_some()))
+    }
+
     /// Messages holding a call no later message answers.
     fn unanswered(&self) -> Vec<usize> {
         let mut calls: Vec<(usize, N)> = Vec::new();
@@ -1452,6 +1461,7 @@ where
                 continue;
             }
             match thinking {
+                Thinking::Item if self.reasoning_required(i) => continue,
                 Thinking::Item => gone.push(i),
                 Thinking::Blocks(blocks, count) if blocks.len() < count => {
                     let target = self.edit_of(&mut changed, i, false);
