@@ -190,6 +190,20 @@ def test_volatile_tail_goes_when_the_history_needs_the_whole_budget(backend: str
     assert pack.dropped == 1 and pack.note is None
 
 
+def test_a_pinned_run_state_message_is_kept_as_any_pin(backend: str) -> None:
+    # A pin is kept (SPEC §5.3): a pinned <run-state> message is no volatile tail that
+    # goes when the history needs the whole budget (it went, and fits said True).
+    sys_msg, task = msg("system", "sys"), msg("user", "task " * 40)
+    state, later = cf.volatile_tail(["branch: main"]), cf.volatile_tail(["y" * 400])
+    pack = cf.pack_handoff([sys_msg, task, msg("assistant", "ok"), state], target_context_tokens=55, pinned=[3])
+    assert pack.kept == [0, 1, 3] and not pack.fits
+    # What follows the pin is still a volatile tail, which goes first.
+    pack = cf.pack_handoff([sys_msg, task, state, later], target_context_tokens=100, pinned=[2])
+    assert pack.kept == [0, 1, 2] and pack.fits and pack.note is None
+    body = json.dumps({"messages": [sys_msg, task, state, later]}).encode()
+    assert cf.pack_request(body, target_context_tokens=100, pinned=[2]).kept == pack.kept
+
+
 def test_core_overflow_returns_the_core_unfitted(backend: str) -> None:
     messages = [msg("system", "s"), msg("user", "old"), msg("assistant", "a"), msg("user", "x" * 400)]
     pack = cf.pack_handoff(messages, target_context_tokens=50, pinned=[2])

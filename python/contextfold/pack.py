@@ -103,7 +103,9 @@ def pack_handoff(
     newest whole segments fill the rest (``cut="greedy"``), or the tail starts at fixed
     cut points every ``chunk_tokens`` (default ``budget // 4``) so the packed prefix stays
     stable as the transcript grows (``cut="chunked"``); the dropped middle becomes one
-    note. ``system`` is Anthropic's separate system prompt (or the Responses API's
+    note. A trailing run of ``<run-state>`` messages after the last pin (the volatile
+    tail) is packed last and goes first when the history needs the whole budget; a pinned
+    one is kept as any pin. ``system`` is Anthropic's separate system prompt (or the Responses API's
     ``instructions``): counted as a system message's content, never dropped. ``tools``
     (the request's tool definitions, a list of dicts) count the same way, as a system
     message whose content is the list (⌈UTF-16 length of its compact JSON / 4⌉ + 4, or

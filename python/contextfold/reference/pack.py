@@ -638,8 +638,10 @@ def _decide(
         dialect = "responses"
     elif dialect == "auto":
         dialect = "anthropic" if shown == "anthropic" else "openai"
+    # A pinned message is kept as any pin: the volatile tail is what follows the last one.
+    last_pin = max(pinned, default=-1) + 1
     volatile = n
-    while volatile > 0 and _is_volatile(t.role(volatile - 1), t.messages[volatile - 1]):
+    while volatile > last_pin and _is_volatile(t.role(volatile - 1), t.messages[volatile - 1]):
         volatile -= 1
     if volatile < n:
         tail_tokens = t.sum(volatile, n)

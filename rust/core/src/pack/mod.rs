@@ -455,8 +455,13 @@ fn pack_transcript<N: JsonNode, S: MessageSizer<N>>(
     } else {
         options.dialect.unwrap_or(if shown == Some(Dialect::Anthropic) { Dialect::Anthropic } else { Dialect::OpenAi })
     };
+    // A pinned message is kept as any pin: the volatile tail is what follows the last one.
+    let last_pin = options.pinned.iter().max().map_or(0, |&p| p + 1);
     let mut volatile = n;
-    while volatile > 0 && t.role(volatile - 1) == Role::User && t.peek(volatile - 1).is_some_and(|m| is_volatile(&m)) {
+    while volatile > last_pin
+        && t.role(volatile - 1) == Role::User
+        && t.peek(volatile - 1).is_some_and(|m| is_volatile(&m))
+    {
         volatile -= 1;
     }
     if volatile < n {
