@@ -309,3 +309,14 @@ def test_a_path_holding_a_line_break_is_never_mapped(backend: str, brk: str) -> 
     assert mapped is not None
     assert cf.consolidated_files(mapped.content) == ["src/app/a.py", "src/app/b.py", "src/app/c.py"]
     assert "secrets" not in mapped.content
+
+
+def test_texts_and_lists_of_the_wrong_type_are_named(backend: str) -> None:
+    with pytest.raises(cf.ArgumentTypeError, match="items must be an iterable of str, got NoneType"):
+        cf.rank_by_count(None)  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentTypeError, match="text: expected str, got NoneType"):
+        cf.areas_of_paths_in(None)  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentTypeError, match="text: expected str, got int"):
+        cf.areas_named_in(5, ["src"])  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentTypeError, match="request: expected str, got NoneType"):
+        cf.SQLiteCodeMapStore().recall(None)  # type: ignore[arg-type]

@@ -323,3 +323,13 @@ def test_a_marker_is_written_only_as_it_can_be_read(auto: Any, error: type, word
     # keepFromId NaN was written (not JSON; no reader takes it), and read back as no marker.
     with pytest.raises(error, match=words):
         cf.consolidation_metadata(auto)
+
+
+def test_summary_inputs_of_the_wrong_type_are_named() -> None:
+    # Bare AttributeError / TypeError before; a str budget was taken as is.
+    with pytest.raises(cf.MessageTypeError, match="message 1: expected a dict, got NoneType"):
+        cf.render_for_summary([{"role": "user", "content": "hi"}, None])  # type: ignore[list-item]
+    with pytest.raises(cf.ArgumentError, match="budget must be an int, got str"):
+        cf.summary_chunks([{"role": "user", "content": "x"}], "5")  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentTypeError, match="messages must be an iterable of messages, got NoneType"):
+        cf.summary_chunks(None)  # type: ignore[arg-type]

@@ -107,9 +107,12 @@ def repo_path(path: str, root: str | None = None) -> str | None:
 
 
 def _many(name: str, items: Iterable[str], what: str) -> Iterable[str]:
-    """``items``, refused when it is one str (or bytes), which iterates as characters."""
+    """``items``, refused when it is no iterable, or one str (or bytes), which iterates as
+    characters."""
     if isinstance(items, (str, bytes)):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, not a {type(items).__name__}")
+    if not isinstance(items, Iterable):
+        raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {type(items).__name__}")
     return items
 
 
@@ -315,7 +318,7 @@ def areas_of_paths_in(text: str) -> list[str]:
     """The areas of the repo-relative paths a text names (URLs, absolute paths and ``..``
     skipped; a bare file name needs a stem of two or more characters), at most 24."""
     out: list[str] = []
-    for raw in _PATH_TOKEN.findall(_URL.sub(" ", text)):
+    for raw in _PATH_TOKEN.findall(_URL.sub(" ", _text("text", text))):
         token = _TOKEN_EDGES.sub("", raw)
         if not token or token[0] in "\\/" or ".." in re.split(r"[\\/]", token):
             continue
@@ -349,12 +352,13 @@ def areas_named_in(text: str, areas: Iterable[str]) -> list[str]:
     """The stored areas a request names by word: ``runStore``, ``run-store``, ``run_store``
     and ``run store`` all name ``…/runStore``; generic (``src``, ``lib`` …) and short
     directory names never do. Deepest first, at most 8."""
-    terms = _request_terms(text)
+    areas = _many("areas", areas, "areas")
+    terms = _request_terms(_text("text", text))
     if not terms:
         return []
     hits = [
         area
-        for area in _unique(_many("areas", areas, "areas"))
+        for area in _unique(areas)
         if any(
             len(s) >= _MIN_AREA_WORD and s not in _GENERIC_SEGMENTS and s in terms
             for s in (_squash(seg) for seg in area.split("/"))

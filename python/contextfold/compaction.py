@@ -21,13 +21,13 @@ Anthropic or LiteLLM SDKs, e.g. for OpenAI::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._contract import whole
+from ._contract import where, whole
 from ._js import compact_json, js_trim, utf16_cut, utf16_len
-from .errors import ArgumentTypeError
+from .errors import ArgumentTypeError, MessageTypeError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
     COMPACT_TAIL_TOKEN_BUDGET,
@@ -186,7 +186,9 @@ def render_for_summary(messages: Sequence[Message]) -> str:
     """The transcript as the summariser reads it: ``role [called: a, b]: content`` per
     message, separated by a blank line; non-string content as compact JSON."""
     out = []
-    for m in messages:
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise MessageTypeError(f"{where(i)}: expected a dict, got {type(m).__name__}", i, "")
         calls = m.get("tool_calls")
         names = []
         if isinstance(calls, list):
@@ -203,6 +205,9 @@ def render_for_summary(messages: Sequence[Message]) -> str:
 def summary_chunks(messages: Sequence[Message], budget: int = TRANSCRIPT_SUMMARY_INPUT_TOKENS) -> list[list[Message]]:
     """Consecutive chunks of at most ``budget`` tokens; a message larger than the budget is
     a chunk of its own. Nothing is lost: the chunks concatenate to ``messages``."""
+    budget = whole("budget", budget)
+    if not isinstance(messages, Iterable):
+        raise ArgumentTypeError(f"messages must be an iterable of messages, got {type(messages).__name__}")
     chunks: list[list[Message]] = []
     chunk: list[Message] = []
     used = 0

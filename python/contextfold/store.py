@@ -30,6 +30,7 @@ from .codemap import (
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
     _many,
+    _text,
     areas_named_in,
     areas_of_paths_in,
     consolidated_area,
@@ -94,6 +95,7 @@ class CodeMapStore(ABC):
     def recall(self, request: str, *, max: int = MAX_RECALLED_MAPS) -> list[ConsolidatedMemory]:
         """The maps for the areas ``request`` names by path, or else by word: most
         specific first, at most ``max``."""
+        request = _text("request", request)
         maps = self.live()
         areas = areas_of_paths_in(request)
         if not areas:
