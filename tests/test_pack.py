@@ -62,8 +62,8 @@ def check_contract(
     # 2. leading system messages kept first
     prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), n)
     assert kept[:prefix] == list(range(prefix))
-    volatile = n
-    while volatile > 0 and cf.is_volatile_tail(messages[volatile - 1]):
+    volatile = n  # the volatile tail: the trailing <run-state> messages after the last pin
+    while volatile > max(pinned, default=-1) + 1 and cf.is_volatile_tail(messages[volatile - 1]):
         volatile -= 1
     # 3. the directive and pinned turns are kept (when the core fits or not)
     directive = next(
@@ -379,8 +379,8 @@ def check_item_contract(items: list[dict[str, Any]], budget: int, pack: cf.Hando
     assert kept[:prefix] == list(range(prefix))
     body = [m for k, m in enumerate(pack.messages) if not (pack.note is not None and k == prefix)]
     assert all(a is items[i] for a, i in zip(body, kept, strict=True))
-    volatile = n
-    while volatile > 0 and cf.is_volatile_tail(items[volatile - 1]):
+    volatile = n  # the volatile tail: the trailing <run-state> messages after the last pin
+    while volatile > max(pinned, default=-1) + 1 and cf.is_volatile_tail(items[volatile - 1]):
         volatile -= 1
     directive = next(
         (i for i in range(volatile - 1, prefix - 1, -1) if roles[i] == "user" and not cf.is_volatile_tail(items[i])),
