@@ -266,10 +266,13 @@ def test_a_pinned_reasoning_item_cleared_away_still_pins_its_segment(backend: st
         pack = cf.pack_handoff(messages, options=options)
         assert 1 not in pack.kept and {2, 3} <= set(pack.kept), pinned
         assert cf.pack_request(body, options=options).kept == pack.kept
-    # A pin on a reasoning item that nothing follows pins nothing.
-    tail = [*messages[:6], messages[6]]
+    unpinned = cf.pack_handoff(messages, target_context_tokens=400, edits=[cf.ClearThinking(keep=1)])
+    assert not {2, 3} & set(unpinned.kept)  # the pin is what keeps them
+    # A pin on a reasoning item that nothing follows pins nothing (and is no index past
+    # the edited transcript's end).
+    tail = messages[:7]
     pack = cf.pack_handoff(tail, target_context_tokens=60, pinned=[6], edits=[cf.ClearThinking(keep=0)])
-    assert 6 not in pack.kept
+    assert pack == cf.pack_handoff(tail, target_context_tokens=60, edits=[cf.ClearThinking(keep=0)])
 
 
 def _compacted_run(responses: bool) -> list[dict[str, Any]]:
@@ -350,6 +353,30 @@ def test_reasoning_an_item_names_by_its_id_is_never_cleared(backend: str) -> Non
     assert pack.kept == [i for i in range(len(messages)) if i != 8]
     assert pack.applied_edits[0].cleared_thinking_turns == 1
     assert cf.pack_request(json.dumps({"input": messages}).encode(), options=options).kept == pack.kept
+
+
+def test_a_result_after_a_compaction_pairs_with_its_call_before_it(backend: str) -> None:
+    # The edits leave what precedes the compaction alone, but pairing reads it: a result
+    # after the compaction whose call precedes it is that call's (its tool excluded here,
+    # so kept whole), and the call's input is never emptied.
+    calls = [{"id": f"c{k}", "type": "function", "function": {"name": "grep", "arguments": '{"q": 1}'}} for k in (1, 2)]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c1", "content": "x " * 400},
+        {"role": "assistant", "content": [{"type": "compaction", "content": "so far"}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "x " * 400},
+        {"role": "user", "content": "more"},
+    ]
+    options = cf.PackOptions(
+        target_context_tokens=100_000,
+        chunk_tokens=1,
+        edits=[cf.ClearToolUses(trigger=0, keep=0, exclude_tools=["grep"], clear_tool_inputs=True)],
+    )
+    assert cf.pack_handoff(messages, options=options).messages == messages
+    excluding_nothing = replace(options, edits=[cf.ClearToolUses(trigger=0, keep=0, clear_tool_inputs=True)])
+    pack = cf.pack_handoff(messages, options=excluding_nothing)
+    assert pack.messages[4]["content"] == "[cleared]" and pack.messages[:4] == messages[:4]
 
 
 def test_bad_edits_fail_when_the_options_are_built() -> None:

@@ -131,7 +131,7 @@ def test_a_ttl_that_is_no_timedelta_is_refused() -> None:
 
 
 def test_a_sqlite_path_may_be_a_path_object(tmp_path: Path) -> None:
-    store = cf.SQLiteCodeMapStore(tmp_path / "maps.db")  # type: ignore[arg-type]
+    store = cf.SQLiteCodeMapStore(tmp_path / "maps.db")
     store.write(mapped("src/a.ts", "src/b.ts"))
     assert cf.SQLiteCodeMapStore(str(tmp_path / "maps.db")).get("codemap:src") is not None
 

@@ -101,6 +101,9 @@ def test_array_sizes_are_taken_only_as_the_ints_they_hold(backend: str, sizes: A
     with pytest.raises(cf.ArgumentError, match=words):
         cf.window_start_array(sizes, np.array([True] * len(sizes)))
     assert cf.window_start_array(np.array([], dtype=np.uint8), np.array([], dtype=bool)) == 0
+    for mask, dtype in (([" no"] * 3, "<U3"), ([None] * 3, "object"), ([0.5, 0, 1], "float64")):
+        with pytest.raises(cf.ArgumentError, match=f"user_mask must hold bools \\(or ints\\), got {dtype}"):
+            cf.window_start_array(np.ones(3, dtype=np.int64), np.array(mask))
     assert cf.window_start_array([5, 5, 5], [True, False, True], window=4, token_budget=8) == 2
 
 

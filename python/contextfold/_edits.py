@@ -16,7 +16,7 @@ lone surrogate cannot be written into a request.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 from ._js import stored
@@ -60,7 +60,10 @@ class ClearToolUses:
     never edited. With ``clear_tool_inputs`` the call's arguments are emptied too. The
     cleared set is always the oldest eligible results and grows in steps, so the edited
     prefix stays byte-identical while a transcript grows; an edit that would free fewer
-    than ``clear_at_least`` tokens does nothing.
+    than ``clear_at_least`` tokens does nothing. Its trigger, cut points and
+    ``clear_at_least`` are read on the transcript as given, whatever edits precede it in
+    the list (so that none of them can move its cut points as the transcript grows): it
+    then clears over their output and reports what it changed there, which may be less.
     """
 
     trigger: int | None
@@ -147,13 +150,4 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
 def _rebuilt(edit: Edit) -> Edit:
     """``edit`` built again from its fields, so that one set behind its frozen back
     (``object.__setattr__``) is checked as its constructor checks it."""
-    if isinstance(edit, ClearThinking):
-        return ClearThinking(keep=edit.keep)
-    return ClearToolUses(
-        trigger=edit.trigger,
-        keep=edit.keep,
-        clear_at_least=edit.clear_at_least,
-        exclude_tools=edit.exclude_tools,
-        clear_tool_inputs=edit.clear_tool_inputs,
-        placeholder=edit.placeholder,
-    )
+    return replace(edit)

@@ -92,14 +92,16 @@ def window_start_array(
     import numpy as np
 
     try:
-        given = np.asarray(sizes)
-        user_mask = np.ascontiguousarray(user_mask, dtype=np.bool_)
+        given, mask = np.asarray(sizes), np.asarray(user_mask)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"sizes and user_mask must be 1-D numeric arrays: {exc}") from None
-    # Sizes are taken only as the ints they hold: a cast would cut 1.9 to 1, or wrap a
-    # uint64 past 2**63 - 1 to a negative size.
+    # Taken only as the ints and bools they hold: a cast would cut 1.9 to 1, wrap a uint64
+    # past 2**63 - 1 to a negative size, or read the str "no" as True.
     if given.size and given.dtype.kind not in "iu":
         raise ArgumentError(f"sizes must hold integers, got {given.dtype}")
+    if mask.size and mask.dtype.kind not in "biu":
+        raise ArgumentError(f"user_mask must hold bools (or ints), got {mask.dtype}")
+    user_mask = np.ascontiguousarray(mask, dtype=np.bool_)
     if given.dtype.kind == "u" and given.size and given.max() > I64_MAX:
         raise ArgumentError(f"sizes[{int(given.argmax())}] is past 2**63 - 1")
     sizes = np.ascontiguousarray(given, dtype=np.int64)

@@ -303,7 +303,8 @@ class _ResultSeen(NamedTuple):
 def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
     """Every call and every result, in order (a message's ``tool_calls`` before its
     blocks), read leniently: what pairing tool uses and finding unanswered calls read."""
-    for i in state.live():
+    # Hidden entries too: a result after the compaction pairs with its call before it.
+    for i in (i for i, gone in enumerate(state.removed) if not gone):
         m = state.messages[i]
         if state.responses:
             kind = peek_item(m)[1]
@@ -333,7 +334,8 @@ def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
 
 
 def _tool_uses(state: _State, exclude: tuple[str, ...]) -> list[_Use]:
-    """Every tool use, in its result's order, each paired with the nearest earlier call."""
+    """Every tool use not hidden, in its result's order, each paired with the nearest
+    earlier call (a hidden one too, whose input is then left as it is)."""
     calls: dict[str, _Call] = {}
     uses: list[_Use] = []
     for seen in _exchanges(state):
@@ -341,7 +343,7 @@ def _tool_uses(state: _State, exclude: tuple[str, ...]) -> list[_Use]:
             if seen.call_id is not None:
                 excluded = seen.name is not None and seen.name in exclude
                 calls[seen.call_id] = _Call(seen.at, seen.slot, seen.block, excluded)
-        elif seen.tool_use:
+        elif seen.tool_use and seen.at not in state.hidden:
             call = None if seen.call_id is None else calls.get(seen.call_id)
             uses.append(_Use(seen.at, seen.block, call, call is not None and call.excluded))
     return uses
@@ -416,7 +418,14 @@ def _clear_tool_uses(
     protected = max(len(uses) - edit.keep, 0)
     inputs = edit.clear_tool_inputs
     shorter = [not u.excluded and _result_shorter(given, u, edit.placeholder) for u in uses]
-    emptier = [not u.excluded and inputs and _input_longer(given, u.call) for u in uses]
+    emptier = [
+        not u.excluded
+        and inputs
+        and u.call is not None
+        and u.call.at not in given.hidden
+        and _input_longer(given, u.call)
+        for u in uses
+    ]
     start = next((k for k in range(len(uses)) if shorter[k] or emptier[k]), len(uses))
     boundary = min(start, protected)
     running = 0
@@ -552,7 +561,7 @@ def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
             found.append((i, turn, blocks))
     with_thinking = sorted({t for _, t, _ in found})
     held = set(with_thinking[max(len(with_thinking) - edit.keep, 0) :])
-    held.update(turns_of[i] for i in _unanswered(state))
+    held.update(turns_of[i] for i in _unanswered(state) if i in turns_of)  # not hidden
     changed: dict[int, Any] = {}
     taken: dict[int, tuple[set[int], int]] = {}
     gone: list[int] = []

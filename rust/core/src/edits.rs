@@ -1088,7 +1088,8 @@ where
     /// call's tool name is read only when `names` asks (for `exclude_tools`).
     fn exchanges(&self, names: bool, mut found: impl FnMut(Exchange<N>)) {
         let name_in = |node: &N| if names { node.get(Key::Name) } else { None };
-        for i in self.live() {
+        // Hidden entries too: a result after the compaction pairs with its call before it.
+        for i in (0..self.messages.len()).filter(|&i| !self.removed(i)) {
             let Some(m) = self.messages.get(i) else { continue };
             if self.responses {
                 let (item, id) = match self.checked.get(i) {
@@ -1138,7 +1139,8 @@ where
         }
     }
 
-    /// Every tool use, in its result's order, each paired with the nearest earlier call.
+    /// Every tool use not hidden, in its result's order, each paired with the nearest
+    /// earlier call (a hidden one too, whose input is then left as it is).
     fn tool_uses(&self, exclude: &[String]) -> Vec<ToolUse> {
         let excluded = |name: Option<N>| {
             name.is_some_and(|n| {
@@ -1149,7 +1151,7 @@ where
         let mut uses = Vec::new();
         self.exchanges(!exclude.is_empty(), |found| match found {
             Exchange::Call { at, slot, id, name } => calls.insert(id, CallSite { at, slot, excluded: excluded(name) }),
-            Exchange::Result { at, block, id, tool_use: true } => {
+            Exchange::Result { at, block, id, tool_use: true } if !self.hidden.contains(&at) => {
                 uses.push(ToolUse { at, block, call: calls.get(id.as_ref()) });
             }
             Exchange::Result { .. } => {}
@@ -1308,7 +1310,8 @@ where
         for u in self.tool_uses(&edit.exclude_tools) {
             let eligible = !u.excluded();
             let result = eligible && self.result_shorter(&u, &edit.placeholder, true)?;
-            let input = eligible && edit.clear_tool_inputs && self.input_longer(u.call, true)?;
+            let visible = u.call.is_some_and(|c| !self.hidden.contains(&c.at));
+            let input = eligible && edit.clear_tool_inputs && visible && self.input_longer(u.call, true)?;
             uses.push((u, Gate { result, input }));
         }
         let boundary = self.boundary(&uses, edit.keep, context.step)?;

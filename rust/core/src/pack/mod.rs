@@ -425,8 +425,8 @@ fn newest_compaction<N: JsonNode, S: MessageSizer<N>>(
 /// `compaction` content block, or (`responses`) a Responses `compaction` item.
 ///
 /// Performance: a chat message's `content` alone is read (one lookup, a list's blocks
-/// only when it is one): an over-budget chat transcript is walked whole for this, though
-/// packing it reads only the messages it keeps.
+/// only when it is one): an over-budget chat transcript, and every transcript edits run
+/// on, is walked whole for this, though folding reads only the messages it keeps.
 fn is_compaction<N: JsonNode>(entry: &N, responses: bool) -> bool {
     if responses && entry.get(Key::Type).and_then(|k| k.as_text().map(|k| k.eq_ascii("compaction"))) == Some(true) {
         return true;
