@@ -346,8 +346,10 @@ pub fn packing(nodes: &[Node<'_, '_>], t: &[V], sizes: &[u64], scale: u64, rng: 
     }
     let prefix = (0..n).find(|&i| role(i) != "system").unwrap_or(n);
     ensure!(p.kept.get(..prefix) == Some(&(0..prefix).collect::<Vec<_>>()[..]), "leading systems: {ctx}");
+    // The volatile tail: the trailing run of run-state messages after the last pin.
+    let last_pin = pinned.iter().max().map_or(0, |&q| q + 1);
     let mut history = n;
-    while history > 0 && t.get(history - 1).is_some_and(|m| is_volatile(m, role(history - 1))) {
+    while history > last_pin && t.get(history - 1).is_some_and(|m| is_volatile(m, role(history - 1))) {
         history -= 1;
     }
     // The volatile tail: all kept, last, or all dropped.

@@ -1,7 +1,8 @@
 //! Context editing (SPEC §14): values replaced inside messages before folding.
 //!
-//! [`plan`] applies [`Edit`]s in order to a transcript as read, each over the previous one's
-//! output (a [`ClearToolUses`] plans on the transcript as given), and returns a [`Plan`]: for each message it changed, which values are replaced
+//! [`plan`] applies [`Edit`]s in order to a transcript as read, each over the previous
+//! one's output (a [`ClearToolUses`] plans on the transcript as given), and returns a
+//! [`Plan`]: for each message it changed, which values are replaced
 //! (a tool result's content by a placeholder, a call's input by an empty one), which
 //! content blocks are left out (thinking), and whether the entry is removed (a Responses
 //! `reasoning` item: the only entry an edit removes). No JSON is built: [`Edited`] presents
@@ -15,20 +16,21 @@
 //!   messages it changed before, less after (a removed item's whole cost).
 //! - [`ClearToolUses`] runs when the transcript as given costs more than its trigger
 //!   (default: the budget); its cut points and `clear_at_least` are read there too, so an
-//!   earlier edit in the list cannot move them as the transcript grows. A tool use is one result paired with the nearest earlier call with its id:
-//!   an OpenAI `tool` message, an Anthropic `tool_result` block, a Responses
-//!   `function_call_output` / `custom_tool_call_output` item. The newest `keep`, and those
-//!   calling an excluded tool, are never edited. A value is replaced only when its
-//!   replacement is shorter as sizing measures length (so a result already cleared is left
-//!   as it is, and under chars/4 an edit never makes a message cost more; under an exact
-//!   encoding or provider sizing a short result may cost a little more cleared, which the
-//!   edit's total, at least `clear_at_least`, absorbs).
-//!   Cache stability: walking the tool uses oldest first from the first one clearing would
-//!   change, summing each one's result cost, cut points sit where the sum crosses a multiple
-//!   of `step`; the boundary is the last cut point at or before the newest `keep`, and the
-//!   eligible tool uses before it are cleared. The boundary only moves forward, by whole
-//!   steps, as a transcript grows, and the edit re-run on its own output changes nothing.
-//!   An edit that frees less than `clear_at_least` does nothing.
+//!   earlier edit in the list cannot move them as the transcript grows. A tool use is one
+//!   result paired with the nearest earlier call with its id: an OpenAI `tool` message, an
+//!   Anthropic `tool_result` block, a Responses `function_call_output` /
+//!   `custom_tool_call_output` item. The newest `keep`, and those calling an excluded tool,
+//!   are never edited. A value is replaced only when its replacement is shorter as sizing
+//!   measures length (so a result already cleared is left as it is, and under chars/4 an
+//!   edit never makes a message cost more; under an exact encoding or provider sizing a
+//!   short result may cost a little more cleared, which the edit's total, at least
+//!   `clear_at_least`, absorbs). Cache stability: walking the tool uses oldest first from
+//!   the first one clearing would change, summing each one's result cost, cut points sit
+//!   where the sum crosses a multiple of `step`; the boundary is the last cut point at or
+//!   before the newest `keep`, and the eligible tool uses before it are cleared. The
+//!   boundary only moves forward, by whole steps, as a transcript grows, and the edit
+//!   re-run on its own output changes nothing. An edit that frees less than
+//!   `clear_at_least` does nothing.
 //! - [`ClearThinking`] removes Anthropic `thinking` / `redacted_thinking` blocks and
 //!   Responses `reasoning` items from all but the newest `keep` turns holding some (a turn
 //!   opens at each user-authored message), never from a turn with a call no later message
@@ -750,7 +752,7 @@ where
         edits: Vec::new(),
         placeholders: Vec::new(),
         hidden: context.hidden.clone(),
-        given_costs: known.clone(),
+        given_costs: FxHashMap::default(),
         costs: known,
     };
     let mut applied = Vec::new();
@@ -787,8 +789,9 @@ struct Editor<'m, 's, N, S> {
     /// Entries left out of the edits ([`EditContext::hidden`]).
     hidden: std::ops::Range<usize>,
     costs: Vec<Option<u64>>,
-    /// Each message's cost as given (an edit of tool uses plans on the transcript as given).
-    given_costs: Vec<Option<u64>>,
+    /// The cost as given of each message an edit changed (an edit of tool uses plans on the
+    /// transcript as given; an unchanged message's is its cost in `costs`).
+    given_costs: FxHashMap<usize, u64>,
 }
 
 /// Where a call sits.
@@ -1002,13 +1005,14 @@ where
 
     /// Message `i`'s cost as given (as the edits found it).
     fn given_cost(&mut self, i: usize) -> Result<u64, CoreError> {
-        if let Some(Some(cost)) = self.given_costs.get(i) {
-            return Ok(*cost);
+        if self.edit(i).is_none() {
+            return self.cost(i);
         }
-        let cost = if self.edit(i).is_none() { self.cost(i)? } else { self.cost_with(i, None)? };
-        if let Some(slot) = self.given_costs.get_mut(i) {
-            *slot = Some(cost);
+        if let Some(&cost) = self.given_costs.get(&i) {
+            return Ok(cost);
         }
+        let cost = self.cost_with(i, None)?;
+        self.given_costs.insert(i, cost);
         Ok(cost)
     }
 
