@@ -329,6 +329,36 @@ def test_edits_leave_what_precedes_a_compaction_to_go_first(backend: str, respon
     assert pack.messages[3] != messages[6]  # the older result after the compaction, cleared
 
 
+def test_the_edits_find_a_compaction_in_the_shape_they_read(backend: str) -> None:
+    # The newest entry is a chat message, so the edits (and the fold) read chat messages:
+    # a Responses compaction item among them is no compaction there, and hides nothing.
+    # The native edits looked for one in the format any entry marks (Responses items
+    # here), left the old result whole as if hidden, and the fold then dropped the item.
+    def call(i: int) -> dict[str, Any]:
+        function = {"name": "read", "arguments": "{}"}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"c{i}", "type": "function", "function": function}],
+        }
+
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "read the files"},
+        call(1),
+        {"role": "tool", "tool_call_id": "c1", "content": "old output " * 40},
+        {"type": "compaction", "encrypted_content": "C" * 40},
+        {"role": "user", "content": "next"},
+        call(2),
+        {"role": "tool", "tool_call_id": "c2", "content": "new output " * 100},
+    ]
+    options = cf.PackOptions(target_context_tokens=200, pinned=[1], summary="s", edits=[cf.ClearToolUses(keep=1)])
+    pack = cf.pack_handoff(messages, options=options)
+    assert pack.kept == [1, 2, 4] and pack.messages[2] == {**messages[2], "content": "[cleared]"}
+    assert [(a.cleared_tool_uses, a.cleared_input_tokens) for a in pack.applied_edits] == [(1, 107)]
+    packed = cf.pack_request(json.dumps({"messages": messages}).encode(), options=options)
+    assert (packed.kept, json.loads(packed.body)["messages"]) == (pack.kept, pack.messages)
+
+
 def test_reasoning_an_item_names_by_its_id_is_never_cleared(backend: str) -> None:
     # OpenAI refuses an item sent with its id (fc_..., msg_...) without the reasoning item
     # before it ("was provided without its required 'reasoning' item"): such reasoning

@@ -249,12 +249,22 @@ where
     // The edits read the whole transcript, each in its own order: every entry is checked
     // first, in order, so the first malformed one is the one named; the plan reads the
     // fields so checked when they were read in its format.
-    let mut read = Transcript::read_all(messages, &mut sizer, format)?;
+    let checked = {
+        let read = Transcript::read_all(messages, &mut sizer, format)?;
+        if read.sizes_format() == Some(responses) {
+            read.into_checked()
+        } else {
+            Vec::new()
+        }
+    };
     // What precedes a provider compaction goes first when packing, unread by the
     // provider: the edits neither count nor edit it (else a trigger it passes could clear
-    // what follows, and the transcript then fit with it).
-    let hidden = newest_compaction(&mut read, options).map_or(0..0, |(prefix, compaction)| prefix..compaction.start);
-    let checked = if read.sizes_format() == Some(responses) { read.into_checked() } else { Vec::new() };
+    // what follows, and the transcript then fit with it). It is looked for in the format
+    // the edits read, which can differ from the one checking took (an entry marks
+    // Responses items in a transcript whose newest entry is a chat message).
+    let edit_format = if responses { Format::Responses } else { Format::Chat };
+    let hidden = newest_compaction(&mut Transcript::read(messages, &mut sizer, edit_format)?, options)
+        .map_or(0..0, |(prefix, compaction)| prefix..compaction.start);
     let step = options.edit_step.or(options.cut.chunk_size(options.budget)).unwrap_or(options.budget / 4).max(1);
     let context = EditContext { budget: options.budget, step, base: options.system_tokens, responses, hidden };
     let (plan, costs) = crate::edits::plan(messages, &options.edits, &mut sizer, &context, known, &checked)?;
