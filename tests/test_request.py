@@ -504,6 +504,7 @@ BAD = {
     "two values": b'{"messages": []}{}',
     "not UTF-8": b'{"messages": [{"role": "user", "content": "\xff"}]}',
     "unterminated": b'{"messages": [{"role": "user", "content": "abc',
+    "a surrogate pair that ends the text": b'{"messages": [{"role": "user", "content": "\\ud83d\\ude00',
     "control character": b'{"messages": [{"role": "user", "content": "a\x01b"}]}',
     "bad escape": b'{"messages": [{"role": "user", "content": "a\\qb"}]}',
     "not an object": b'[{"role": "user", "content": "hi"}]',
@@ -783,3 +784,14 @@ def test_request_head_reads_what_json_loads_reads(members: list[tuple[str, Any]]
         assert got == expected
     assert native.request_head(b"[" + body + b"]") == reference.request_head(b"[" + body + b"]")
     assert native.request_head(body[:-1]) == reference.request_head(body[:-1]) == (None, (None, None, None), None, None)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-8-sig"])
+def test_request_head_reads_a_body_as_packing_reads_it(encoding: str) -> None:
+    # json.loads takes UTF-16 and UTF-32 bytes; packing takes UTF-8 only (a BOM skipped):
+    # a head read from a body packing refuses would name a model and caps it never packs.
+    body = '{"model": "gpt", "max_tokens": 100, "messages": [1, 2]}'.encode(encoding)
+    readable = encoding == "utf-8-sig"
+    expected = ("gpt", (None, 100, None), 2, None) if readable else (None, (None, None, None), None, None)
+    for impl in (reference, native_required()):
+        assert impl.request_head(body) == expected, impl

@@ -538,10 +538,11 @@ RequestHead = tuple[str | None, tuple[int | None, int | None, int | None], int |
 def loaded_head(body: bytes) -> RequestHead:
     """A request body's head (:data:`RequestHead`) read with ``json.loads``: what the
     reference backend reads, and what a gateway reads when the bytes path cannot say
-    exactly."""
+    exactly. The body is read as UTF-8 (a leading BOM skipped), as packing reads it:
+    ``json.loads`` alone would also read UTF-16 and UTF-32, which packing refuses."""
     try:
-        request = json.loads(body)
-    except (ValueError, RecursionError):
+        request = json.loads(body.decode("utf-8-sig"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         request = None
     if not isinstance(request, dict):
         return None, (None, None, None), None, None

@@ -1220,10 +1220,13 @@ impl<'a> Scanner<'a> {
                     // json.loads also refuses a `\uXXXX` whose digits end the text. Only a
                     // surrogate may pair with the next escape: any other unit is measured
                     // from its digits alone (`json.dumps` writes one escape a non-ASCII
-                    // character).
+                    // character). A pair whose second digits end the text is no pair to
+                    // json.loads: the second escape is then read, and refused, on its own.
                     let unit = self.bytes.get(backslash_at + 2..).and_then(hex4);
                     let parsed = match unit.filter(|_| backslash_at + 6 < self.bytes.len()) {
-                        Some(unit) if !is_surrogate(unit) => Some(([unit, 0], 1, 6)),
+                        Some(unit) if !is_surrogate(unit) || backslash_at + 12 >= self.bytes.len() => {
+                            Some(([unit, 0], 1, 6))
+                        }
                         Some(_) => escape(self.bytes, backslash_at),
                         None => None,
                     };

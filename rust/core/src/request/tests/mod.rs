@@ -161,6 +161,10 @@ fn bad_input_is_reported_with_its_offset() {
     assert_eq!(err(b"[\"a\\ b\x01\"]"), Some(ScanError::Syntax { offset: 3, expected: "an invalid escape" }));
     assert_eq!(err(b"[\"a\\u1\x01\"]"), Some(ScanError::Syntax { offset: 4, expected: "an invalid escape" }));
     assert_eq!(err(b"[\"ab\\u2192"), Some(ScanError::Syntax { offset: 5, expected: "an invalid escape" }));
+    // A surrogate pair whose second escape's digits end the text is no pair to json.loads:
+    // that escape is refused as any other there.
+    assert_eq!(err(b"[\"\\ud83d\\ude00"), Some(ScanError::Syntax { offset: 9, expected: "an invalid escape" }));
+    assert_eq!(err(b"[\"\\ud83d\\ude00x"), Some(ScanError::Syntax { offset: 1, expected: "an unterminated string" }));
     assert_eq!(err(b"[\"a\\u00\\1b\"]"), Some(ScanError::Syntax { offset: 4, expected: "an invalid escape" }));
     // A bad `\uXXXX` at its `u`, as json.loads reports it.
     assert!(matches!(err(b"[\"a\\u12\"]"), Some(ScanError::Syntax { offset: 4, .. })));
