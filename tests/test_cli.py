@@ -338,6 +338,31 @@ def test_an_output_that_is_the_input_is_refused_before_it_is_touched(
         assert path.read_text(encoding="utf-8") == text
 
 
+@pytest.mark.parametrize("command", [["pack", "--context-tokens", "30"], ["window"]])
+def test_standard_output_appending_to_the_input_is_refused(tmp_path: Path, command: list[str]) -> None:
+    # `pack F >> F` read each line it had written, without end (1.7 GB in 10 s), as
+    # `window F >> F` did; GNU cat refuses the same ("input file is output file").
+    path = tmp_path / "in.jsonl"
+    text = json.dumps([{"role": "user", "content": "x" * 200}, {"role": "user", "content": "y"}]) + "\n"
+    path.write_text(text, encoding="utf-8")
+    cli_command = [sys.executable, "-m", "contextfold.cli", command[0], str(path), *command[1:]]
+    with path.open("ab") as appended:
+        done = subprocess.run(cli_command, stdout=appended, stderr=subprocess.PIPE, timeout=120, check=False)
+    assert done.returncode == 2 and b"standard output is the input file" in done.stderr
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_window_with_standard_output_closed_says_so(tmp_path: Path) -> None:
+    # It printed to nothing and exited 0, where pack says "standard output is closed".
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps([{"role": "user", "content": "hi"}]) + "\n", encoding="utf-8")
+    script = 'exec "$0" -m contextfold.cli window "$1" >&-'
+    done = subprocess.run(
+        ["sh", "-c", script, sys.executable, str(path)], capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == 2 and b"standard output is closed" in done.stderr, done.stderr
+
+
 def test_closed_streams_are_one_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", None)
     code, _, err = run(["pack", "-", "--context-tokens", "100"], capsys)

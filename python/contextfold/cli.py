@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -102,21 +103,37 @@ def _open_input(path: str) -> IO[bytes]:
 
 def _open_output(path: str | None, source: IO[bytes]) -> AbstractContextManager[IO[bytes]]:
     """The output file, or standard output (left open). One that is the input (``source``),
-    by name or by a link, is refused: opening it for writing would empty it unread."""
+    by name or by a link, is refused: opening it for writing would empty it unread, and
+    appending to it (``>> F``) would read back what is written, without end."""
     if path is not None:
         try:
             target = os.stat(path)
         except FileNotFoundError:
             pass
         else:
-            read = os.fstat(source.fileno())
-            if (target.st_dev, target.st_ino) == (read.st_dev, read.st_ino):
+            if _is_file_of(target, source):
                 raise ArgumentError(f"-o {path} is the input file: writing it would erase the transcripts unread")
         return open(path, "wb")
     if sys.stdout is None:
         raise OSError("standard output is closed")
+    try:
+        written = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):  # a stream with no file behind it
+        written = None
+    if written is not None and _is_file_of(written, source):
+        raise ArgumentError("standard output is the input file: the run would read back what it writes")
     sys.stdout.flush()
     return nullcontext(sys.stdout.buffer)
+
+
+def _is_file_of(target: os.stat_result, source: IO[bytes]) -> bool:
+    """Whether ``target`` is the regular file ``source`` reads (a terminal or a pipe may
+    be both ends of a run)."""
+    try:
+        read = os.fstat(source.fileno())
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(read.st_mode) and (target.st_dev, target.st_ino) == (read.st_dev, read.st_ino)
 
 
 def _blocks(stream: IO[bytes], size: int) -> Iterator[tuple[bytes, bytes]]:
@@ -201,8 +218,8 @@ def _window(args: argparse.Namespace) -> int:
     whole("--window", args.window, 4)
     whole("--token-budget", args.token_budget, 4)
     failed = 0
-    with _open_input(args.file) as stream:
-        print("line\tmessages\ttokens\twindow_start\twindow_messages\twindow_tokens")
+    with _open_input(args.file) as stream, _open_output(None, stream) as out:
+        out.write(b"line\tmessages\ttokens\twindow_start\twindow_messages\twindow_tokens\n")
         for line in read_lines(stream):
             try:
                 if line.error is not None:
@@ -213,8 +230,8 @@ def _window(args: argparse.Namespace) -> int:
                 failed += 1
                 print(f"line {line.number}: {exc}", file=sys.stderr)
                 continue
-            total, kept = int(sizes.sum()), int(sizes[start:].sum())
-            print(f"{line.number}\t{len(line.messages)}\t{total}\t{start}\t{len(line.messages) - start}\t{kept}")
+            total, kept, n = int(sizes.sum()), int(sizes[start:].sum()), len(line.messages)
+            out.write(f"{line.number}\t{n}\t{total}\t{start}\t{n - start}\t{kept}\n".encode())
     return 1 if failed else 0
 
 
