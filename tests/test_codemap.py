@@ -297,10 +297,12 @@ def test_a_negative_count_of_maps_is_refused() -> None:
     assert cf.consolidated_facts_for(facts, ["src/gateway"], max=0) == []
 
 
-@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r", "\u2028", "\u2029"])
 def test_a_path_holding_a_line_break_is_never_mapped(backend: str, brk: str) -> None:
     # A map is one entry a line (SPEC §11): such a path forged an entry of its own and
-    # took the real one's note.
+    # took the real one's note. U+2028 and U+2029 end a line for the map's readers too
+    # (SPEC §12: `.` matches neither): a path holding one could not be listed, invalidated
+    # or merged.
     memory = cf.WorkingMemory()
     for path in ("src/app/a.py", "src/app/b.py", "src/app/c.py"):
         memory.observe("read", path)

@@ -74,6 +74,8 @@ _GENERIC_SEGMENTS = frozenset(
 # JavaScript regular expressions, spelled for Python: `.` excludes \r and U+2028/U+2029
 # as well as \n, `$` is `\Z`, `\d` is ASCII, `\s` is JavaScript's whitespace set.
 _ANY = "[^\n\r\u2028\u2029]"
+_LINE_BREAK = re.compile("[\n\r\u2028\u2029]")
+"""What `.` stops at: a path holding one cannot be a map's entry."""
 _ENTRY = re.compile(f"- ({_ANY}+?)(?: \\(([^()]*)\\))?\\Z")
 _MORE = re.compile(r"\(\+[0-9]+ more file\(s\) touched\)\Z")
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
@@ -208,8 +210,9 @@ def consolidate(
     task, lists = _snapshot_lists(snapshot)
 
     def kept(items: list[str]) -> list[str]:
-        # A map holds one entry a line: a path with a line break in it would write two.
-        return [p for p in (repo_path(raw, root) for raw in items) if p and "\n" not in p and "\r" not in p]
+        # A map holds one entry a line: a path with a line break in it (one its readers'
+        # `.` stops at, U+2028 and U+2029 too) would write two.
+        return [p for p in (repo_path(raw, root) for raw in items) if p and not _LINE_BREAK.search(p)]
 
     deleted = _unique(kept(lists["deleted"]))
     deleted_set = set(deleted)
