@@ -497,6 +497,21 @@ def test_subclasses_are_read_through_their_storage(backend: str, threads: int) -
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+def test_a_batch_list_subclass_is_read_through_its_storage(backend: str, threads: int) -> None:
+    # The batch was copied with list(), which runs the subclass's own __iter__: one that
+    # yields nothing gave no results for two transcripts, with no error.
+    messages = [{"role": "user", "content": "a " * 300}, {"role": "user", "content": "do it"}]
+    body = json.dumps({"messages": messages}).encode()
+    packs = cf.pack_many(LyingList([messages, messages]), target_context_tokens=100, threads=threads)
+    assert packs == cf.pack_many([messages, messages], target_context_tokens=100, threads=threads)
+    packed = cf.pack_requests(LyingList([body, body]), target_context_tokens=100, threads=threads)
+    assert packed == cf.pack_requests([body, body], target_context_tokens=100, threads=threads)
+    systems = LyingList(["s1", "s2"])
+    with_systems = cf.pack_many([messages, messages], systems=systems, target_context_tokens=100, threads=threads)
+    assert with_systems == cf.pack_many([messages, messages], systems=["s1", "s2"], target_context_tokens=100)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 def test_a_key_that_hashes_elsewhere_is_not_found(backend: str, threads: int) -> None:
     """Keys are found as ``dict.get`` finds them: a str subclass equal to "role" whose hash
     differs is not the role, on both backends and both batch paths."""

@@ -76,6 +76,12 @@ def thread_count(threads: int | None, name: str = "threads") -> int:
     return (os.cpu_count() or 1) if threads is None else whole(name, threads, 1)
 
 
+def batch_of(items: Iterable[Any]) -> list[Any]:
+    """A batch read once, as a new list: a list subclass through its storage (its own
+    ``__iter__`` never runs, as for a transcript), anything else by iterating it."""
+    return list.copy(items) if isinstance(items, list) else list(items)
+
+
 def add_note(exc: BaseException, note: str) -> None:
     """``exc.add_note(note)``, also on Python 3.10 (which shows no notes, but keeps them)."""
     if hasattr(exc, "add_note"):

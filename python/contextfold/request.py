@@ -46,7 +46,16 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import _backend
-from ._contract import PackedRequest, PackKeywords, PackOptions, as_bytes, bytes_options, pack_options, thread_count
+from ._contract import (
+    PackedRequest,
+    PackKeywords,
+    PackOptions,
+    as_bytes,
+    batch_of,
+    bytes_options,
+    pack_options,
+    thread_count,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -93,4 +102,4 @@ def pack_requests(
     options = pack_options(options, keywords)
     bytes_options(options)
     count = thread_count(threads)
-    return _backend.impl.pack_requests(list(bodies), options, count)
+    return _backend.impl.pack_requests(batch_of(bodies), options, count)
