@@ -165,6 +165,28 @@ def test_no_summary_falls_back() -> None:
     assert out[1:] == cf.windowed(convo)
 
 
+@pytest.mark.parametrize("change", ["extend", "truncate"])
+def test_the_transcript_is_read_once_while_the_summariser_runs(change: str) -> None:
+    # The request was assembled from state.transcript read again after the summariser
+    # returned: 100 messages appended meanwhile all went out (141 messages, 139,823
+    # tokens, past the 80-message, 64k-token window); a truncated one left the memo
+    # covering past its end.
+    def run_with(edit: bool) -> tuple[list[Any], Any]:
+        state = cf.WorkingTranscriptState(long(100))
+
+        async def summarize(msgs: list[dict[str, Any]]) -> str:
+            if edit:
+                if change == "extend":
+                    state.transcript.extend(long(100))
+                else:
+                    del state.transcript[5:]
+            return "summary"
+
+        return run(cf.build_working_transcript(state, "sys", summarize)), state.compact_memo
+
+    assert run_with(True) == run_with(False)
+
+
 def test_nothing_new_to_fold_keeps_the_note_without_a_call() -> None:
     convo = long(100)
     end = cf.compact_tail_start_for_budget(convo, cf.COMPACT_TAIL_TOKEN_BUDGET)

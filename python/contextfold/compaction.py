@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._contract import where, whole
+from ._contract import batch_of, where, whole
 from ._js import compact_json, js_trim, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageTypeError
 from .tokens import estimate_tokens, message_tokens, tokens_of
@@ -147,7 +147,9 @@ async def build_working_transcript(
       it. Nothing new to fold: ``summarize`` is not called and the held note is kept. No
       summary (None or empty): the held note is kept, else the oldest turns are dropped.
     """
-    convo = state.transcript
+    # Read once: the run may go on while the summariser is awaited, and what it adds or
+    # takes away meanwhile belongs to the next request.
+    convo = batch_of(state.transcript)
     system: Message = {"role": "system", "content": system_prompt}
     if _fits_verbatim(convo):
         state.compact_memo = None
