@@ -57,6 +57,34 @@ def test_pack_returns_the_callers_messages_with_tool_pairs_whole(budget: int) ->
     assert folded >= 10  # the corpus really was folded, not passed through
 
 
+@pytest.mark.parametrize("change", ["insert", "delete"])
+def test_the_callers_list_is_read_once(change: str) -> None:
+    # The kept indices were mapped back by reading the caller's list again: an estimator
+    # that changed it meanwhile lost the latest question and sent a tool result without
+    # its call (an insert), or raised a bare IndexError (a delete).
+    def history() -> list[BaseMessage]:
+        out: list[BaseMessage] = [HumanMessage("sys")]
+        for i in range(10):
+            out += [
+                HumanMessage(f"question {i} " + "x" * 200),
+                AIMessage("", tool_calls=[{"id": f"c{i}", "name": "read", "args": {}}]),
+                ToolMessage(f"result {i} " + "r" * 200, tool_call_id=f"c{i}"),
+            ]
+        return [*out, HumanMessage("THE LATEST QUESTION")]
+
+    def packed(messages: list[BaseMessage], edit: bool) -> list[Any]:
+        def estimator(text: str) -> int:
+            if edit and len(messages) == 32:
+                messages.insert(1, HumanMessage("inserted")) if change == "insert" else messages.pop(1)
+            return len(text) // 4
+
+        return [
+            (type(m).__name__, m.content) for m in lc.pack_messages(messages, max_tokens=500, estimate_tokens=estimator)
+        ]
+
+    assert packed(history(), True) == packed(history(), False)
+
+
 def test_dropped_ids_remove_exactly_the_dropped_messages() -> None:
     from langgraph.graph.message import add_messages
 

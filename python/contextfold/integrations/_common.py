@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
-from contextfold._contract import OUTPUT_CAPS, SizingName, first_count
+from contextfold._contract import OUTPUT_CAPS, SizingName, batch_of, first_count
 from contextfold._edits import Edit
 
 from ._report import report_pack
@@ -218,6 +218,9 @@ def pack_converted(
     ``conversion.adapter``'s at ``route``.
     """
     check_shape(options, conversion)
+    # Read once, as ``converted`` was: an estimator (or another thread) that changes the
+    # caller's list while packing runs changes nothing mapped back.
+    originals = batch_of(originals)
     n = len(converted)
     if any(p >= n for p in options.pinned):
         options = replace(options, pinned=[p for p in options.pinned if p < n])
