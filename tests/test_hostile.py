@@ -121,6 +121,48 @@ def test_a_thread_changing_transcripts_during_a_batch_does_not_reach_the_results
         meddler.join()
 
 
+def test_the_first_read_in_a_process_lets_no_other_thread_change_the_messages() -> None:
+    """The extension reads a list's messages without a reference to each while no other
+    thread can run. Making a lazily made static (an interned key) released the GIL the
+    first time, in the middle of that read: another thread freed the first message there,
+    and its memory, reused for a new dict, was read as message 0 (a crash when it was
+    not). Each interpreter makes those statics once, so each trial is a fresh one."""
+    native_required()
+    code = """
+        import sys, threading
+        from contextfold import _native
+        first = {"role": "user", "content": "m" * 40}
+        shared = [first] + [{"role": "user", "content": "c" * 8}] * 1_000_000
+        del first
+        replacements = [{"role": "user", "content": "z" * 400}] * 100
+        armed = stop = False
+        def replace():
+            while not stop:
+                if armed and shared:
+                    # One C call: the messages freed, new dicts made in their memory.
+                    shared.__init__(map(dict.copy, replacements))
+        thread = threading.Thread(target=replace)
+        sys.setswitchinterval(1e-6)
+        thread.start()
+        armed = True
+        # The extension's own entry: no bytecode (so no switch of threads) runs between
+        # arming the other thread and the read.
+        total = _native.tokens_of(shared, None, None)
+        stop = True
+        thread.join()
+        print(total)
+    """
+    as_read = cf.message_tokens({"role": "user", "content": "m" * 40}) + 1_000_000 * cf.message_tokens(
+        {"role": "user", "content": "c" * 8}
+    )
+    replaced = 100 * cf.message_tokens({"role": "user", "content": "z" * 400})
+    for _ in range(5):
+        done = _run_isolated(code)
+        assert done.returncode == 0, done.stderr
+        # Read before the other thread ran, or after: never a mix of the two lists.
+        assert int(done.stdout) in (as_read, replaced), done.stdout
+
+
 def _run_isolated(code: str) -> subprocess.CompletedProcess[str]:
     """Runs ``code`` in a fresh interpreter (a crash must not take the test run with it)."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)

@@ -28,6 +28,22 @@ pub enum Key {
 }
 
 impl Key {
+    /// Every key, in declaration order (`Key::ALL[k as usize] == k`).
+    pub const ALL: [Key; 12] = [
+        Key::Role,
+        Key::Content,
+        Key::ToolCalls,
+        Key::Type,
+        Key::Text,
+        Key::Name,
+        Key::Function,
+        Key::CallId,
+        Key::Output,
+        Key::Id,
+        Key::ToolCallId,
+        Key::ToolUseId,
+    ];
+
     /// The key as written in a message.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -644,6 +660,15 @@ pub(crate) mod tests {
     /// `(key, value)` with the key as a JSON string value (leaked: test data only).
     fn key_value<'v>((k, v): (&'v String, &'v Value)) -> (&'v Value, &'v Value) {
         (Box::leak(Box::new(Value::String(k.clone()))), v)
+    }
+
+    #[test]
+    fn every_key_is_listed_once_in_order() {
+        let spelled: std::collections::HashSet<&str> = Key::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(spelled.len(), Key::ALL.len());
+        assert!(Key::ALL.iter().enumerate().all(|(i, &k)| k as usize == i));
+        // The last variant: a new one after it must be listed too.
+        assert_eq!(Key::ALL.last(), Some(&Key::ToolUseId));
     }
 
     #[test]

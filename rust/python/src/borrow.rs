@@ -7,6 +7,10 @@
 //! that borrow (the snapshot takes its references) and returns a [`MayRunPython`]: every
 //! function of this crate that may run Python code takes one, so none can be called
 //! without `before_python()` first. The compiler holds the rule, not a convention.
+//!
+//! One release of the GIL takes no token: pyo3 detaches while it first fills a lazy
+//! static (`intern!`, `PyOnceLock`). So none is read while a snapshot borrows unless it
+//! is filled when the module is imported, as the message keys are (`node::KEYS`).
 
 use pyo3::ffi;
 use std::cell::Cell;

@@ -262,6 +262,7 @@ mod _native {
         let _ = super::result::Class::PackedRequest.get(m.py());
         let _ = super::result::Class::AppliedEdit.get(m.py());
         super::errors::load(m.py());
+        super::node::load(m.py());
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         m.add("build_profile", profile)?;
         // The workspace's version, which maturin also gives the distribution.

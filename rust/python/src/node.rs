@@ -4,8 +4,9 @@ use crate::borrow::MayRunPython;
 use contextfold_core::{JsonNode, JsonType, Key, MessageFields, Problem, Text, View};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
-use pyo3::{intern, PyTypeInfo};
+use pyo3::PyTypeInfo;
 use std::cell::Cell;
 
 thread_local! {
@@ -76,21 +77,25 @@ pub fn with_text<T>(s: &Bound<'_, PyString>, f: impl FnOnce(Text<'_>) -> T) -> P
     text_of(s).map(f).ok_or_else(|| crate::errors::internal("unreadable str data"))
 }
 
+/// Every message key as an interned str, by `Key as usize`. Made when the module is
+/// imported ([`load`]), not on first use: pyo3 releases the GIL while it first fills a
+/// lazy static, and keys are read while a snapshot borrows the caller's items, when no
+/// other thread may run (it could free them).
+static KEYS: PyOnceLock<[Py<PyString>; Key::ALL.len()]> = PyOnceLock::new();
+
+fn keys(py: Python<'_>) -> &[Py<PyString>; Key::ALL.len()] {
+    KEYS.get_or_init(py, || Key::ALL.map(|k| PyString::intern(py, k.as_str()).unbind()))
+}
+
+// In bounds: `Key::ALL` holds each key at its discriminant (a core test checks).
+#[allow(clippy::indexing_slicing)]
 fn key<'py>(py: Python<'py>, key: Key) -> &'py Bound<'py, PyString> {
-    match key {
-        Key::Role => intern!(py, "role"),
-        Key::Content => intern!(py, "content"),
-        Key::ToolCalls => intern!(py, "tool_calls"),
-        Key::Type => intern!(py, "type"),
-        Key::Text => intern!(py, "text"),
-        Key::Name => intern!(py, "name"),
-        Key::Function => intern!(py, "function"),
-        Key::CallId => intern!(py, "call_id"),
-        Key::Output => intern!(py, "output"),
-        Key::Id => intern!(py, "id"),
-        Key::ToolCallId => intern!(py, "tool_call_id"),
-        Key::ToolUseId => intern!(py, "tool_use_id"),
-    }
+    keys(py)[key as usize].bind(py)
+}
+
+/// Makes the message keys now (the module is being imported): see [`KEYS`].
+pub fn load(py: Python<'_>) {
+    let _ = keys(py);
 }
 
 /// A list's items. Reads `ob_item` directly: a plain index walk, one new reference an
