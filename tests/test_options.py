@@ -4,6 +4,7 @@ equal in effect to the same options given as keywords."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import pickle
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from contextfold._contract import pack_options
 
 from .conftest import native_required, openai_corpus
+from .hostile_types import LyingStr
 
 BODY = b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "there"}]}'
 
@@ -59,6 +61,25 @@ def test_bad_options_fail_when_the_value_is_built(keywords: dict[str, Any], erro
     ):
         with pytest.raises(error, match=words):
             call()
+
+
+@pytest.mark.parametrize(
+    ("name", "choice"),
+    [("shape", "anthropic"), ("cut", "chunked"), ("sizing", "provider"), ("estimate_tokens", "cl100k_base")],
+)
+def test_a_str_option_is_read_by_the_text_it_holds(backend: str, name: str, choice: str) -> None:
+    # A subclass that says it equals anything is no choice at all (read by its __eq__,
+    # it passed as the first choice there is and packed as that).
+    words = "unknown encoding" if name == "estimate_tokens" else f"{name} must be"
+    with pytest.raises(cf.ArgumentError, match=words):
+        cf.PackOptions(target_context_tokens=1_000, **{name: LyingStr("zzz")})
+    with pytest.raises(cf.ArgumentError, match=words):
+        cf.pack_handoff([{"role": "user", "content": "hi"}], target_context_tokens=1_000, **{name: LyingStr("zzz")})
+    # A str enum names its choice, and the value holds the plain str.
+    named = enum.Enum("Named", {"CHOICE": choice}, type=str).CHOICE  # type: ignore[misc]
+    options = cf.PackOptions(target_context_tokens=1_000, **{name: named})
+    assert type(getattr(options, name)) is str
+    assert options == cf.PackOptions(target_context_tokens=1_000, **{name: choice})
 
 
 def test_options_equal_the_same_keywords_on_every_function(backend: str) -> None:

@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
 from ._js import OPAQUE, Visit, compact_json, entry, plain, stored, str_value
@@ -181,6 +181,22 @@ def prompt_message(content: Any) -> dict[str, Any]:
     return {"role": "system", "content": content}
 
 
+def spelled(value: Any, choices: tuple[str, ...]) -> str | None:
+    """The one of ``choices`` that ``value`` spells, as a plain str; None when it spells
+    none or is no str. A str subclass (a str enum) is read by the text it holds, not by
+    its ``__eq__``, which could say it equals anything."""
+    if not isinstance(value, str):
+        return None
+    text = str.__str__(value)
+    return text if text in choices else None
+
+
+def choice_error(name: str, value: Any, choices: tuple[str, ...]) -> ArgumentError:
+    """``name must be 'a', 'b' or 'c', not value``."""
+    listed = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}"
+    return ArgumentError(f"{name} must be {listed}, not {value!r}")
+
+
 # Sizing ------------------------------------------------------------------------------
 
 SIZINGS = ("seed", "provider")
@@ -227,10 +243,10 @@ class Opaque:
 def image_tokens_for(sizing: str, image_tokens: int) -> int | None:
     """What the backends take for ``sizing``: the image cost for provider sizing, None for
     the seeds' sizing; after checking the options."""
-    if sizing not in SIZINGS:
-        raise ArgumentError(f"sizing must be 'seed' or 'provider', not {sizing!r}")
+    if spelled(sizing, SIZINGS) is None:
+        raise choice_error("sizing", sizing, SIZINGS)
     images = whole("image_tokens", image_tokens)
-    return None if sizing == "seed" else images
+    return None if str.__str__(sizing) == "seed" else images
 
 
 # Custom estimators --------------------------------------------------------------------
@@ -305,9 +321,9 @@ def estimator_sizers(estimate: Estimator, images: int | None = None) -> Sizers:
 
 def encoding_name(name: Any) -> EncodingName:
     """``name``, checked to be one of :data:`ENCODINGS`."""
-    for known in ENCODINGS:
-        if name == known:
-            return known
+    known = spelled(name, ENCODINGS)
+    if known is not None:
+        return cast(EncodingName, known)
     raise ArgumentError(f"unknown encoding {name!r}: expected one of 'o200k_base', 'cl100k_base'")
 
 
@@ -474,17 +490,26 @@ class PackOptions:
             pins = tuple(whole("pinned index", p) for p in each)
         if self.summary is not None and not isinstance(self.summary, str):
             raise ArgumentError(f"summary must be a str or None, got {type(self.summary).__name__}")
-        if self.shape not in SHAPES:
-            raise ArgumentError(f"shape must be 'auto', 'openai', 'anthropic' or 'responses', not {self.shape!r}")
-        if self.cut not in CUTS:
-            raise ArgumentError(f"cut must be 'greedy' or 'chunked', not {self.cut!r}")
+        shape = spelled(self.shape, SHAPES)
+        if shape is None:
+            raise choice_error("shape", self.shape, SHAPES)
+        cut = spelled(self.cut, CUTS)
+        if cut is None:
+            raise choice_error("cut", self.cut, CUTS)
         chunk_tokens = None if self.chunk_tokens is None else whole("chunk_tokens", self.chunk_tokens, 1)
         step = max(1, budget // 4) if chunk_tokens is None else chunk_tokens
-        chunk = step if self.cut == "chunked" else None
+        chunk = step if cut == "chunked" else None
         edits = check_edits(self.edits)
         counting = sizers(self.estimate_tokens, images)
-        native = (budget, counting, images, self.summary, self.shape, chunk, pins, edits, step)
+        # The choices as the plain strs they spell (a str enum's member compares and
+        # hashes as its value would, but reads as itself).
+        estimate = counting if isinstance(counting, str) else self.estimate_tokens
+        native = (budget, counting, images, self.summary, shape, chunk, pins, edits, step)
         for name, value in (
+            ("shape", shape),
+            ("cut", cut),
+            ("sizing", str.__str__(self.sizing)),
+            ("estimate_tokens", estimate),
             ("pinned", pins),
             ("edits", edits),
             ("budget", budget),
