@@ -20,6 +20,10 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+async def never(_msgs: list[dict[str, Any]]) -> str:
+    raise AssertionError("summarize was called")
+
+
 def test_render_for_summary() -> None:
     call = {"id": "1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
     rendered = cf.render_for_summary(
@@ -97,9 +101,6 @@ def test_one_oversized_message_is_clipped() -> None:
 
 def test_fits_verbatim_clears_the_memo() -> None:
     state = cf.WorkingTranscriptState(long(10), cf.CompactMemo("old", 4))
-
-    async def never(_msgs: list[dict[str, Any]]) -> str:
-        raise AssertionError("not called")
 
     out = run(cf.build_working_transcript(state, "sys", never))
     assert out[0] == {"role": "system", "content": "sys"} and out[1:] == state.transcript
@@ -191,9 +192,6 @@ def test_nothing_new_to_fold_keeps_the_note_without_a_call() -> None:
     convo = long(100)
     end = cf.compact_tail_start_for_budget(convo, cf.COMPACT_TAIL_TOKEN_BUDGET)
     state = cf.WorkingTranscriptState(convo, cf.CompactMemo("n" * 300_000, end))  # too big to reuse
-
-    async def never(_msgs: list[dict[str, Any]]) -> str:
-        raise AssertionError("not called")
 
     out = run(cf.build_working_transcript(state, "sys", never))
     assert out[1]["content"] == "n" * 300_000
@@ -322,6 +320,29 @@ def test_a_memo_that_covers_no_prefix_is_refused(note: Any, covered_end: Any, er
     # messages before the verbatim part as folded: lost from the summary unseen.
     with pytest.raises(error, match=words):
         cf.CompactMemo(note, covered_end)
+
+
+@pytest.mark.parametrize("answer", [b"summary", {"text": "summary"}, 5])
+def test_a_summary_that_is_no_str_is_refused_by_name(answer: Any) -> None:
+    # An SDK object or bytes raised a bare TypeError from joining it to the note's header.
+    async def summarize(_msgs: list[dict[str, Any]]) -> Any:
+        return answer
+
+    state = cf.WorkingTranscriptState(long(100))
+    with pytest.raises(cf.ArgumentTypeError, match=f"summarize must return a str or None, got {type(answer).__name__}"):
+        run(cf.build_working_transcript(state, "sys", summarize))
+    assert state.compact_memo is None
+
+
+def test_a_memo_that_is_no_compact_memo_is_refused_by_name() -> None:
+    # A (note, end) tuple raised a bare AttributeError on covered_end.
+    state = cf.WorkingTranscriptState(long(100), ("note", 3))  # type: ignore[arg-type]
+    for call in (
+        lambda: run(cf.build_working_transcript(state, "sys", never)),
+        lambda: cf.still_in_working_context(state, state.transcript[-1]),
+    ):
+        with pytest.raises(cf.ArgumentTypeError, match="compact_memo must be a CompactMemo or None, got tuple"):
+            call()
 
 
 def test_a_marker_too_deep_to_read_is_no_marker() -> None:

@@ -114,7 +114,11 @@ def _fits_verbatim(messages: Sequence[Message], extra_tokens: int = 0) -> bool:
 
 def _live_memo(state: WorkingTranscriptState) -> CompactMemo | None:
     memo = state.compact_memo
-    return memo if memo is not None and memo.covered_end <= len(state.transcript) else None
+    if memo is None:
+        return None
+    if not isinstance(memo, CompactMemo):
+        raise ArgumentTypeError(f"compact_memo must be a CompactMemo or None, got {type(memo).__name__}")
+    return memo if memo.covered_end <= len(state.transcript) else None
 
 
 def still_in_working_context(state: WorkingTranscriptState, message: Message) -> bool:
@@ -146,6 +150,8 @@ async def build_working_transcript(
       re-injected right before the tail when the note covers it, and ``on_folded`` hears of
       it. Nothing new to fold: ``summarize`` is not called and the held note is kept. No
       summary (None or empty): the held note is kept, else the oldest turns are dropped.
+      Any answer but a str or None raises :class:`~contextfold.ArgumentTypeError`, as does
+      a ``compact_memo`` that is not a :class:`CompactMemo`.
     """
     # Read once: the run may go on while the summariser is awaited, and what it adds or
     # takes away meanwhile belongs to the next request.
@@ -171,6 +177,8 @@ async def build_working_transcript(
         return fallback()
     held = [] if memo is None else [{"role": "assistant", "content": memo.note}]
     summary = await summarize([*held, *convo[start:end]])
+    if summary is not None and not isinstance(summary, str):
+        raise ArgumentTypeError(f"summarize must return a str or None, got {type(summary).__name__}")
     if not summary:
         return fallback()
     note = _NOTE_HEADER + summary
