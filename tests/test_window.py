@@ -120,6 +120,20 @@ def test_verbatim_and_compact_tail_rules(backend: str) -> None:
     assert cf.pinned_directive_index(long, 78) == -1
 
 
+@pytest.mark.parametrize("huge", [2**62 + 1, 2**63, 2**64, 10**30])
+def test_an_index_of_any_size_is_clamped(backend: str, huge: int) -> None:
+    # Documented as clamped, an index past ±2**62 raised instead (the backends' range).
+    convo = convo_of("uattauat")
+    assert cf.verbatim_start(convo, -huge) == 0
+    assert cf.verbatim_start(convo, huge) == 8
+    assert cf.compact_tail_start(convo, huge) == 0
+    assert cf.pinned_directive_index(convo, huge) == 5
+    assert cf.pinned_directive_index(convo, -huge) == -1
+    for call in (lambda: cf.verbatim_start(convo, 2.0), lambda: cf.pinned_directive_index(convo, True)):
+        with pytest.raises(cf.ArgumentError, match="must be an int"):
+            call()
+
+
 def test_assemble_compacted_reinjects_the_directive(backend: str) -> None:
     convo = convo_of("uatau" + "at" * 6)
     out = cf.assemble_compacted("sys", convo, "note", 6)

@@ -58,13 +58,13 @@ ESTIMATE_MAX = U64_MAX - MESSAGE_OVERHEAD
 plus its overhead, must fit a u64."""
 
 
-def whole(name: str, value: Any, minimum: int = 0, maximum: int | None = U64_MAX) -> int:
-    """``value`` as an int from ``minimum`` to ``maximum`` (``None``: no bound, for a count
-    the backends cap themselves); bools and floats are refused."""
+def whole(name: str, value: Any, minimum: int | None = 0, maximum: int | None = U64_MAX) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum`` (``None``: no bound, for a number
+    the backends cap or clamp themselves); bools and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
     number = stored(value)
-    if number < minimum:
+    if minimum is not None and number < minimum:
         raise ArgumentError(f"{name} must be at least {minimum}, got {number}")
     if maximum is not None and number > maximum:
         raise ArgumentError(f"{name} must be at most {maximum}, got {number}")

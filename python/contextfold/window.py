@@ -110,14 +110,20 @@ def window_start_array(
     return int(_backend.impl.window_start_array(sizes, user_mask, window, token_budget))
 
 
+def _index(name: str, value: Any) -> int:
+    """``value``, an int of any size, as the backends take an index into a transcript:
+    from -1 to :data:`I64_MAX`, where every int past either end acts as that end does."""
+    return min(max(whole(name, value, None, None), -1), I64_MAX)
+
+
 def verbatim_start(convo: Sequence[Message], i: int) -> int:
     """``i`` clamped to ``[0, len(convo)]``, then moved forward past ``tool`` messages."""
-    return int(_backend.impl.verbatim_start(convo, whole("i", i, -(2**62), I64_MAX)))
+    return int(_backend.impl.verbatim_start(convo, _index("i", i)))
 
 
 def compact_tail_start(convo: Sequence[Message], n: int) -> int:
     """Start of a verbatim tail of about the last ``n`` messages."""
-    return verbatim_start(convo, len(convo) - whole("n", n))
+    return verbatim_start(convo, len(convo) - whole("n", n, 0, None))
 
 
 def compact_tail_start_for_budget(
@@ -137,7 +143,7 @@ def compact_tail_start_for_budget(
 
 def pinned_directive_index(convo: Sequence[Message], tail_start: int) -> int:
     """Index of the last user message when it lies before ``tail_start``, else -1."""
-    return int(_backend.impl.pinned_directive_index(convo, whole("tail_start", tail_start, -(2**62), I64_MAX)))
+    return int(_backend.impl.pinned_directive_index(convo, _index("tail_start", tail_start)))
 
 
 def assemble_compacted(system_prompt: str, convo: Sequence[Message], note: str, covered_end: int) -> list[Any]:
