@@ -14,6 +14,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from .conftest import native_required
+from .hostile_types import LyingStr
 
 ROOT = "C:\\code\\repo"
 
@@ -63,6 +64,27 @@ def test_observe_forms_and_errors() -> None:
     memory.set_task("  fix\n\tthe   store ")
     assert memory.snapshot.task == "fix the store"
     assert memory.brief(observations=50) is not None and memory.brief(observations=3) is None
+
+
+def test_memory_arguments_are_checked_by_name() -> None:
+    # Each raised a bare TypeError or KeyError naming nothing, or was taken silently.
+    memory = cf.WorkingMemory()
+    for path in ("src/a.py", "src/b.py", "src/c.py"):
+        memory.observe("read", path)
+    for observations in ("12", 2.5, float("nan"), True):
+        with pytest.raises(cf.ArgumentError, match="observations must be an int"):
+            memory.brief(observations)  # type: ignore[arg-type]
+    for min_files in ("3", None, 2.5):
+        with pytest.raises(cf.ArgumentError, match="min_files must be an int"):
+            cf.consolidate(memory.snapshot, min_files=min_files)  # type: ignore[arg-type]
+    # A kind is read by the text it holds: a str that says it equals anything is no kind.
+    with pytest.raises(cf.ArgumentError, match="unknown observation kind 'zzz'"):
+        memory.observe(LyingStr("zzz"), "a.py")  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentError, match="unknown observation kind 'zzz'"):
+        memory.observe({"kind": LyingStr("zzz"), "path": "a.py"})
+    assert memory.size == 3
+    memory.observe(LyingStr("searched"), "budget")
+    assert memory.snapshot.searched == ("budget",)
 
 
 def test_consolidate_rules(backend: str) -> None:

@@ -207,6 +207,7 @@ def consolidate(
     changed/read files are listed; files the run deleted follow as ``(deleted)`` lines,
     which :func:`merge_consolidated` applies as removals. ``at`` dates the map (UTC; a naive datetime is read as UTC).
     """
+    min_files = whole("min_files", min_files, None, None)
     task, lists = _snapshot_lists(snapshot)
 
     def kept(items: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._contract import spelled, whole
 from ._js import collapse_spaces, js_trim
 from .codemap import rank_by_count
 from .errors import ArgumentError, ArgumentTypeError
@@ -29,6 +30,7 @@ BRIEF_MAX_SEARCHES = 15
 
 Kind = Literal["read", "created", "edited", "deleted", "searched"]
 _FILE_KINDS = ("read", "created", "edited", "deleted")
+_KINDS = (*_FILE_KINDS, "searched")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +68,12 @@ class WorkingMemory:
 
         Every call counts toward :attr:`size`; a blank path or query is not recorded.
         """
-        name: Any = kind
+        given: Any = kind.get("kind") if isinstance(kind, Mapping) else kind
+        name = spelled(given, _KINDS)
+        if name is None:
+            raise ArgumentError(f"unknown observation kind {given!r}: expected one of {_KINDS}")
         if isinstance(kind, Mapping):
-            name = kind.get("kind")
             path_or_query = kind.get("query" if name == "searched" else "path")
-        if name not in (*_FILE_KINDS, "searched"):
-            raise ArgumentError(f"unknown observation kind {name!r}: expected one of {(*_FILE_KINDS, 'searched')}")
         if not isinstance(path_or_query, str):
             what = "query" if name == "searched" else "path"
             raise ArgumentTypeError(f"observation {what}: expected str, got {type(path_or_query).__name__}")
@@ -107,7 +109,8 @@ class WorkingMemory:
         changed left out; ranked by count, ``(n×)`` when more than once; past 25 a
         ``- … k more`` line), Searched (ranked, at most 15).
         """
-        if (self._observations if observations is None else observations) < BRIEF_MIN_OBSERVATIONS:
+        made = self._observations if observations is None else whole("observations", observations, None, None)
+        if made < BRIEF_MIN_OBSERVATIONS:
             return None
         lists = self._lists
         changed = list(dict.fromkeys(lists["created"] + lists["edited"]))
