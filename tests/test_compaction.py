@@ -376,3 +376,15 @@ def test_summary_inputs_of_the_wrong_type_are_named() -> None:
         cf.summary_chunks([{"role": "user", "content": "x"}], "5")  # type: ignore[arg-type]
     with pytest.raises(cf.ArgumentTypeError, match="messages must be an iterable of messages, got NoneType"):
         cf.summary_chunks(None)  # type: ignore[arg-type]
+
+
+def test_a_summary_chunk_error_names_the_message(backend: str) -> None:
+    # Each message is sized alone, and its error named no index ("message, field ...").
+    messages: list[Any] = [{"role": "user", "content": "x"}] * 50
+    for bad, field, words in (
+        ({"role": 5, "content": "x"}, "role", "message 50, field 'role': expected str, got int"),
+        (None, "", "message 50: expected a dict, got NoneType"),
+    ):
+        with pytest.raises(cf.MessageTypeError, match=words) as caught:
+            cf.summary_chunks([*messages, bad])
+        assert (caught.value.index, caught.value.field) == (50, field)

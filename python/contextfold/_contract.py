@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
 from ._js import OPAQUE, Visit, compact_json, entry, plain, stored, str_value
-from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageTypeError, RequestError
+from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
 """Tokens every message costs on top of its text's estimate (role and framing)."""
@@ -100,6 +100,13 @@ _MISSING: Any = object()
 def where(index: int | None) -> str:
     """How an error names a message: ``message 3``, or ``message`` when it is alone."""
     return "message" if index is None else f"message {index}"
+
+
+def named_at(error: MessageError, index: int) -> MessageError:
+    """``error``, raised for a message read alone, as it names message ``index`` of a
+    transcript: the same class and field, the text led by ``message {index}``."""
+    text, alone = str(error), where(None)
+    return type(error)(where(index) + text.removeprefix(alone), index, error.field)
 
 
 def role_of(message: Any, index: int | None = None) -> str:

@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._contract import batch_of, where, whole
+from ._contract import batch_of, named_at, where, whole
 from ._js import compact_json, js_trim, utf16_cut, utf16_len
-from .errors import ArgumentTypeError, MessageTypeError
+from .errors import ArgumentTypeError, MessageError, MessageTypeError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
     COMPACT_TAIL_TOKEN_BUDGET,
@@ -221,8 +221,11 @@ def summary_chunks(messages: Sequence[Message], budget: int = TRANSCRIPT_SUMMARY
     chunks: list[list[Message]] = []
     chunk: list[Message] = []
     used = 0
-    for m in messages:
-        cost = message_tokens(m)
+    for i, m in enumerate(messages):
+        try:
+            cost = message_tokens(m)
+        except MessageError as exc:
+            raise named_at(exc, i) from None
         if chunk and used + cost > budget:
             chunks.append(chunk)
             chunk, used = [], 0
