@@ -281,6 +281,29 @@ def test_trim_messages_drop_in() -> None:
     assert isinstance(litellm.utils.trim_messages(before, max_tokens=3_000), list)
 
 
+@pytest.mark.parametrize(
+    ("keywords", "error", "words"),
+    [
+        ({"max_tokens": "100"}, cf.ArgumentError, "max_tokens must be an int, got str"),
+        ({"max_tokens": 100.5}, cf.ArgumentError, "max_tokens must be an int, got float"),
+        ({"max_tokens": True}, cf.ArgumentError, "max_tokens must be an int, got bool"),
+        ({"model": "gpt-4o", "trim_ratio": float("nan")}, cf.ArgumentError, "trim_ratio must be a number from 0"),
+        ({"model": "gpt-4o", "trim_ratio": "0.5"}, cf.ArgumentError, "trim_ratio must be a number from 0"),
+        ({"model": "gpt-4o", "trim_ratio": -0.5}, cf.ArgumentError, "trim_ratio must be a number from 0"),
+        ({"model": 5}, cf.ArgumentTypeError, "model must be a str or None, got int"),
+    ],
+)
+def test_drop_in_arguments_are_checked_by_name(keywords: dict[str, Any], error: type, words: str) -> None:
+    # Each raised a bare TypeError, ValueError or AttributeError, or was taken as it was
+    # (a max_tokens of 2.5 packed into nothing).
+    messages = [{"role": "user", "content": "x" * 400}, {"role": "assistant", "content": "y"}]
+    with pytest.raises(error, match=words):
+        cfl.trim_messages(messages, **keywords)
+    if "model" in keywords and "trim_ratio" not in keywords:
+        with pytest.raises(error, match=words):
+            cfl.token_counter(messages=messages, **keywords)
+
+
 def test_token_counter_drop_in() -> None:
     from litellm.litellm_core_utils.default_encoding import encoding
 

@@ -56,6 +56,7 @@ Library drop-ins, same parameters and return shapes as LiteLLM's:
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sys
 import time
@@ -400,6 +401,8 @@ def model_encoding(model: str | None) -> EncodingName | None:
     """The OpenAI encoding ``model`` counts in: ``o200k_base`` for the gpt-4o, gpt-4.1,
     gpt-4.5, gpt-5 and o1/o3/o4 families, ``cl100k_base`` for gpt-4 and gpt-3.5, None for
     any other model (a provider prefix such as ``openai/`` or ``azure/`` is ignored)."""
+    if model is not None and not isinstance(model, str):
+        raise cf.ArgumentTypeError(f"model must be a str or None, got {type(model).__name__}")
     name = (model or "").rsplit("/", 1)[-1].lower()
     if _O200K_MODELS.match(name):
         return "o200k_base"
@@ -447,7 +450,8 @@ def token_counter(
     del use_default_image_token_count, default_token_count
     if text is None and messages is None:
         raise ValueError("text and messages cannot both be None")
-    estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or model_encoding(model)
+    encoding = model_encoding(model)
+    estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or encoding
     total = 0
     if messages is not None:
         sized: Any = list(messages)
@@ -477,17 +481,22 @@ def trim_messages(
     the reply's priming included. With ``return_response_tokens``, returns
     ``(messages, max_tokens - token_counter of the result)``.
     """
+    encoding = model_encoding(model)
+    if isinstance(trim_ratio, bool) or not isinstance(trim_ratio, (int, float)) or not 0 <= trim_ratio < math.inf:
+        raise cf.ArgumentError(f"trim_ratio must be a number from 0 up, got {trim_ratio!r}")
     if max_tokens is None:
         window = model_window(model) if model else None
         if window is None:
             return messages  # LiteLLM's shape here, even with return_response_tokens
         max_tokens = int(window * trim_ratio)
+    else:
+        max_tokens = whole("max_tokens", max_tokens, 0, None)
     pack = cf.pack_handoff(
         messages,
         target_context_tokens=max(max_tokens - REPLY_PRIMING, 0),
         shape="openai",
         sizing="provider",
-        estimate_tokens=model_encoding(model),
+        estimate_tokens=encoding,
     )
     if return_response_tokens:
         return pack.messages, max_tokens - pack.tokens - REPLY_PRIMING
