@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from typing import Any
 
@@ -182,6 +183,28 @@ def test_bad_input_names_the_index() -> None:
         lc.pack([HumanMessage("hi"), {"role": "user", "content": "x"}], max_tokens=100)  # type: ignore[list-item]
     with pytest.raises(cf.ArgumentError):
         lc.ContextfoldMiddleware(max_tokens=100, reserve_output_tokens=200)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    deep: dict[str, Any] = {}
+    for _ in range(depth):
+        deep = {"a": deep}
+    return deep
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"when": datetime.datetime(2024, 1, 1)}, {"b": b"x"}, {"n": 10**5000}, _nested(5_000)],
+    ids=["datetime", "bytes", "bigint", "deep"],
+)
+def test_tool_call_arguments_json_cannot_write_name_the_message(args: dict[str, Any]) -> None:
+    # A bare TypeError, ValueError or RecursionError from json, naming nothing.
+    call = {"id": "c1", "name": "f", "args": args}
+    messages = [HumanMessage("task"), AIMessage("", tool_calls=[call]), ToolMessage("r", tool_call_id="c1")]
+    for run in (lambda: lc.pack(messages, max_tokens=100), lambda: lc.TokenCounter()(messages)):
+        with pytest.raises(cf.MessageValueError, match="message 1, field 'tool_calls': call 0's args") as caught:
+            run()
+        assert (caught.value.index, caught.value.field) == (1, "tool_calls")
 
 
 def _agent_transcripts() -> list[list[BaseMessage]]:

@@ -96,12 +96,26 @@ def _to_dict(index: int, message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": message.content}
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
         # a call whose arguments did not parse is still a call its ToolMessage answers
-        out["tool_calls"] = [_call(c["id"], c["name"], json_text(c["args"])) for c in message.tool_calls] + [
-            _call(c["id"], c["name"], c["args"]) for c in message.invalid_tool_calls
-        ]
+        out["tool_calls"] = [
+            _call(c["id"], c["name"], _arguments(index, n, c)) for n, c in enumerate(message.tool_calls)
+        ] + [_call(c["id"], c["name"], c["args"]) for c in message.invalid_tool_calls]
     if role == "tool":
         out["tool_call_id"] = getattr(message, "tool_call_id", None) or message.name or ""
     return out
+
+
+def _arguments(index: int, number: int, call: Any) -> str:
+    """The call's ``args`` as the JSON text a provider is sent; a value JSON cannot write
+    (a datetime, bytes, an int past Python's digit limit, nesting past its recursion
+    limit) is named, as the provider client would fail on it too."""
+    try:
+        return json_text(call["args"])
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise cf.MessageValueError(
+            f"message {index}, field 'tool_calls': call {number}'s args cannot be written as JSON: {exc}",
+            index,
+            "tool_calls",
+        ) from None
 
 
 def _call(call_id: str | None, name: str | None, arguments: str | None) -> dict[str, Any]:
