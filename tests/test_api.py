@@ -95,6 +95,25 @@ def test_an_extension_that_fails_to_load_is_said_not_hidden(tmp_path: Path) -> N
     assert "did not load" in said and "found _native.cpython-399-x86_64-linux-gnu.so" in said
 
 
+def test_a_source_tree_not_installed_imports_with_the_workspace_version() -> None:
+    # On the reference backend the version came from the installed distribution's
+    # metadata: a source tree on the path, never installed, failed to import at all.
+    script = """
+import importlib.metadata as metadata
+installed = metadata.version
+def version(name):
+    if name == "contextfold":
+        raise metadata.PackageNotFoundError(name)
+    return installed(name)
+metadata.version = version
+import contextfold
+print(contextfold.__version__)
+"""
+    source_tree = (Path(contextfold.__file__).parents[2] / "Cargo.toml").is_file()
+    expected = contextfold.__version__ if source_tree else "0+unknown"
+    assert load(script, CONTEXTFOLD_BACKEND="python").strip() == expected
+
+
 def test_the_reference_backend_leaves_the_extension_unloaded() -> None:
     # CONTEXTFOLD_BACKEND=python is the way round an extension that fails in a process.
     script = "import sys, contextfold\nassert 'contextfold._native' not in sys.modules\nprint(contextfold.__version__)"

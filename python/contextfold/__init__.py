@@ -114,9 +114,26 @@ def _version() -> str:
         from ._native import __version__
 
         return __version__
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return version(__name__)
+    try:
+        return version(__name__)
+    except PackageNotFoundError:
+        return _source_version()
+
+
+def _source_version() -> str:
+    """The Cargo workspace's version, for a source tree on the path that was never
+    installed (so has no metadata); ``0+unknown`` where there is none."""
+    import re
+    from pathlib import Path
+
+    try:
+        workspace = (Path(__file__).parents[2] / "Cargo.toml").read_text(encoding="utf-8")
+    except OSError:
+        return "0+unknown"
+    found = re.search(r'^\[workspace\.package\][^\[]*?^version = "([^"]+)"', workspace, re.M | re.S)
+    return found[1] if found else "0+unknown"
 
 
 __version__ = _version()
