@@ -18,7 +18,7 @@
 //! one-by-one packing does.
 
 use crate::args::Options;
-use crate::borrow::before_python;
+use crate::borrow::{before_python, MayRunPython};
 use crate::errors::in_transcript;
 use crate::node::PyNode;
 use crate::node::{json_type_of, text_of};
@@ -246,7 +246,7 @@ pub fn pack_many<'py>(
     threads: usize,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = transcripts.py();
-    let mut fairness = Fairness::new(py);
+    let mut fairness = Fairness::new(before_python(), py);
     let threads = thread_count(threads);
     let n = options.len();
     // What reading a transcript raised (a caller's exception included) carries its note.
@@ -276,7 +276,7 @@ pub fn pack_many<'py>(
         let (n, kept, packed) = pack_in_place(i, &transcript, opts)?;
         packing.push(started.elapsed());
         out.push(handoff_pack(before_python(), n, kept, packed, &call.budget)?);
-        fairness.tick()?;
+        fairness.tick(before_python())?;
     }
     let gated: std::time::Duration = packing.iter().rev().take(GATE).sum();
     // Workers pay when extracting costs clearly less than packing in place: they pack
@@ -300,7 +300,7 @@ pub fn pack_many<'py>(
             _ => pack_in_place(i, &transcript, opts)?,
         };
         out.push(handoff_pack(before_python(), n, kept, packed, &call.budget)?);
-        fairness.tick()?;
+        fairness.tick(before_python())?;
     }
     Ok(out)
 }
@@ -317,7 +317,7 @@ pub struct Fairness<'py> {
 }
 
 impl<'py> Fairness<'py> {
-    pub fn new(py: Python<'py>) -> Self {
+    pub fn new(_: MayRunPython, py: Python<'py>) -> Self {
         let interval = py
             .import("sys")
             .and_then(|sys| sys.getattr("getswitchinterval")?.call0()?.extract::<f64>())
@@ -332,7 +332,7 @@ impl<'py> Fairness<'py> {
     ///
     /// # Errors
     /// The exception a signal handler raised (KeyboardInterrupt).
-    pub fn tick(&mut self) -> PyResult<()> {
+    pub fn tick(&mut self, _: MayRunPython) -> PyResult<()> {
         if self.since.elapsed() < self.every {
             return Ok(());
         }
@@ -436,7 +436,7 @@ pub fn pack_detached(
                 chunk = mine;
             }
             chunk.recycle(py, &mut results);
-            fairness.tick()?;
+            fairness.tick(before_python())?;
             if (done..done + CHUNK).contains(&TRIAL) && !pays(done) {
                 break;
             }
