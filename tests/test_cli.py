@@ -216,6 +216,12 @@ def test_help_is_plain_text_and_the_version_is_shown(capsys: pytest.CaptureFixtu
     assert (done.value.code, capsys.readouterr().out) == (0, f"contextfold {cf.__version__}\n")
 
 
+def test_python_dash_m_runs_the_command() -> None:
+    # `python -m contextfold` said "No module named contextfold.__main__".
+    done = subprocess.run([sys.executable, "-m", "contextfold", "--version"], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, f"contextfold {cf.__version__}\n"), done.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
