@@ -141,14 +141,16 @@ def test_the_first_read_in_a_process_lets_no_other_thread_change_the_messages() 
                 if armed and shared:
                     # One C call: the messages freed, new dicts made in their memory.
                     shared.__init__(map(dict.copy, replacements))
-        thread = threading.Thread(target=replace)
+        thread = threading.Thread(target=replace, daemon=True)
         sys.setswitchinterval(1e-6)
         thread.start()
         armed = True
         # The extension's own entry: no bytecode (so no switch of threads) runs between
         # arming the other thread and the read.
-        total = _native.tokens_of(shared, None, None)
-        stop = True
+        try:
+            total = _native.tokens_of(shared, None, None)
+        finally:
+            stop = True
         thread.join()
         print(total)
     """
