@@ -3,6 +3,7 @@ expiry, on SQLite (memory and file) and Redis. Concurrent writers never lose an 
 
 from __future__ import annotations
 
+import enum
 import os
 import shutil
 import sqlite3
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import contextfold as cf
 import pytest
@@ -136,13 +138,65 @@ def test_a_sqlite_path_may_be_a_path_object(tmp_path: Path) -> None:
     assert cf.SQLiteCodeMapStore(str(tmp_path / "maps.db")).get("codemap:src") is not None
 
 
+@pytest.mark.parametrize("ttl", [timedelta(0), timedelta(days=-30), timedelta(microseconds=-1)])
+def test_a_ttl_that_is_not_positive_is_refused(ttl: timedelta) -> None:
+    # Each write was taken, and gone at once: get() None, recall() [].
+    for build in (lambda: cf.SQLiteCodeMapStore(":memory:", ttl=ttl), lambda: cf.RedisCodeMapStore(object(), ttl=ttl)):
+        with pytest.raises(cf.ArgumentError, match="ttl must be positive"):
+            build()
+
+
+def test_a_write_of_no_consolidated_memory_is_refused(make_store: object) -> None:
+    # A bare AttributeError ('dict' object has no attribute 'key').
+    store = make_store()  # type: ignore[operator]
+    for memory in ({"key": "codemap:src", "content": "x"}, ("codemap:src", "x"), None):
+        with pytest.raises(cf.ArgumentTypeError, match="memory must be a ConsolidatedMemory, got"):
+            store.write(memory)
+
+
+def test_a_redis_store_is_named_by_its_checked_prefix() -> None:
+    # The index was named from the raw argument: a str enum's member spelled it otherwise.
+    prefix = enum.Enum("Prefix", {"A": "pfx:"}, type=str).A  # type: ignore[misc]
+    store = cf.RedisCodeMapStore(object(), prefix=prefix)
+    assert (store.prefix, store.index) == ("pfx:", "pfx:index")
+    with pytest.raises(cf.ArgumentTypeError, match="url must be a str or None, got int"):
+        cf.RedisCodeMapStore(url=5)  # type: ignore[arg-type]
+
+
+def test_redis_expiry_keeps_a_map_written_meanwhile() -> None:
+    # expire() read the stale maps, then deleted each unconditionally: a replica's write
+    # landing in between returned, and its map was gone.
+    redis = pytest.importorskip("redis")
+    other = redis_store(timedelta(minutes=1))
+    stale = cf.RedisCodeMapStore(other.client, prefix=other.prefix, ttl=other.ttl)
+    stale._clock = lambda: time.time() - 3_600  # written an hour ago
+    stale.write(mapped("src/old.ts"))
+
+    class Interleaving(redis.Redis):  # type: ignore[misc]
+        def zrangebyscore(self, name: Any, low: Any, high: Any, *args: Any, **kwargs: Any) -> Any:
+            found = super().zrangebyscore(name, low, high, *args, **kwargs)
+            if low == "-inf":  # expire() has listed the stale maps: the other replica writes
+                other.write(mapped("src/fresh.ts"))
+            return found
+
+    expirer = cf.RedisCodeMapStore(Interleaving.from_url(REDIS_URL), prefix=other.prefix, ttl=other.ttl)
+    assert expirer.expire() == 0
+    assert cf.consolidated_files(other.get("codemap:src") or "") == ["src/fresh.ts"]
+
+
 def test_expired_maps_do_not_come_back(make_store: object) -> None:
-    store = make_store(ttl=timedelta(seconds=-1))  # type: ignore[operator]
+    store = make_store(ttl=timedelta(minutes=1))  # type: ignore[operator]
+    store._clock = lambda: time.time() - 3_600  # written an hour ago
     store.write(mapped("src/a.ts", "src/b.ts"))
+    store._clock = time.time
     assert store.live() == [] and store.get("codemap:src") is None
     stored = store.write(mapped("src/c.ts"))  # the expired map is not merged in
     assert cf.consolidated_files(stored) == ["src/c.ts"]
-    assert store.expire() >= 1
+    store._clock = lambda: time.time() - 3_600
+    store.write(mapped("lib/x.ts"))
+    store._clock = time.time
+    assert store.expire() == 1  # the stale lib map, not the src map written anew
+    assert [m.key for m in store.live()] == ["codemap:src"]
 
 
 def test_concurrent_writers_never_lose_an_update(make_store: object) -> None:

@@ -61,7 +61,11 @@ class CodeMapStore(ABC):
     def __init__(self, ttl: timedelta | None = DEFAULT_TTL) -> None:
         if ttl is not None and not isinstance(ttl, timedelta):
             raise ArgumentTypeError(f"ttl must be a timedelta or None, got {type(ttl).__name__}")
+        if ttl is not None and ttl <= timedelta(0):
+            raise ArgumentError(f"ttl must be positive (or None: maps never expire), got {ttl!r}")
         self.ttl = ttl
+        self._clock = time.time
+        """What time it is, in seconds since the epoch (a test's clock may differ)."""
 
     def _cutoff(self, now: float) -> float:
         return float("-inf") if self.ttl is None else now - self.ttl.total_seconds()
@@ -83,6 +87,8 @@ class CodeMapStore(ABC):
         """Stores a run's map, merged with the live map under its key; returns the result.
         A key or content that is no str, or that UTF-8 cannot hold (a lone surrogate), is
         refused naming it."""
+        if not isinstance(memory, ConsolidatedMemory):
+            raise ArgumentTypeError(f"memory must be a ConsolidatedMemory, got {type(memory).__name__}")
         key = text_field("ConsolidatedMemory", "key", memory.key)
         content = text_field("ConsolidatedMemory", "content", memory.content)
         stored = self._update(key, lambda prior: merge_consolidated(key, prior, content))
@@ -222,7 +228,7 @@ class SQLiteCodeMapStore(CodeMapStore):
 
     def _update(self, key: str, change: Any) -> str | None:
         self._writable()
-        now = time.time()
+        now = self._clock()
         with self._sqlite_errors(), self._connection() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -248,14 +254,14 @@ class SQLiteCodeMapStore(CodeMapStore):
         with self._sqlite_errors(), self._connection() as db:
             rows = db.execute(
                 f"SELECT {_ROW} FROM codemaps WHERE written >= ? ORDER BY key",
-                (self._cutoff(time.time()),),
+                (self._cutoff(self._clock()),),
             ).fetchall()
         return [m for m in (_row_map(row, self.path, "skipped") for row in rows) if m is not None]
 
     def expire(self) -> int:
         self._writable()
         with self._sqlite_errors(), self._connection() as db:
-            return int(db.execute("DELETE FROM codemaps WHERE written < ?", (self._cutoff(time.time()),)).rowcount)
+            return int(db.execute("DELETE FROM codemaps WHERE written < ?", (self._cutoff(self._clock()),)).rowcount)
 
 
 class _Locked:
@@ -341,10 +347,12 @@ class RedisCodeMapStore(CodeMapStore):
                 raise ArgumentError(
                     "RedisCodeMapStore needs the redis package: pip install 'contextfold[redis]'"
                 ) from None
+            if url is not None and not isinstance(url, str):
+                raise ArgumentTypeError(f"url must be a str or None, got {type(url).__name__}")
             client = redis.Redis.from_url(url or "redis://localhost:6379/0")
         self.client = client
         self.prefix = text_field("RedisCodeMapStore", "prefix", prefix)
-        self.index = f"{prefix}index"
+        self.index = f"{self.prefix}index"
 
     def _update(self, key: str, change: Any) -> str | None:
         name = self.prefix + key
@@ -360,7 +368,7 @@ class RedisCodeMapStore(CodeMapStore):
                 try:
                     pipe.watch(name)
                     content, written = pipe.hmget(name, "content", "written")
-                    now = time.time()
+                    now = self._clock()
                     live = None
                     if content is not None:
                         memory = _stored_map(
@@ -385,7 +393,7 @@ class RedisCodeMapStore(CodeMapStore):
 
     def live(self) -> list[ConsolidatedMemory]:
         with self._types_checked():
-            keys = self.client.zrangebyscore(self.index, self._cutoff(time.time()), "+inf")
+            keys = self.client.zrangebyscore(self.index, self._cutoff(self._clock()), "+inf")
         out = []
         for key in sorted(keys):
             name = self.prefix.encode("utf-8") + key
@@ -397,13 +405,32 @@ class RedisCodeMapStore(CodeMapStore):
         return out
 
     def expire(self) -> int:
-        cutoff = self._cutoff(time.time())
+        cutoff = self._cutoff(self._clock())
         with self._types_checked():
             stale = self.client.zrangebyscore(self.index, "-inf", f"({cutoff}")
-            for key in stale:  # raw bytes: a member that is not UTF-8 expires too
-                self.client.delete(self.prefix.encode("utf-8") + key)
-                self.client.zrem(self.index, key)
-        return len(stale)
+            # raw bytes: a member that is not UTF-8 expires too
+            return sum(self._expired(key, cutoff) for key in stale)
+
+    def _expired(self, key: bytes, cutoff: float) -> bool:
+        """Deletes the map ``key`` if it is still stale, as an optimistic transaction: a
+        replica that writes it anew after it was listed keeps what it wrote."""
+        import redis
+
+        name = self.prefix.encode("utf-8") + key
+        while True:
+            with self.client.pipeline() as pipe:
+                try:
+                    pipe.watch(name)  # a write changes the map with its index entry
+                    written = pipe.zscore(self.index, key)
+                    if written is None or written >= cutoff:
+                        return False
+                    pipe.multi()
+                    pipe.delete(name)
+                    pipe.zrem(self.index, key)
+                    pipe.execute()
+                    return True
+                except redis.WatchError:
+                    continue  # written or expired meanwhile: look again
 
     @contextmanager
     def _types_checked(self, name: bytes | None = None) -> Iterator[None]:
