@@ -48,7 +48,7 @@ import importlib
 import logging
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import contextfold as cf
@@ -151,9 +151,9 @@ class PackingMiddleware:
                 raise cf.ArgumentError(f"model_map=True needs litellm (the litellm extra): {exc}") from None
             self.mapped_window = functools.lru_cache(maxsize=1_024)(model_window)
         self.shapes: dict[str, RequestShape] = {
-            **{p: "openai" for p in chat_paths},
-            **{p: "anthropic" for p in messages_paths},
-            **{p: "responses" for p in responses_paths},
+            **{p: "openai" for p in _paths("chat_paths", chat_paths)},
+            **{p: "anthropic" for p in _paths("messages_paths", messages_paths)},
+            **{p: "responses" for p in _paths("responses_paths", responses_paths)},
         }
         self.max_body_bytes = whole("max_body_bytes", max_body_bytes)
         self.counters = PackCounters()
@@ -211,6 +211,18 @@ class PackingMiddleware:
             tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if counted else None
         report = PackReport.of(packed, adapter="asgi", model=model, route=path, tokens_in=tokens_in)
         return packed.body, self.counters.record(report)
+
+
+def _paths(name: str, paths: Any) -> list[str]:
+    """``paths`` checked: a collection of URL paths, each a str (a single str is refused:
+    it would be taken letter by letter)."""
+    if isinstance(paths, (str, bytes)) or not isinstance(paths, Iterable):
+        raise cf.ArgumentTypeError(f"{name} must be a list of paths, got {type(paths).__name__}")
+    listed = list(paths)
+    for index, path in enumerate(listed):
+        if not isinstance(path, str):
+            raise cf.ArgumentTypeError(f"{name}[{index}] must be a str, got {type(path).__name__}")
+    return [str.__str__(path) for path in listed]
 
 
 def _per_model(name: str, values: Mapping[str, int] | None, minimum: int) -> dict[str, int]:
