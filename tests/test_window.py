@@ -87,6 +87,21 @@ def test_array_variant_matches(backend: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("sizes", "mask"),
+    [
+        (np.array(5), np.array(True)),
+        (np.int64(5), np.bool_(True)),
+        (np.array([5]), np.array(True)),
+        (np.ones((1, 1), dtype=np.int64), np.ones((1, 1), dtype=bool)),
+    ],
+)
+def test_arrays_of_another_dimension_are_refused(backend: str, sizes: Any, mask: Any) -> None:
+    # A 0-d array or a numpy scalar was read as a one-message transcript.
+    with pytest.raises(cf.ArgumentError, match="sizes and user_mask must be 1-D arrays"):
+        cf.window_start_array(sizes, mask)
+
+
+@pytest.mark.parametrize(
     ("sizes", "words"),
     [
         (np.array([1.9, 1.9, 1.9]), "sizes must hold integers, got float64"),

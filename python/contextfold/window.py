@@ -95,6 +95,8 @@ def window_start_array(
         given, mask = np.asarray(sizes), np.asarray(user_mask)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"sizes and user_mask must be 1-D numeric arrays: {exc}") from None
+    if given.ndim != 1 or mask.ndim != 1:  # before a copy, which makes a 0-d array 1-D
+        raise ArgumentError("sizes and user_mask must be 1-D arrays")
     # Taken only as the ints and bools they hold: a cast would cut 1.9 to 1, wrap a uint64
     # past 2**63 - 1 to a negative size, or read the str "no" as True.
     if given.size and given.dtype.kind not in "iu":
@@ -105,8 +107,6 @@ def window_start_array(
     if given.dtype.kind == "u" and given.size and given.max() > I64_MAX:
         raise ArgumentError(f"sizes[{int(given.argmax())}] is past 2**63 - 1")
     sizes = np.ascontiguousarray(given, dtype=np.int64)
-    if sizes.ndim != 1 or user_mask.ndim != 1:
-        raise ArgumentError("sizes and user_mask must be 1-D arrays")
     return int(_backend.impl.window_start_array(sizes, user_mask, window, token_budget))
 
 
