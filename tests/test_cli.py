@@ -216,6 +216,25 @@ def test_help_is_plain_text_and_the_version_is_shown(capsys: pytest.CaptureFixtu
     assert (done.value.code, capsys.readouterr().out) == (0, f"contextfold {cf.__version__}\n")
 
 
+@pytest.mark.parametrize("command", ["pack", "window"])
+def test_running_out_of_memory_is_one_message(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # /dev/zero, one line without end: a MemoryError traceback and exit 1 ("a line was bad").
+    class Endless(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            raise MemoryError
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Endless())))
+    argv = [command, "-"] + (["--context-tokens", "100"] if command == "pack" else [])
+    code, out, err = run(argv, capsys)
+    assert (code, err) == (2, "contextfold: out of memory (is a line too long?)\n")
+    assert len(out.splitlines()) == (command == "window")  # window's header, no data
+
+
 def test_python_dash_m_runs_the_command() -> None:
     # `python -m contextfold` said "No module named contextfold.__main__".
     done = subprocess.run([sys.executable, "-m", "contextfold", "--version"], capture_output=True, text=True)

@@ -19,7 +19,7 @@
 Standard output carries only data; progress, summaries and errors go to standard error.
 A bad line is reported with its 1-based number and the run goes on; the exit code is 1
 when any line failed, 2 (with one message, no traceback) for bad options, an unreadable
-input or a closed output.
+input, a closed output or running out of memory (a line with no end).
 """
 
 from __future__ import annotations
@@ -384,6 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail("standard output was closed")
     except (OSError, ContextfoldError, OverflowError) as exc:
         _fail(str(exc))
+    except MemoryError:  # a line with no end (/dev/zero), or one past the memory there is
+        _fail("out of memory (is a line too long?)")
     return 2
 
 
