@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from array import array
 from collections.abc import Callable
 from dataclasses import replace
@@ -39,6 +40,21 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 _SPACE = re.compile(r"[ \t\n\r]*")
+_STRING_OR_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"|-?(\d+)(?![\d.eE])')
+"""A JSON string (passed over) or an integer (its digits): strings first, so digits
+inside one are not taken for a number."""
+
+
+def _long_integer(text: str) -> int | None:
+    """Where the first integer past Python's digit limit starts (its sign included), the
+    place the native scanner names."""
+    limit = sys.get_int_max_str_digits()
+    for found in _STRING_OR_INTEGER.finditer(text):
+        if found[1] is not None and len(found[1]) > limit:
+            return found.start()
+    return None
+
+
 _DECODER = json.JSONDecoder()
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _NO_TRANSCRIPT = "expected a list of messages or an object with a 'messages' or 'input' list"
@@ -117,8 +133,11 @@ class _Body:
             raise  # the walk's own (a ValueError too: not to be wrapped below)
         except RecursionError:
             raise RequestError("not JSON that can be loaded: nested deeper than Python's recursion limit") from None
-        except ValueError as exc:  # an integer past Python's digit limit
-            raise RequestError(f"not JSON that can be loaded: {exc}") from None
+        except ValueError as exc:  # an integer past Python's digit limit: json says not where
+            at = _long_integer(self.text)
+            if at is None:
+                raise RequestError(f"not JSON that can be loaded: {exc}") from None
+            raise self._error(f"an integer of more than {sys.get_int_max_str_digits()} digits", at) from None
 
     def _error(self, what: str, pos: int) -> RequestError:
         offset = len(self.text[:pos].encode("utf-8"))
