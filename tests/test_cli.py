@@ -248,6 +248,8 @@ def test_python_dash_m_runs_the_command() -> None:
         (["bench", "--sizes", "0"], "--sizes"),
         (["demo", "--turns", str(10**23)], "--turns"),
         (["demo", "--turns", "-1"], "--turns"),
+        (["bench", "--sizes", "20", "--repeat", "-3"], "--repeat"),  # timed nothing, silently
+        (["bench", "--sizes", "20", "--repeat", "0"], "--repeat"),
     ],
 )
 def test_bench_and_demo_options_are_named(argv: list[str], named: str, capsys: pytest.CaptureFixture[str]) -> None:

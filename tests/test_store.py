@@ -154,6 +154,12 @@ def test_a_write_of_no_consolidated_memory_is_refused(make_store: object) -> Non
             store.write(memory)
 
 
+def test_a_key_that_is_no_str_is_refused(make_store: object) -> None:
+    # get(123) answered None, as for a key with no map.
+    with pytest.raises(cf.ArgumentTypeError, match="key"):
+        make_store().get(123)  # type: ignore[operator]
+
+
 def test_a_redis_store_is_named_by_its_checked_prefix() -> None:
     # The index was named from the raw argument: a str enum's member spelled it otherwise.
     prefix = enum.Enum("Prefix", {"A": "pfx:"}, type=str).A  # type: ignore[misc]

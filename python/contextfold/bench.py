@@ -139,6 +139,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    repeat = whole("--repeat", args.repeat, 1)
     console = Console()
     implementations = _implementations(args.context_tokens)
     groups, bad = _groups(args)
@@ -148,7 +149,7 @@ def run_bench(args: argparse.Namespace) -> int:
     times: dict[str, list[tuple[int, float]]] = {name: [] for name in implementations}
     for length, transcripts in groups:
         for name, make in implementations.items():
-            seconds = _best(make(transcripts), args.repeat)
+            seconds = _best(make(transcripts), repeat)
             times[name].append((length, seconds / len(transcripts)))
     total_messages = sum(length * len(ts) for length, ts in groups)
     total_transcripts = sum(len(ts) for _, ts in groups)

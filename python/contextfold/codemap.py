@@ -121,7 +121,7 @@ def _many(name: str, items: Iterable[str], what: str) -> Iterable[str]:
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{name}: expected str, got {type(value).__name__}")
-    return value
+    return str.__str__(value)  # a subclass by the text it holds, not its __eq__
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,7 @@ class CodeMapStore(ABC):
 
     def get(self, key: str) -> str | None:
         """The live content under ``key``, or None."""
+        key = _text("key", key)
         return next((m.content for m in self.live() if m.key == key), None)
 
     def recall(self, request: str, *, max: int = MAX_RECALLED_MAPS) -> list[ConsolidatedMemory]:
