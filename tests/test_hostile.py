@@ -165,6 +165,37 @@ def test_the_first_read_in_a_process_lets_no_other_thread_change_the_messages() 
         assert int(done.stdout) in (as_read, replaced), done.stdout
 
 
+def test_a_type_name_that_runs_code_frees_no_ranked_path(backend: str) -> None:
+    """rank_by_count named the item that is no str while the keys before it still
+    borrowed their strs: a type whose ``__name__`` is a str subclass ran its ``__str__``
+    there, which cleared the list, and the ranking then compared freed text (a crash)."""
+    done = _run_isolated(
+        f"""
+        import os
+        os.environ["CONTEXTFOLD_BACKEND"] = {backend!r}
+        import contextfold as cf
+
+        class Name(str):
+            def __str__(self):
+                items.clear()
+                junk = [bytes(400_000) for _ in range(8)]
+                return "NotAStr"
+
+        class NotAStr:
+            pass
+
+        NotAStr.__name__ = Name("NotAStr")
+        items = ["a" * 400_000 + str(i) for i in range(4)] + [NotAStr()]
+        try:
+            cf.rank_by_count(items)
+        except cf.ArgumentTypeError as exc:
+            print(exc)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "items[4]: expected str, got NotAStr\n"
+
+
 def _run_isolated(code: str) -> subprocess.CompletedProcess[str]:
     """Runs ``code`` in a fresh interpreter (a crash must not take the test run with it)."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)

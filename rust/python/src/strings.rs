@@ -1,6 +1,7 @@
 //! Python strings as the core's ranking keys and path code points: `rank_by_count`,
 //! `canonical_path` and `repo_path`.
 
+use crate::borrow::{before_python, MayRunPython};
 use crate::node::text_of;
 use contextfold_core::Text;
 use pyo3::prelude::*;
@@ -20,33 +21,46 @@ pub struct RankKey<'a, 'py> {
 }
 
 impl<'a, 'py> RankKey<'a, 'py> {
-    /// The key for `list[index]`.
+    /// The key for `list[index]`; `None` when that item is no exact `str` (or its data
+    /// cannot be read), named by [`refused`] once no key borrows any more.
     ///
     /// # Safety
     /// `index` must be in bounds, and the list must not change while the key is alive
     /// (no Python code may run: only exact `str` items are accepted, hashed and compared
-    /// by their data).
-    pub unsafe fn from_list(list: &'a Bound<'py, PyList>, index: usize) -> PyResult<Self> {
+    /// by their data, and nothing is done about the others here).
+    pub unsafe fn from_list(list: &'a Bound<'py, PyList>, index: usize) -> Option<Self> {
         let py = list.py();
         // SAFETY: in bounds (caller); the list keeps the item alive while unchanged.
         let item: Borrowed<'a, 'py, PyAny> = unsafe {
             Borrowed::from_ptr(py, pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), index as pyo3::ffi::Py_ssize_t))
         };
         if !PyString::is_exact_type_of(&item) {
-            let got = item.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-            return Err(crate::errors::argument_type(format!("items[{index}]: expected str, got {got}")));
+            return None;
         }
         // SAFETY: checked to be an exact str just above.
         let string: Borrowed<'a, 'py, PyString> = unsafe { item.cast_unchecked() };
         // SAFETY: an exact str, alive (and immutable) while the list holds it.
-        let text = unsafe { crate::node::text_at(string.as_ptr()) }
-            .ok_or_else(|| crate::errors::internal("unreadable str data"))?;
+        let text = unsafe { crate::node::text_at(string.as_ptr()) }?;
         // Keyed at random per process (flooding-resistant, as CPython's own str hash is)
         // and several times faster than CPython's SipHash on a short path: a fresh str has
         // no cached hash, so CPython's would be computed here for every item. Equal strs
         // hold equal data (CPython keeps each in its narrowest kind).
         let hash = contextfold_core::keyed::hash64(text.raw_bytes());
-        Ok(Self { string, hash, text })
+        Some(Self { string, hash, text })
+    }
+}
+
+/// The error for `items[index]`, a key [`RankKey::from_list`] refused. Naming its type
+/// may run Python code (a metaclass, a `__name__` that is a str subclass), so it is
+/// called only once no key borrows the list.
+fn refused(_: MayRunPython, items: &Bound<'_, PyList>, index: usize) -> PyErr {
+    match items.get_item(index) {
+        Ok(item) if PyString::is_exact_type_of(&item) => crate::errors::internal("unreadable str data"),
+        Ok(item) => {
+            let got = item.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            crate::errors::argument_type(format!("items[{index}]: expected str, got {got}"))
+        }
+        Err(err) => err,
     }
 }
 
@@ -99,22 +113,22 @@ pub fn from_code_points<'py>(py: Python<'py>, points: &[u32]) -> PyResult<Bound<
 /// Each distinct string with its count: most frequent first, ties in code-point order.
 #[pyfunction]
 pub fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
-    let mut error = None;
+    let mut refused_at = None;
     // SAFETY: every index is in bounds, and no Python code runs while the keys borrow the
-    // list (exact str items only, hashed and compared by their data here).
+    // list (exact str items only, hashed and compared by their data here; another item
+    // only ends the keys, and is named after).
     let keys = (0..items.len()).map_while(|i| {
         prefetch_item(items, i + RANK_PREFETCH_AHEAD);
-        match unsafe { RankKey::from_list(items, i) } {
-            Ok(key) => Some(key),
-            Err(e) => {
-                error = Some(e);
-                None
-            }
+        let key = unsafe { RankKey::from_list(items, i) };
+        if key.is_none() {
+            refused_at = Some(i);
         }
+        key
     });
     let ranked = contextfold_core::rank::rank_by_count(keys);
-    if let Some(e) = error {
-        return Err(e);
+    if let Some(index) = refused_at {
+        drop(ranked); // no key borrows the list any more
+        return Err(refused(before_python(), items, index));
     }
     let ranked: Vec<(Bound<'py, PyString>, usize)> =
         ranked.into_iter().map(|(k, n)| (k.string.to_owned(), n)).collect();
