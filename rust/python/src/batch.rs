@@ -145,12 +145,14 @@ fn extract<'py>(value: Bound<'py, PyAny>, chunk: &mut Chunk) -> Option<()> {
         }
         let top = open.last_mut()?;
         match top {
-            Open::List { list, next: i, at } => match list.get_item(*i) {
-                Ok(item) => {
+            // The end found by the length, not by an IndexError: raising one allocates an
+            // exception, where a collection (and finalisers) may run.
+            Open::List { list, next: i, at } => match (*i < list.len()).then(|| list.get_item(*i)) {
+                Some(Ok(item)) => {
                     *i += 1;
                     next = Some(item);
                 }
-                Err(_) => {
+                _ => {
                     chunk.arena.close(*at, *i);
                     open.pop();
                 }
@@ -252,8 +254,8 @@ pub fn pack_many<'py>(
     // What reading a transcript raised (a caller's exception included) carries its note.
     let pack_in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
         crate::node::raising(|| {
-            let snapshot = Snapshot::of(transcript)?;
             let mut sizer = call.sizer()?;
+            let snapshot = Snapshot::of(transcript)?;
             let packed = pack::pack_edited(snapshot.nodes(), &mut sizer, opts).map_err(|e| sizer.take_error(e))?;
             let n = snapshot.len();
             Ok((n, snapshot.into_kept(&packed.kept)?, packed))

@@ -138,13 +138,14 @@ pub fn request(text: String, offset: Option<usize>) -> PyErr {
 /// which works on every supported Python); a failure to add the note keeps `err` as is.
 /// An interrupt (not an `Exception`) is no transcript's fault: it gets none.
 pub fn in_transcript(py: Python<'_>, err: PyErr, index: usize) -> PyErr {
-    if !err.is_instance_of::<pyo3::exceptions::PyException>(py) {
-        return err;
-    }
     noted(crate::borrow::before_python(), py, err, index)
 }
 
 fn noted(_: MayRunPython, py: Python<'_>, err: PyErr, index: usize) -> PyErr {
+    // Asking a lazy error its class makes it, which may run Python code.
+    if !err.is_instance_of::<pyo3::exceptions::PyException>(py) {
+        return err;
+    }
     static ADD_NOTE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     if let Ok(add_note) = ADD_NOTE.import(py, "contextfold._contract", "add_note") {
         let _ = add_note.call1((err.value(py), format!("in transcript {index}")));

@@ -35,7 +35,7 @@ fn bytes_options(options: Options<'_>) -> PyResult<(PackOptions, Bound<'_, PyAny
 }
 
 /// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
-fn as_bytes<'py>(body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+fn as_bytes<'py>(_: MayRunPython, body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     static AS_BYTES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     if let Ok(bytes) = body.cast_exact::<PyBytes>() {
         return Ok(bytes.clone());
@@ -91,7 +91,7 @@ fn packed_request<'py>(
 #[pyfunction]
 pub fn pack_request<'py>(body: &Bound<'py, PyAny>, options: Options<'py>) -> PyResult<Bound<'py, PyAny>> {
     let (options, budget) = bytes_options(options)?;
-    let body = as_bytes(body)?;
+    let body = as_bytes(before_python(), body)?;
     let input = body.as_bytes();
     let packed = body.py().detach(|| request::pack_body(input, &options, Root::Request, false)).map_err(to_py)?;
     packed_request(before_python(), &body, packed, &budget)
@@ -113,7 +113,7 @@ pub fn pack_requests<'py>(
     // the batch.
     let held = bodies
         .iter()
-        .map(|b| match as_bytes(&b) {
+        .map(|b| match as_bytes(before_python(), &b) {
             Ok(bytes) => Ok(Ok(bytes.unbind())),
             Err(err) if err.is_instance_of::<PyException>(py) => Ok(Err(err)),
             Err(interrupt) => Err(interrupt),
