@@ -513,6 +513,8 @@ BAD = {
     "huge integer": b'{"messages": [], "n": ' + b"7" * 4301 + b"}",
     "negative huge integer": b'{"max_tokens": -' + b"9" * 5000 + b', "messages": []}',
     "huge integer after digits in a string": b'{"\xc3\xa9": "\\"' + b"9" * 5000 + b'", "n": ' + b"9" * 5000 + b"}",
+    "huge integer after a long fraction": b'{"a": 0.' + b"9" * 5000 + b', "messages": [], "n": ' + b"9" * 5000 + b"}",
+    "huge integer after a long exponent": b'{"a": 1e' + b"9" * 5000 + b', "messages": [], "n": ' + b"9" * 5000 + b"}",
     "deep": b'{"messages": [], "x": ' + b"[" * 100_001 + b"]" * 100_001 + b"}",
 }
 LOADABLE = {

@@ -40,17 +40,18 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 _SPACE = re.compile(r"[ \t\n\r]*")
-_STRING_OR_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"|-?(\d+)(?![\d.eE])')
-"""A JSON string (passed over) or an integer (its digits): strings first, so digits
-inside one are not taken for a number."""
+_STRING_OR_NUMBER = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?(\d+)(\.\d+)?([eE][-+]?\d+)?')
+"""A JSON string (passed over) or a whole number (its integer digits, fraction and
+exponent): each token from its start, so digits inside a string, a fraction or an
+exponent are not taken for an integer; linear, with no backtracking."""
 
 
 def _long_integer(text: str) -> int | None:
     """Where the first integer past Python's digit limit starts (its sign included), the
     place the native scanner names."""
     limit = sys.get_int_max_str_digits()
-    for found in _STRING_OR_INTEGER.finditer(text):
-        if found[1] is not None and len(found[1]) > limit:
+    for found in _STRING_OR_NUMBER.finditer(text):
+        if found[1] is not None and found[2] is None and found[3] is None and len(found[1]) > limit:
             return found.start()
     return None
 
