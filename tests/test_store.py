@@ -169,24 +169,46 @@ def test_a_redis_store_is_named_by_its_checked_prefix() -> None:
         cf.RedisCodeMapStore(url=5)  # type: ignore[arg-type]
 
 
-def test_redis_expiry_keeps_a_map_written_meanwhile() -> None:
+@pytest.mark.parametrize("moment", ["listed", "watched"])
+def test_redis_expiry_keeps_a_map_written_meanwhile(moment: str) -> None:
     # expire() read the stale maps, then deleted each unconditionally: a replica's write
-    # landing in between returned, and its map was gone.
+    # landing in between returned, and its map was gone. The write lands after the map
+    # was listed (a check again would see it) or after it was read under watch (only the
+    # transaction sees it).
     redis = pytest.importorskip("redis")
     other = redis_store(timedelta(minutes=1))
     stale = cf.RedisCodeMapStore(other.client, prefix=other.prefix, ttl=other.ttl)
     stale._clock = lambda: time.time() - 3_600  # written an hour ago
     stale.write(mapped("src/old.ts"))
+    written: list[str] = []
+
+    def write_once(now: str) -> None:
+        if now == moment and not written:
+            written.append(now)
+            other.write(mapped("src/fresh.ts"))
 
     class Interleaving(redis.Redis):  # type: ignore[misc]
         def zrangebyscore(self, name: Any, low: Any, high: Any, *args: Any, **kwargs: Any) -> Any:
             found = super().zrangebyscore(name, low, high, *args, **kwargs)
-            if low == "-inf":  # expire() has listed the stale maps: the other replica writes
-                other.write(mapped("src/fresh.ts"))
+            if low == "-inf":  # expire() has listed the stale maps
+                write_once("listed")
             return found
+
+        def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+            pipe = super().pipeline(*args, **kwargs)
+            read = pipe.zscore
+
+            def zscore(*args: Any, **kwargs: Any) -> Any:
+                found = read(*args, **kwargs)
+                write_once("watched")  # the map's score read under watch, not yet deleted
+                return found
+
+            pipe.zscore = zscore
+            return pipe
 
     expirer = cf.RedisCodeMapStore(Interleaving.from_url(REDIS_URL), prefix=other.prefix, ttl=other.ttl)
     assert expirer.expire() == 0
+    assert written == [moment]
     assert cf.consolidated_files(other.get("codemap:src") or "") == ["src/fresh.ts"]
 
 

@@ -341,6 +341,8 @@ class RedisCodeMapStore(CodeMapStore):
         ttl: timedelta | None = DEFAULT_TTL,
     ) -> None:
         super().__init__(ttl)
+        if url is not None and not isinstance(url, str):
+            raise ArgumentTypeError(f"url must be a str or None, got {type(url).__name__}")
         if client is None:
             try:
                 import redis
@@ -348,8 +350,6 @@ class RedisCodeMapStore(CodeMapStore):
                 raise ArgumentError(
                     "RedisCodeMapStore needs the redis package: pip install 'contextfold[redis]'"
                 ) from None
-            if url is not None and not isinstance(url, str):
-                raise ArgumentTypeError(f"url must be a str or None, got {type(url).__name__}")
             client = redis.Redis.from_url(url or "redis://localhost:6379/0")
         self.client = client
         self.prefix = text_field("RedisCodeMapStore", "prefix", prefix)

@@ -667,8 +667,26 @@ pub(crate) mod tests {
         let spelled: std::collections::HashSet<&str> = Key::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(spelled.len(), Key::ALL.len());
         assert!(Key::ALL.iter().enumerate().all(|(i, &k)| k as usize == i));
-        // The last variant: a new one after it must be listed too.
-        assert_eq!(Key::ALL.last(), Some(&Key::ToolUseId));
+        // Every variant at its place, with no wildcard: a new one does not compile until
+        // it is placed here and counted in `placed`, and then `ALL` is one short until it
+        // is listed there too.
+        let place = |k: Key| match k {
+            Key::Role => 0,
+            Key::Content => 1,
+            Key::ToolCalls => 2,
+            Key::Type => 3,
+            Key::Text => 4,
+            Key::Name => 5,
+            Key::Function => 6,
+            Key::CallId => 7,
+            Key::Output => 8,
+            Key::Id => 9,
+            Key::ToolCallId => 10,
+            Key::ToolUseId => 11,
+        };
+        let placed = 12;
+        assert_eq!(Key::ALL.len(), placed);
+        assert!(Key::ALL.iter().enumerate().all(|(i, &k)| place(k) == i));
     }
 
     #[test]
