@@ -37,6 +37,16 @@ def _count(owner: str, name: str, value: Any) -> int:
     return number
 
 
+def iterable_of(name: str, items: Any, what: str) -> Iterable[Any]:
+    """``items``, refused when it is no iterable, or one str (or bytes), which iterates as
+    characters: ``name must be an iterable of {what}``."""
+    if isinstance(items, (str, bytes)):
+        raise ArgumentTypeError(f"{name} must be an iterable of {what}, not a {type(items).__name__}")
+    if not isinstance(items, Iterable):
+        raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {type(items).__name__}")
+    return items
+
+
 def text_field(owner: str, name: str, value: Any) -> str:
     """``value`` as a plain str without lone surrogates, else an error naming ``owner.name``."""
     if not isinstance(value, str):
@@ -86,11 +96,8 @@ class ClearToolUses:
         owner = "ClearToolUses"
         if trigger is not None:
             trigger = _count(owner, "trigger", trigger)
-        if isinstance(exclude_tools, (str, bytes)) or not isinstance(exclude_tools, Iterable):
-            raise ArgumentTypeError(
-                f"{owner}.exclude_tools must be an iterable of str, got {type(exclude_tools).__name__}"
-            )
-        names = tuple(text_field(owner, f"exclude_tools[{i}]", name) for i, name in enumerate(exclude_tools))
+        tools = iterable_of(f"{owner}.exclude_tools", exclude_tools, "str")
+        names = tuple(text_field(owner, f"exclude_tools[{i}]", name) for i, name in enumerate(tools))
         if not isinstance(clear_tool_inputs, bool):
             raise ArgumentTypeError(f"{owner}.clear_tool_inputs must be a bool, got {type(clear_tool_inputs).__name__}")
         set_field = object.__setattr__

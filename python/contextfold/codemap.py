@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from . import _backend
 from ._contract import whole
+from ._edits import iterable_of
 from ._js import JS_SPACE_CHARS, collapse_spaces, js_trim, utf16_cut
 from .errors import ArgumentError, ArgumentTypeError
 
@@ -90,7 +91,9 @@ _NOT_WORD = re.compile(r"[^a-z0-9]+")
 def rank_by_count(items: Iterable[str]) -> list[tuple[str, int]]:
     """Each distinct item with how often it occurs: most frequent first, ties in plain
     code-point order (locale-independent, unlike the TypeScript host's ``localeCompare``)."""
-    return list(_backend.impl.rank_by_count(items if isinstance(items, list) else list(_many("items", items, "str"))))
+    return list(
+        _backend.impl.rank_by_count(items if isinstance(items, list) else list(iterable_of("items", items, "str")))
+    )
 
 
 def canonical_path(path: str) -> str:
@@ -106,16 +109,6 @@ def repo_path(path: str, root: str | None = None) -> str | None:
     ``.builderforce``, or a lockfile. Drive paths compare case-insensitively."""
     found = _backend.impl.repo_path(_text("path", path), None if root is None else _text("root", root))
     return None if found is None else str(found)
-
-
-def _many(name: str, items: Iterable[str], what: str) -> Iterable[str]:
-    """``items``, refused when it is no iterable, or one str (or bytes), which iterates as
-    characters."""
-    if isinstance(items, (str, bytes)):
-        raise ArgumentTypeError(f"{name} must be an iterable of {what}, not a {type(items).__name__}")
-    if not isinstance(items, Iterable):
-        raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {type(items).__name__}")
-    return items
 
 
 def _text(name: str, value: Any) -> str:
@@ -293,7 +286,7 @@ def consolidated_files(content: str) -> list[str]:
 def without_consolidated_files(content: str, paths: Iterable[str]) -> str | None:
     """The map with ``paths`` taken out (compared canonically, case-insensitively), for a
     store whose files changed since; None when no entry is left."""
-    drop = {canonical_path(p).lower() for p in _many("paths", paths, "paths")}
+    drop = {canonical_path(p).lower() for p in iterable_of("paths", paths, "paths")}
     lines = []
     left = 0
     for line in content.split("\n"):
@@ -356,7 +349,7 @@ def areas_named_in(text: str, areas: Iterable[str]) -> list[str]:
     """The stored areas a request names by word: ``runStore``, ``run-store``, ``run_store``
     and ``run store`` all name ``…/runStore``; generic (``src``, ``lib`` …) and short
     directory names never do. Deepest first, at most 8."""
-    areas = _many("areas", areas, "areas")
+    areas = iterable_of("areas", areas, "areas")
     terms = _request_terms(_text("text", text))
     if not terms:
         return []
@@ -383,7 +376,7 @@ def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = 
     """The code-map facts whose area contains, or lies within, one of ``areas``: most
     specific first, at most ``max``. Facts are mappings or objects with a ``key``; the
     same objects come back."""
-    _many("areas", areas, "areas")
+    iterable_of("areas", areas, "areas")
     max = whole("max", max)
     if not areas:
         return []

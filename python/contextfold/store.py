@@ -25,11 +25,10 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from ._edits import text_field
+from ._edits import iterable_of, text_field
 from .codemap import (
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
-    _many,
     _text,
     areas_named_in,
     areas_of_paths_in,
@@ -114,7 +113,7 @@ class CodeMapStore(ABC):
         """Takes files that changed since their maps were written out of every map that
         lists them (compared canonically, case-insensitively); a map left with no file is
         deleted. Returns how many maps changed."""
-        paths = list(_many("changed_paths", changed_paths, "paths"))
+        paths = list(iterable_of("changed_paths", changed_paths, "paths"))
         changed = 0
         for memory in self.live():
             if without_consolidated_files(memory.content, paths) == memory.content:

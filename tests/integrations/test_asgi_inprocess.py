@@ -135,9 +135,9 @@ def test_every_pack_option_is_taken() -> None:
         ({"pinned": [-1]}, "pinned"),
         ({"edits": ["clear"]}, "edits"),
         # A single str was taken letter by letter ("/", "v", "1", ...): nothing was packed.
-        ({"chat_paths": "/v1/chat/completions"}, "chat_paths must be a list of paths, got str"),
-        ({"messages_paths": b"/v1/messages"}, "messages_paths must be a list of paths, got bytes"),
-        ({"responses_paths": 5}, "responses_paths must be a list of paths, got int"),
+        ({"chat_paths": "/v1/chat/completions"}, "chat_paths must be an iterable of paths, not a str"),
+        ({"messages_paths": b"/v1/messages"}, "messages_paths must be an iterable of paths, not a bytes"),
+        ({"responses_paths": 5}, "responses_paths must be an iterable of paths, got int"),
         ({"chat_paths": ["/v1/chat/completions", 7]}, r"chat_paths\[1\] must be a str, got int"),
         ({"chat_paths": [["/a"]]}, r"chat_paths\[0\] must be a str, got list"),
     ],

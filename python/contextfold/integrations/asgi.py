@@ -48,7 +48,7 @@ import importlib
 import logging
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import contextfold as cf
@@ -62,7 +62,7 @@ from contextfold._contract import (
     loaded_head,
     whole,
 )
-from contextfold._edits import Edit
+from contextfold._edits import Edit, iterable_of
 
 from ._common import RequestOptions, gateway_sizing
 from ._report import PackCounters, PackReport, whole_request_options
@@ -216,9 +216,7 @@ class PackingMiddleware:
 def _paths(name: str, paths: Any) -> list[str]:
     """``paths`` checked: a collection of URL paths, each a str (a single str is refused:
     it would be taken letter by letter)."""
-    if isinstance(paths, (str, bytes)) or not isinstance(paths, Iterable):
-        raise cf.ArgumentTypeError(f"{name} must be a list of paths, got {type(paths).__name__}")
-    listed = list(paths)
+    listed = list(iterable_of(name, paths, "paths"))
     for index, path in enumerate(listed):
         if not isinstance(path, str):
             raise cf.ArgumentTypeError(f"{name}[{index}] must be a str, got {type(path).__name__}")
