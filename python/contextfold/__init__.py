@@ -130,14 +130,15 @@ def _source_version() -> str:
 
     try:
         workspace = (Path(__file__).parents[2] / "Cargo.toml").read_text(encoding="utf-8")
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return "0+unknown"
     found = re.search(r'^\[workspace\.package\][^\[]*?^version = "([^"]+)"', workspace, re.M | re.S)
     return found[1] if found else "0+unknown"
 
 
 __version__ = _version()
-"""The installed distribution's version, which maturin takes from the Cargo workspace."""
+"""The version, which maturin takes from the Cargo workspace: the installed distribution's
+(or, for a source tree on the path that was never installed, the workspace's own)."""
 
 __all__ = [
     "COMPACT_TAIL_MAX_MESSAGES",

@@ -291,6 +291,8 @@ def test_trim_messages_drop_in() -> None:
         ({"model": "gpt-4o", "trim_ratio": "0.5"}, cf.ArgumentError, "trim_ratio must be a number from 0"),
         ({"model": "gpt-4o", "trim_ratio": -0.5}, cf.ArgumentError, "trim_ratio must be a number from 0"),
         ({"model": 5}, cf.ArgumentTypeError, "model must be a str or None, got int"),
+        ({"max_tokens": 2**64}, cf.ArgumentError, "max_tokens must be at most"),
+        ({"model": "gpt-4o", "trim_ratio": 1e300}, cf.ArgumentError, "trim_ratio 1e\\+300 of gpt-4o's"),
     ],
 )
 def test_drop_in_arguments_are_checked_by_name(keywords: dict[str, Any], error: type, words: str) -> None:

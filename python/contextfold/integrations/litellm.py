@@ -488,9 +488,12 @@ def trim_messages(
         window = model_window(model) if model else None
         if window is None:
             return messages  # LiteLLM's shape here, even with return_response_tokens
-        max_tokens = int(window * trim_ratio)
+        share = window * trim_ratio
+        if share >= 2**64:  # inf included
+            raise cf.ArgumentError(f"trim_ratio {trim_ratio!r} of {model}'s {window}-token window is past 2**64 - 1")
+        max_tokens = int(share)
     else:
-        max_tokens = whole("max_tokens", max_tokens, 0, None)
+        max_tokens = whole("max_tokens", max_tokens)
     pack = cf.pack_handoff(
         messages,
         target_context_tokens=max(max_tokens - REPLY_PRIMING, 0),
