@@ -250,10 +250,11 @@ class Opaque:
 def image_tokens_for(sizing: str, image_tokens: int) -> int | None:
     """What the backends take for ``sizing``: the image cost for provider sizing, None for
     the seeds' sizing; after checking the options."""
-    if spelled(sizing, SIZINGS) is None:
+    spelling = spelled(sizing, SIZINGS)
+    if spelling is None:
         raise choice_error("sizing", sizing, SIZINGS)
     images = whole("image_tokens", image_tokens)
-    return None if str.__str__(sizing) == "seed" else images
+    return None if spelling == "seed" else images
 
 
 # Custom estimators --------------------------------------------------------------------

@@ -62,7 +62,7 @@ from contextfold._contract import (
     loaded_head,
     whole,
 )
-from contextfold._edits import Edit, iterable_of
+from contextfold._edits import Edit, iterable_of, text_field
 
 from ._common import RequestOptions, gateway_sizing
 from ._report import PackCounters, PackReport, whole_request_options
@@ -216,11 +216,8 @@ class PackingMiddleware:
 def _paths(name: str, paths: Any) -> list[str]:
     """``paths`` checked: a collection of URL paths, each a str (a single str is refused:
     it would be taken letter by letter)."""
-    listed = list(iterable_of(name, paths, "paths"))
-    for index, path in enumerate(listed):
-        if not isinstance(path, str):
-            raise cf.ArgumentTypeError(f"{name}[{index}] must be a str, got {type(path).__name__}")
-    return [str.__str__(path) for path in listed]
+    each = enumerate(iterable_of(name, paths, "paths"))
+    return [text_field("PackingMiddleware", f"{name}[{index}]", path) for index, path in each]
 
 
 def _per_model(name: str, values: Mapping[str, int] | None, minimum: int) -> dict[str, int]:

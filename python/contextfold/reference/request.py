@@ -46,10 +46,9 @@ exponent): each token from its start, so digits inside a string, a fraction or a
 exponent are not taken for an integer; linear, with no backtracking."""
 
 
-def _long_integer(text: str) -> int | None:
-    """Where the first integer past Python's digit limit starts (its sign included), the
-    place the native scanner names."""
-    limit = sys.get_int_max_str_digits()
+def _long_integer(text: str, limit: int) -> int | None:
+    """Where the first integer of more than ``limit`` digits starts (its sign included),
+    the place the native scanner names."""
     for found in _STRING_OR_NUMBER.finditer(text):
         if found[1] is not None and found[2] is None and found[3] is None and len(found[1]) > limit:
             return found.start()
@@ -135,10 +134,11 @@ class _Body:
         except RecursionError:
             raise RequestError("not JSON that can be loaded: nested deeper than Python's recursion limit") from None
         except ValueError as exc:  # an integer past Python's digit limit: json says not where
-            at = _long_integer(self.text)
+            limit = sys.get_int_max_str_digits()
+            at = _long_integer(self.text, limit)
             if at is None:
                 raise RequestError(f"not JSON that can be loaded: {exc}") from None
-            raise self._error(f"an integer of more than {sys.get_int_max_str_digits()} digits", at) from None
+            raise self._error(f"an integer of more than {limit} digits", at) from None
 
     def _error(self, what: str, pos: int) -> RequestError:
         offset = len(self.text[:pos].encode("utf-8"))
