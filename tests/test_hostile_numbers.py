@@ -116,6 +116,61 @@ def test_an_estimate_past_the_core_is_an_estimator_error(estimate: int) -> None:
         cf.pack_handoff(turns(2), target_context_tokens=9, estimate_tokens=lambda _: estimate)
 
 
+HUGE = 10**5000
+"""More digits than Python writes in decimal (its own ValueError would replace the error)."""
+HUGE_BITS = HUGE.bit_length()
+
+TOO_LONG_TO_WRITE = [
+    (
+        "target",
+        lambda: cf.pack_handoff(turns(4), target_context_tokens=HUGE),
+        ArgumentError,
+        f"target_context_tokens must be at most {U64_MAX}, got an int of {HUGE_BITS} bits",
+    ),
+    (
+        "negative target",
+        lambda: cf.pack_handoff(turns(4), target_context_tokens=-HUGE),
+        ArgumentError,
+        f"target_context_tokens must be at least 0, got a negative int of {HUGE_BITS} bits",
+    ),
+    (
+        "edit",
+        lambda: cf.ClearToolUses(keep=HUGE),
+        ArgumentError,
+        f"ClearToolUses.keep must be from 0 to {U64_MAX}, got an int of {HUGE_BITS} bits",
+    ),
+    (
+        "estimate",
+        lambda: cf.tokens_of(turns(2), estimate_tokens=lambda _: HUGE),
+        EstimatorError,
+        f"estimate_tokens must return at most {ESTIMATE_MAX}, got an int of {HUGE_BITS} bits",
+    ),
+    (
+        "negative estimate",
+        lambda: cf.pack_handoff(turns(2), target_context_tokens=9, estimate_tokens=lambda _: -HUGE),
+        EstimatorError,
+        f"estimate_tokens must return a non-negative int, got a negative int of {HUGE_BITS} bits",
+    ),
+    (
+        "elision marker",
+        lambda: cf.elision_marker(HUGE),
+        ArgumentError,
+        f"n must be at most {U64_MAX}, got an int of {HUGE_BITS} bits",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "text"),
+    [(call, error, text) for _, call, error, text in TOO_LONG_TO_WRITE],
+    ids=[name for name, *_ in TOO_LONG_TO_WRITE],
+)
+def test_an_int_too_long_to_write_is_named_by_its_size(call: Any, error: type[Exception], text: str) -> None:
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value) == text
+
+
 def test_the_largest_values_the_core_holds_are_accepted() -> None:
     assert cf.window_start(turns(6), window=U64_MAX, token_budget=U64_MAX) == 0
     assert cf.verbatim_start(turns(4), 2**63 - 1) == 4
@@ -137,6 +192,9 @@ def test_the_extension_itself_names_an_int_it_cannot_hold() -> None:
         native.verbatim_start(turns(4), 2**63)
     with pytest.raises(ArgumentError, match=r"^budget must be at most"):
         native.compact_tail_start_for_budget(turns(4), 2**64, None)
+    with pytest.raises(ArgumentError) as raised:
+        native.window_start(turns(4), -HUGE, 64, None)
+    assert str(raised.value) == f"window must be at least 0, got a negative int of {HUGE_BITS} bits"
 
 
 # Many pins ------------------------------------------------------------------------------

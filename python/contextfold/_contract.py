@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
-from ._js import OPAQUE, Visit, compact_json, entry, plain, stored, str_value
+from ._js import OPAQUE, Visit, compact_json, entry, plain, shown, stored, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -65,9 +65,9 @@ def whole(name: str, value: Any, minimum: int | None = 0, maximum: int | None = 
         raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
     number = stored(value)
     if minimum is not None and number < minimum:
-        raise ArgumentError(f"{name} must be at least {minimum}, got {number}")
+        raise ArgumentError(f"{name} must be at least {minimum}, got {shown(number)}")
     if maximum is not None and number > maximum:
-        raise ArgumentError(f"{name} must be at most {maximum}, got {number}")
+        raise ArgumentError(f"{name} must be at most {maximum}, got {shown(number)}")
     return number
 
 
@@ -267,9 +267,9 @@ def checked(estimate: Estimator, text: str) -> int:
         raise EstimatorError(f"estimate_tokens must return an int, got {type(tokens).__name__}")
     tokens = stored(tokens)
     if tokens < 0:
-        raise EstimatorError(f"estimate_tokens must return a non-negative int, got {tokens}")
+        raise EstimatorError(f"estimate_tokens must return a non-negative int, got {shown(tokens)}")
     if tokens > ESTIMATE_MAX:
-        raise EstimatorError(f"estimate_tokens must return at most {ESTIMATE_MAX}, got {tokens}")
+        raise EstimatorError(f"estimate_tokens must return at most {ESTIMATE_MAX}, got {shown(tokens)}")
     return tokens
 
 
@@ -383,7 +383,9 @@ class HandoffPack(NamedTuple):
 
 
 def elision_marker(n: int) -> str:
-    """The note line counting ``n`` dropped messages the note does not list."""
+    """The note line counting ``n`` dropped messages the note does not list (a count the
+    core holds: from 0 to 2**64 - 1)."""
+    n = whole("n", n)
     return f"[… {n} earlier message{'' if n == 1 else 's'} not shown]"
 
 

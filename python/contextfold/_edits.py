@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
-from ._js import stored
+from ._js import shown, stored
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["AppliedEdit", "ClearThinking", "ClearToolUses", "Edit", "check_edits"]
@@ -33,7 +33,7 @@ def _count(owner: str, name: str, value: Any) -> int:
         raise ArgumentTypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
     number = stored(value)
     if not 0 <= number <= _COUNT_MAX:
-        raise ArgumentError(f"{owner}.{name} must be from 0 to {_COUNT_MAX}, got {number}")
+        raise ArgumentError(f"{owner}.{name} must be from 0 to {_COUNT_MAX}, got {shown(number)}")
     return number
 
 

@@ -69,6 +69,15 @@ def stored(value: int) -> int:
     return int.__int__(value)
 
 
+def shown(number: int) -> str:
+    """A plain int as an error quotes it: in decimal, or by its size when it has more digits
+    than Python writes (the ValueError writing it raises would replace the error)."""
+    try:
+        return str(number)
+    except ValueError:
+        return f"{'a negative int' if number < 0 else 'an int'} of {number.bit_length()} bits"
+
+
 def plain(value: Any) -> Any:
     """The built-in value a ``str``, ``list`` or ``dict`` subclass holds (an exact one as
     it is); anything else as it is. Callers test ``type(value) is str`` (or list, dict)

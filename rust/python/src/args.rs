@@ -142,8 +142,24 @@ fn out_of_range(
     min: impl std::fmt::Display,
     max: impl std::fmt::Display,
 ) -> PyErr {
-    let bound = if value.lt(0).unwrap_or(false) { format!("at least {min}") } else { format!("at most {max}") };
-    crate::errors::argument(format!("{name} must be {bound}, got {value}"))
+    let negative = value.lt(0).unwrap_or(false);
+    let bound = if negative { format!("at least {min}") } else { format!("at most {max}") };
+    crate::errors::argument(format!("{name} must be {bound}, got {}", shown(value, negative)))
+}
+
+/// An int as an error quotes it (as `contextfold._js.shown` words it): in decimal, or by
+/// its size when it has more digits than Python writes. Read as `int` reads it, never by a
+/// subclass's own methods.
+fn shown(value: &Bound<'_, PyInt>, negative: bool) -> String {
+    let int = value.py().get_type::<PyInt>();
+    let method = |name: &str| int.getattr(name).and_then(|m| m.call1((value,)));
+    match method("__repr__") {
+        Ok(text) => text.to_string(),
+        Err(_) => {
+            let bits = method("bit_length").and_then(|b| b.extract::<u64>()).unwrap_or_default();
+            format!("{} of {bits} bits", if negative { "a negative int" } else { "an int" })
+        }
+    }
 }
 
 /// The text with surrogate pairs joined and unpaired surrogates as U+FFFD, as the core
