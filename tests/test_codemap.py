@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from datetime import date, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import contextfold as cf
@@ -344,3 +345,16 @@ def test_texts_and_lists_of_the_wrong_type_are_named(backend: str) -> None:
         cf.areas_named_in(5, ["src"])  # type: ignore[arg-type]
     with pytest.raises(cf.ArgumentTypeError, match="request: expected str, got NoneType"):
         cf.SQLiteCodeMapStore().recall(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("created", "words"),
+    [("src/app.py", "must be an iterable of paths, not a str"), (5, "must be an iterable of paths, got int")],
+)
+def test_a_snapshot_list_that_is_one_str_or_no_iterable_is_named(backend: str, created: Any, words: str) -> None:
+    # One path given as a str would be read as its characters, each a "file".
+    snapshot = {"task": "fix", "created": created, "edited": [], "deleted": [], "read": [], "searched": []}
+    with pytest.raises(cf.ArgumentTypeError, match=f"^snapshot created {words}$"):
+        cf.consolidate(snapshot, min_files=1)
+    with pytest.raises(cf.ArgumentTypeError, match=f"^snapshot created {words}$"):
+        cf.consolidate(SimpleNamespace(**snapshot), min_files=1)

@@ -171,10 +171,11 @@ def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
     fields = ("created", "edited", "deleted", "read", "searched")
     if isinstance(snapshot, Mapping):
         task = snapshot.get("task")
-        lists = {f: list(snapshot.get(f) or ()) for f in fields}
+        given = {f: snapshot.get(f) for f in fields}
     else:
         task = getattr(snapshot, "task", None)
-        lists = {f: list(getattr(snapshot, f, ()) or ()) for f in fields}
+        given = {f: getattr(snapshot, f, None) for f in fields}
+    lists = {f: list(iterable_of(f"snapshot {f}", items or (), "paths")) for f, items in given.items()}
     for name, items in lists.items():
         for i, item in enumerate(items):
             if not isinstance(item, str):
