@@ -388,3 +388,30 @@ def test_a_summary_chunk_error_names_the_message(backend: str) -> None:
         with pytest.raises(cf.MessageTypeError, match=words) as caught:
             cf.summary_chunks([*messages, bad])
         assert (caught.value.index, caught.value.field) == (50, field)
+
+
+def test_render_for_summary_names_the_message_whose_content_has_no_json_form() -> None:
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    messages.append({"role": "user", "content": {1}})
+    with pytest.raises(cf.MessageTypeError, match=r"^message 2, field 'content': ") as raised:
+        cf.render_for_summary(messages)
+    assert (raised.value.index, raised.value.field) == (2, "content")
+
+
+def test_render_for_summary_reads_values_as_stored() -> None:
+    # A dict subclass's own get and a str subclass's own formatting are not what the
+    # summariser is sent (every other reader goes to the storage).
+    class Tampered(dict):  # type: ignore[type-arg]
+        def get(self, key: Any, default: Any = None) -> Any:
+            return "EVIL"
+
+    class Loud(str):
+        def __format__(self, spec: str) -> str:
+            return "EVIL"
+
+        def __str__(self) -> str:
+            return "EVIL"
+
+    call = Tampered(function=Tampered(name=Loud("read_file")))
+    message = Tampered(role=Loud("assistant"), content=Loud("done"), tool_calls=[call])
+    assert cf.render_for_summary([message]) == "assistant [called: read_file]: done"

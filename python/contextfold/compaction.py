@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._contract import batch_of, named_at, where, whole
-from ._js import compact_json, js_trim, utf16_cut, utf16_len
+from ._js import compact_json, entry, js_trim, plain, str_value, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageError, MessageTypeError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
@@ -188,27 +188,27 @@ async def build_working_transcript(
     return assemble_compacted(system_prompt, convo, note, end)
 
 
-def _content_text(content: Any) -> str:
-    return content if isinstance(content, str) else compact_json(content)
-
-
 def render_for_summary(messages: Sequence[Message]) -> str:
     """The transcript as the summariser reads it: ``role [called: a, b]: content`` per
-    message, separated by a blank line; non-string content as compact JSON."""
+    message, separated by a blank line; non-string content as compact JSON. Values are
+    read as stored (a subclass's own ``get`` or formatting is not what is sent)."""
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise MessageTypeError(f"{where(i)}: expected a dict, got {type(m).__name__}", i, "")
-        calls = m.get("tool_calls")
+        calls = plain(entry(m, "tool_calls"))
         names = []
         if isinstance(calls, list):
             for call in calls:
-                function = call.get("function") if isinstance(call, dict) else None
-                name = function.get("name") if isinstance(function, dict) else None
-                if isinstance(name, str):
+                function = entry(call, "function") if isinstance(call, dict) else None
+                name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+                if name is not None:
                     names.append(name)
         called = f" [called: {', '.join(names)}]" if isinstance(calls, list) and calls else ""
-        out.append(f"{m.get('role')}{called}: {_content_text(m.get('content'))}")
+        role, content = entry(m, "role"), entry(m, "content")
+        role = str_value(role) if isinstance(role, str) else role
+        text = str_value(content)
+        out.append(f"{role}{called}: {compact_json(content, 'content', i) if text is None else text}")
     return "\n\n".join(out)
 
 
