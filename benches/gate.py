@@ -148,6 +148,14 @@ def pairs() -> dict[str, Pair]:
                 partial(_request_packer, styled), lambda styled=styled: [orjson.loads(b) for b in styled]
             )
 
+    # Issue #26 asks 10x the json pipeline in each style too: json.loads reads indented and
+    # escaped bodies at its own speed, so each style is its own ratio.
+    for style in styles:
+        styled = styled_bodies(style)
+        out[f"pack_request corpus, {style} JSON: native vs json.loads + pack_handoff + json.dumps"] = Pair(
+            partial(_request_packer, styled), lambda styled=styled: [object_path(b) for b in styled]
+        )
+
     try:
         import pyarrow as pa
     except ImportError:
