@@ -161,6 +161,16 @@ def switch_interval_of_a_microsecond() -> Iterator[None]:
     sys.setswitchinterval(interval)
 
 
+@pytest.fixture
+def python_writes_4300_digits() -> Iterator[None]:
+    """Python's default limit on the digits of an int it writes (``10**5000`` is past it),
+    whatever the environment (``PYTHONINTMAXSTRDIGITS``) set."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)
+    yield
+    sys.set_int_max_str_digits(limit)
+
+
 __all__ = [
     "IMPLS",
     "SHARED",

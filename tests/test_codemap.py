@@ -349,7 +349,13 @@ def test_texts_and_lists_of_the_wrong_type_are_named(backend: str) -> None:
 
 @pytest.mark.parametrize(
     ("created", "words"),
-    [("src/app.py", "must be an iterable of paths, not a str"), (5, "must be an iterable of paths, got int")],
+    [
+        ("src/app.py", "must be an iterable of paths, not a str"),
+        ("", "must be an iterable of paths, not a str"),
+        (5, "must be an iterable of paths, got int"),
+        (0, "must be an iterable of paths, got int"),  # falsy, it was taken as no list
+        (False, "must be an iterable of paths, got bool"),
+    ],
 )
 def test_a_snapshot_list_that_is_one_str_or_no_iterable_is_named(backend: str, created: Any, words: str) -> None:
     # One path given as a str would be read as its characters, each a "file".

@@ -398,6 +398,25 @@ def test_render_for_summary_names_the_message_whose_content_has_no_json_form() -
     assert (raised.value.index, raised.value.field) == (2, "content")
 
 
+@pytest.mark.parametrize(
+    ("role", "words"),
+    [
+        (10**5000, "expected str, got int"),  # Python's own ValueError writing it replaced the render
+        (3.5, "expected str, got float"),
+        (None, "expected str, got NoneType"),
+        (object(), "expected str, got object"),  # it was written by its own __format__
+    ],
+    ids=["huge int", "float", "None", "object"],
+)
+def test_render_for_summary_takes_a_role_as_every_reader_does(role: Any, words: str) -> None:
+    messages: list[Any] = [{"role": "user", "content": "a"}, {"role": role, "content": "b"}]
+    with pytest.raises(cf.MessageTypeError, match=rf"^message 1, field 'role': {words}$") as raised:
+        cf.render_for_summary(messages)
+    assert (raised.value.index, raised.value.field) == (1, "role")
+    with pytest.raises(cf.MessageTypeError, match=r"^message 0, field 'role': missing$"):
+        cf.render_for_summary([{"content": "a"}])
+
+
 def test_render_for_summary_reads_values_as_stored() -> None:
     # A dict subclass's own get and a str subclass's own formatting are not what the
     # summariser is sent (every other reader goes to the storage).

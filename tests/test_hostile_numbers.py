@@ -120,6 +120,19 @@ HUGE = 10**5000
 """More digits than Python writes in decimal (its own ValueError would replace the error)."""
 HUGE_BITS = HUGE.bit_length()
 
+
+class SaysItIsNegative(int):
+    """An int whose comparisons and repr lie: the error reads the int as int does."""
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "-1"
+
+    __str__ = __repr__
+
+
 TOO_LONG_TO_WRITE = [
     (
         "target",
@@ -165,10 +178,58 @@ TOO_LONG_TO_WRITE = [
     [(call, error, text) for _, call, error, text in TOO_LONG_TO_WRITE],
     ids=[name for name, *_ in TOO_LONG_TO_WRITE],
 )
+@pytest.mark.usefixtures("python_writes_4300_digits")
 def test_an_int_too_long_to_write_is_named_by_its_size(call: Any, error: type[Exception], text: str) -> None:
     with pytest.raises(error) as raised:
         call()
     assert str(raised.value) == text
+
+
+def _middleware(**options: Any) -> Any:
+    from contextfold.integrations.asgi import PackingMiddleware
+
+    return PackingMiddleware(lambda *_: None, target_context_tokens=300, **options)  # type: ignore[arg-type]
+
+
+def _pack_lines(**options: Any) -> Any:
+    from contextfold.integrations.dask import pack_lines
+
+    return pack_lines([], target_context_tokens=300, **options)
+
+
+def _edit_settings(fields: Any) -> Any:
+    from contextfold.integrations._common import edits_from_settings
+
+    return edits_from_settings([{"clear_tool_uses": fields}])
+
+
+QUOTED_BY_SIZE = [
+    ("cut", lambda: cf.pack_handoff(turns(4), target_context_tokens=9, cut=HUGE), "cut must be 'greedy' or"),
+    ("sizing", lambda: cf.PackOptions(target_context_tokens=9, sizing=HUGE), "sizing must be 'seed' or"),
+    ("kind", lambda: cf.WorkingMemory().observe(HUGE, "a"), "unknown observation kind"),
+    ("flag", lambda: _middleware(report_headers=HUGE), "report_headers must be True or False, got"),
+    ("errors", lambda: _pack_lines(errors=HUGE), "errors must be 'line' or 'raise', not"),
+    ("edit fields", lambda: _edit_settings(HUGE), "edits[0].clear_tool_uses must map fields to values, got"),
+]
+
+
+@pytest.mark.parametrize(("call", "words"), [(c, w) for _, c, w in QUOTED_BY_SIZE], ids=[n for n, *_ in QUOTED_BY_SIZE])
+@pytest.mark.usefixtures("python_writes_4300_digits")
+def test_an_int_too_long_to_write_given_for_a_choice_is_named_by_its_size(call: Any, words: str) -> None:
+    # Each quoted the value with repr, whose ValueError replaced the error.
+    with pytest.raises(ArgumentError) as raised:
+        call()
+    assert str(raised.value).startswith(words)
+    assert f"an int of {HUGE_BITS} bits" in str(raised.value)
+
+
+def test_a_choice_whose_repr_raises_is_named_by_its_type() -> None:
+    class Unwritable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    with pytest.raises(ArgumentError, match=r"^cut must be 'greedy' or 'chunked', not a Unwritable whose repr raises"):
+        cf.pack_handoff(turns(4), target_context_tokens=9, cut=Unwritable())  # type: ignore[arg-type]
 
 
 def test_the_largest_values_the_core_holds_are_accepted() -> None:
@@ -180,6 +241,7 @@ def test_the_largest_values_the_core_holds_are_accepted() -> None:
 
 
 @pytest.mark.skipif(IMPLS["native"] is None, reason="the native extension is not built")
+@pytest.mark.usefixtures("python_writes_4300_digits")
 def test_the_extension_itself_names_an_int_it_cannot_hold() -> None:
     native = IMPLS["native"]
     with pytest.raises(
@@ -195,6 +257,12 @@ def test_the_extension_itself_names_an_int_it_cannot_hold() -> None:
     with pytest.raises(ArgumentError) as raised:
         native.window_start(turns(4), -HUGE, 64, None)
     assert str(raised.value) == f"window must be at least 0, got a negative int of {HUGE_BITS} bits"
+    with pytest.raises(ArgumentError) as raised:
+        native.window_start(turns(4), SaysItIsNegative(HUGE), 64, None)
+    assert str(raised.value) == f"window must be at most {U64_MAX}, got an int of {HUGE_BITS} bits"
+    with pytest.raises(ArgumentError) as raised:
+        native.window_start(turns(4), SaysItIsNegative(2**64), 64, None)
+    assert str(raised.value) == f"window must be at most {U64_MAX}, got {2**64}"
 
 
 # Many pins ------------------------------------------------------------------------------

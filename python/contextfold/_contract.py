@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
-from ._js import OPAQUE, Visit, compact_json, entry, plain, shown, stored, str_value
+from ._js import OPAQUE, Visit, compact_json, entry, plain, quoted, shown, stored, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -201,7 +201,7 @@ def spelled(value: Any, choices: tuple[str, ...]) -> str | None:
 def choice_error(name: str, value: Any, choices: tuple[str, ...]) -> ArgumentError:
     """``name must be 'a', 'b' or 'c', not value``."""
     listed = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}"
-    return ArgumentError(f"{name} must be {listed}, not {value!r}")
+    return ArgumentError(f"{name} must be {listed}, not {quoted(value)}")
 
 
 # Sizing ------------------------------------------------------------------------------

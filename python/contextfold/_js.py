@@ -78,6 +78,17 @@ def shown(number: int) -> str:
         return f"{'a negative int' if number < 0 else 'an int'} of {number.bit_length()} bits"
 
 
+def quoted(value: Any) -> str:
+    """A caller's value as an error quotes it: its repr, an int as :func:`shown` writes it
+    (by what it stores), one whose repr raises by its type, so the error is the one raised."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown(stored(value))
+    try:
+        return repr(value)
+    except Exception as exc:  # a value too large to write, or a hostile __repr__
+        return f"a {type(value).__name__} whose repr raises {type(exc).__name__}"
+
+
 def plain(value: Any) -> Any:
     """The built-in value a ``str``, ``list`` or ``dict`` subclass holds (an exact one as
     it is); anything else as it is. Callers test ``type(value) is str`` (or list, dict)

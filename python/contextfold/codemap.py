@@ -175,7 +175,7 @@ def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
     else:
         task = getattr(snapshot, "task", None)
         given = {f: getattr(snapshot, f, None) for f in fields}
-    lists = {f: list(iterable_of(f"snapshot {f}", items or (), "paths")) for f, items in given.items()}
+    lists = {f: list(iterable_of(f"snapshot {f}", [] if v is None else v, "paths")) for f, v in given.items()}
     for name, items in lists.items():
         for i, item in enumerate(items):
             if not isinstance(item, str):

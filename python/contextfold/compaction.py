@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._contract import batch_of, named_at, where, whole
+from ._contract import batch_of, named_at, role_of, whole
 from ._js import compact_json, entry, js_trim, plain, str_value, utf16_cut, utf16_len
-from .errors import ArgumentTypeError, MessageError, MessageTypeError
+from .errors import ArgumentTypeError, MessageError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
     COMPACT_TAIL_TOKEN_BUDGET,
@@ -191,11 +191,12 @@ async def build_working_transcript(
 def render_for_summary(messages: Sequence[Message]) -> str:
     """The transcript as the summariser reads it: ``role [called: a, b]: content`` per
     message, separated by a blank line; non-string content as compact JSON. Values are
-    read as stored (a subclass's own ``get`` or formatting is not what is sent)."""
+    read as stored (a subclass's own ``get`` or formatting is not what is sent); a message
+    that is not a dict, or whose role is missing or not a str, is a
+    :class:`~contextfold.MessageTypeError` naming it."""
     out = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise MessageTypeError(f"{where(i)}: expected a dict, got {type(m).__name__}", i, "")
+        role = role_of(m, i)  # a str, as every reader of a message takes it
         calls = plain(entry(m, "tool_calls"))
         names = []
         if isinstance(calls, list):
@@ -205,8 +206,7 @@ def render_for_summary(messages: Sequence[Message]) -> str:
                 if name is not None:
                     names.append(name)
         called = f" [called: {', '.join(names)}]" if isinstance(calls, list) and calls else ""
-        role, content = entry(m, "role"), entry(m, "content")
-        role = str_value(role) if isinstance(role, str) else role
+        content = entry(m, "content")
         text = str_value(content)
         out.append(f"{role}{called}: {compact_json(content, 'content', i) if text is None else text}")
     return "\n\n".join(out)

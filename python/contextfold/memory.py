@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._contract import spelled, whole
-from ._js import collapse_spaces, js_trim
+from ._js import collapse_spaces, js_trim, quoted
 from .codemap import rank_by_count
 from .errors import ArgumentError, ArgumentTypeError
 
@@ -71,7 +71,7 @@ class WorkingMemory:
         given: Any = kind.get("kind") if isinstance(kind, Mapping) else kind
         name = spelled(given, _KINDS)
         if name is None:
-            raise ArgumentError(f"unknown observation kind {given!r}: expected one of {_KINDS}")
+            raise ArgumentError(f"unknown observation kind {quoted(given)}: expected one of {_KINDS}")
         if isinstance(kind, Mapping):
             path_or_query = kind.get("query" if name == "searched" else "path")
         if not isinstance(path_or_query, str):

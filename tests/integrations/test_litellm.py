@@ -293,8 +293,12 @@ def test_trim_messages_drop_in() -> None:
         ({"model": 5}, cf.ArgumentTypeError, "model must be a str or None, got int"),
         ({"max_tokens": 2**64}, cf.ArgumentError, "max_tokens must be at most"),
         ({"model": "gpt-4o", "trim_ratio": 1e300}, cf.ArgumentError, "trim_ratio 1e\\+300 of gpt-4o's"),
+        # An int too long to write is named by its size (its repr raised a ValueError).
+        ({"model": "gpt-4o", "trim_ratio": -(10**5000)}, cf.ArgumentError, "got a negative int of 16610 bits"),
+        ({"model": "gpt-4o", "trim_ratio": 10**5000}, cf.ArgumentError, "trim_ratio an int of 16610 bits of gpt-4o's"),
     ],
 )
+@pytest.mark.usefixtures("python_writes_4300_digits")
 def test_drop_in_arguments_are_checked_by_name(keywords: dict[str, Any], error: type, words: str) -> None:
     # Each raised a bare TypeError, ValueError or AttributeError, or was taken as it was
     # (a max_tokens of 2.5 packed into nothing).

@@ -297,6 +297,7 @@ def test_over_the_window_sends_the_core_or_raises() -> None:
     assert raised.value.pack.kept == sent.pack.kept and isinstance(raised.value, cf.ContextfoldError)
 
 
+@pytest.mark.usefixtures("python_writes_4300_digits")
 def test_bad_input_and_options_are_named() -> None:
     with pytest.raises(cf.MessageTypeError, match="message 1: expected a dict, got int"):
         oa.InputFilter(target_context_tokens=100).pack([{"role": "user", "content": "a"}, 7])
@@ -306,6 +307,8 @@ def test_bad_input_and_options_are_named() -> None:
         oa.InputFilter(target_context_tokens=100, reserve_output_tokens=200)
     with pytest.raises(cf.ArgumentError, match="on_overflow: expected 'send' or 'raise', got 'drop'"):
         oa.InputFilter(target_context_tokens=100, on_overflow="drop")  # type: ignore[arg-type]
+    with pytest.raises(cf.ArgumentError, match="on_overflow: expected 'send' or 'raise', got an int of 16610 bits"):
+        oa.InputFilter(target_context_tokens=100, on_overflow=10**5000)  # type: ignore[arg-type]
     with pytest.raises(cf.ArgumentTypeError, match="tools: expected 'agent'"):
         oa.InputFilter(target_context_tokens=100, tools="all")  # type: ignore[arg-type]
 

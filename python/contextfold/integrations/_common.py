@@ -12,6 +12,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import contextfold as cf
 from contextfold._contract import OUTPUT_CAPS, SizingName, batch_of, first_count
 from contextfold._edits import Edit
+from contextfold._js import quoted
 
 from ._report import report_pack
 
@@ -110,7 +111,7 @@ def edits_from_settings(value: Any, setting: str = "edits") -> tuple[Edit, ...]:
                 )
             ((name, fields),) = entry.items()
             if fields is not None and not isinstance(fields, Mapping):
-                raise cf.ArgumentError(f"{setting}[{index}].{name} must map fields to values, got {fields!r}")
+                raise cf.ArgumentError(f"{setting}[{index}].{name} must map fields to values, got {quoted(fields)}")
             try:
                 entry = EDITS_BY_NAME[name](**dict(fields or {}))
             except cf.ArgumentError as exc:

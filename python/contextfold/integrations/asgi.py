@@ -63,6 +63,7 @@ from contextfold._contract import (
     whole,
 )
 from contextfold._edits import Edit, iterable_of, text_field
+from contextfold._js import quoted
 
 from ._common import RequestOptions, gateway_sizing
 from ._report import PackCounters, PackReport, whole_request_options
@@ -139,7 +140,7 @@ class PackingMiddleware:
             ("model_map", model_map),
         ):
             if not isinstance(flag, bool):
-                raise cf.ArgumentError(f"{name} must be True or False, got {flag!r}")
+                raise cf.ArgumentError(f"{name} must be True or False, got {quoted(flag)}")
         self.count_tokens_in = count_tokens_in
         self.report_headers = report_headers
         self.mapped_window: Callable[[str], int | None] = _no_window

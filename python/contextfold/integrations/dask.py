@@ -34,6 +34,7 @@ from contextfold._contract import (  # add_note: exc.add_note, also on Python 3.
     thread_count,
     whole,
 )
+from contextfold._js import quoted
 
 from ._common import error_record, missing_extra, row_refusal
 
@@ -79,7 +80,7 @@ def pack_lines(
     as a note.
     """
     if errors not in ("line", "raise"):
-        raise cf.ArgumentError(f"errors must be 'line' or 'raise', not {errors!r}")
+        raise cf.ArgumentError(f"errors must be 'line' or 'raise', not {quoted(errors)}")
     if partition is not None:
         partition = whole("partition", partition)
     options = pack_options(options, keywords)

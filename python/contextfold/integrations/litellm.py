@@ -66,7 +66,7 @@ from typing import Any, Literal
 import contextfold as cf
 from contextfold._contract import DEFAULT_IMAGE_TOKENS, EncodingName, SizingName, whole
 from contextfold._edits import Edit
-from contextfold._js import compact_json  # JSON.stringify, as the packer sizes tools; errors name the field
+from contextfold._js import compact_json, quoted  # JSON.stringify, as the packer sizes tools; errors name the field
 
 from ._common import (
     Estimator,
@@ -345,7 +345,7 @@ def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict
     resolved for a gateway (:func:`~._common.gateway_sizing`)."""
     settings["sizing"] = gateway_sizing(settings["sizing"])
     if not isinstance(settings["pinned"], Sequence) or isinstance(settings["pinned"], (str, bytes)):
-        raise cf.ArgumentError(f"pinned must be a list of message indices, got {settings['pinned']!r}")
+        raise cf.ArgumentError(f"pinned must be a list of message indices, got {quoted(settings['pinned'])}")
     settings["edits"] = edits_from_settings(settings["edits"])
     template = cf.PackOptions(
         target_context_tokens=0,
@@ -368,10 +368,10 @@ def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict
     settings["windows"] = {model: whole(f"windows[{model!r}]", size, 1) for model, size in windows.items()}
     settings["default_reserve"] = whole("default_reserve", settings["default_reserve"])
     if not isinstance(settings["count_tokens_in"], bool):
-        raise cf.ArgumentError(f"count_tokens_in must be true or false, got {settings['count_tokens_in']!r}")
+        raise cf.ArgumentError(f"count_tokens_in must be true or false, got {quoted(settings['count_tokens_in'])}")
     seconds = settings["window_cache_seconds"]
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
-        raise cf.ArgumentError(f"window_cache_seconds must be a number of seconds from 0, got {seconds!r}")
+        raise cf.ArgumentError(f"window_cache_seconds must be a number of seconds from 0, got {quoted(seconds)}")
     return settings, template
 
 
@@ -390,7 +390,7 @@ def _tokenizer_estimator(custom_tokenizer: Any) -> Callable[[str], int] | None:
     if kind == "huggingface_tokenizer":
         return lambda text: len(tokenizer.encode(text).ids)
     expected = "LiteLLM's {'type': 'openai_tokenizer' | 'huggingface_tokenizer', 'tokenizer': ...}"
-    raise cf.ArgumentError(f"custom_tokenizer: expected {expected}, got {custom_tokenizer!r}")
+    raise cf.ArgumentError(f"custom_tokenizer: expected {expected}, got {quoted(custom_tokenizer)}")
 
 
 _O200K_MODELS = re.compile(r"(?:chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1|o3|o4)(?:[-.:@]|$)")
@@ -483,14 +483,15 @@ def trim_messages(
     """
     encoding = model_encoding(model)
     if isinstance(trim_ratio, bool) or not isinstance(trim_ratio, (int, float)) or not 0 <= trim_ratio < math.inf:
-        raise cf.ArgumentError(f"trim_ratio must be a number from 0 up, got {trim_ratio!r}")
+        raise cf.ArgumentError(f"trim_ratio must be a number from 0 up, got {quoted(trim_ratio)}")
     if max_tokens is None:
         window = model_window(model) if model else None
         if window is None:
             return messages  # LiteLLM's shape here, even with return_response_tokens
         share = window * trim_ratio
         if share >= 2**64:  # inf included
-            raise cf.ArgumentError(f"trim_ratio {trim_ratio!r} of {model}'s {window}-token window is past 2**64 - 1")
+            ratio = quoted(trim_ratio)
+            raise cf.ArgumentError(f"trim_ratio {ratio} of {model}'s {window}-token window is past 2**64 - 1")
         max_tokens = int(share)
     else:
         max_tokens = whole("max_tokens", max_tokens)

@@ -49,6 +49,7 @@ from typing import Any, Literal
 import contextfold as cf
 from contextfold._contract import DEFAULT_IMAGE_TOKENS
 from contextfold._edits import Edit
+from contextfold._js import quoted
 
 from ._common import Estimator, Packed, missing_extra, originals_of
 from ._report import report_pack
@@ -141,9 +142,9 @@ class InputFilter:
         )
         object.__setattr__(self, "edits", checked.edits)  # a tuple: the filter stays hashable
         if self.on_overflow not in ("send", "raise"):
-            raise cf.ArgumentError(f"on_overflow: expected 'send' or 'raise', got {self.on_overflow!r}")
+            raise cf.ArgumentError(f"on_overflow: expected 'send' or 'raise', got {quoted(self.on_overflow)}")
         if self.tools != "agent" and self.tools is not None and not isinstance(self.tools, list):
-            raise cf.ArgumentTypeError(f"tools: expected 'agent', a list of dicts or None, got {self.tools!r}")
+            raise cf.ArgumentTypeError(f"tools: expected 'agent', a list of dicts or None, got {quoted(self.tools)}")
 
     def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """Packs ``data.model_data.input``; the instructions pass through unchanged."""

@@ -142,21 +142,25 @@ fn out_of_range(
     min: impl std::fmt::Display,
     max: impl std::fmt::Display,
 ) -> PyErr {
-    let negative = value.lt(0).unwrap_or(false);
+    let lt = int_method(value, "__lt__").and_then(|lt| lt.call1((value, 0)));
+    let negative = lt.and_then(|b| b.is_truthy()).unwrap_or(false);
     let bound = if negative { format!("at least {min}") } else { format!("at most {max}") };
     crate::errors::argument(format!("{name} must be {bound}, got {}", shown(value, negative)))
 }
 
+/// `int`'s own method: an int is read as `int` reads it, never by a subclass's methods.
+fn int_method<'py>(value: &Bound<'py, PyInt>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    value.py().get_type::<PyInt>().getattr(name)
+}
+
 /// An int as an error quotes it (as `contextfold._js.shown` words it): in decimal, or by
-/// its size when it has more digits than Python writes. Read as `int` reads it, never by a
-/// subclass's own methods.
+/// its size when it has more digits than Python writes.
 fn shown(value: &Bound<'_, PyInt>, negative: bool) -> String {
-    let int = value.py().get_type::<PyInt>();
-    let method = |name: &str| int.getattr(name).and_then(|m| m.call1((value,)));
-    match method("__repr__") {
+    let of_int = |name: &str| int_method(value, name).and_then(|m| m.call1((value,)));
+    match of_int("__repr__") {
         Ok(text) => text.to_string(),
         Err(_) => {
-            let bits = method("bit_length").and_then(|b| b.extract::<u64>()).unwrap_or_default();
+            let bits = of_int("bit_length").and_then(|b| b.extract::<u64>()).unwrap_or_default();
             format!("{} of {bits} bits", if negative { "a negative int" } else { "an int" })
         }
     }
