@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from contextfold import DEFAULT_COUNT_CACHE_BYTES, _backend, pack_request, reference, set_count_cache
+from contextfold._contract import EncodingName
 
 from tests.offline_tiktoken import tiktoken_encoding
 
@@ -49,7 +50,7 @@ def replays() -> list[list[bytes]]:
     ]
 
 
-def replay(estimate: str | None) -> list[Any]:
+def replay(estimate: EncodingName | None) -> list[Any]:
     """Turns 2 on of every replay (turn 1 was packed before)."""
     return [
         pack_request(body, target_context_tokens=BUDGET, estimate_tokens=estimate)

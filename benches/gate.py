@@ -30,6 +30,7 @@ from typing import Any
 import contextfold
 from contextfold import ClearToolUses, pack_handoff, pack_many, pack_request, pack_requests, reference
 from contextfold._backend import using
+from contextfold._contract import EncodingName
 from contextfold.bench import langchain_trimmer
 from contextfold.synthetic import responses_items
 
@@ -108,14 +109,14 @@ def pairs() -> dict[str, Pair]:
     if scan is not None:
         out["windowed 1000: native vs the C-like floor"] = Pair(window, lambda: [scan(c) for c in convos])
 
-    for name, batch in (("2,000 corpus", _distinct_batch(2_000)), ("720 long", _long_batch(720, 120))):
-        expected = [pack_handoff(c, target_context_tokens=BUDGET) for c in batch[:50]]
+    for name, transcripts in (("2,000 corpus", _distinct_batch(2_000)), ("720 long", _long_batch(720, 120))):
+        expected = [pack_handoff(c, target_context_tokens=BUDGET) for c in transcripts[:50]]
 
-        def many(threads: int | None, batch: list[list[dict[str, Any]]] = batch) -> Call:
-            return lambda: pack_many(batch, target_context_tokens=BUDGET, threads=threads)
+        def many(threads: int | None, transcripts: list[list[dict[str, Any]]] = transcripts) -> Call:
+            return lambda: pack_many(transcripts, target_context_tokens=BUDGET, threads=threads)
 
         for threads in (None, 1, 2):
-            assert pack_many(batch[:50], target_context_tokens=BUDGET, threads=threads) == expected
+            assert pack_many(transcripts[:50], target_context_tokens=BUDGET, threads=threads) == expected
         out[f"pack_many {name}: 2 threads vs 1"] = Pair(many(2), many(1), time.perf_counter)
         out[f"pack_many {name}: default vs 1 thread"] = Pair(many(None), many(1), time.perf_counter)
 
@@ -187,7 +188,7 @@ def pairs() -> dict[str, Pair]:
             batched(2, styled_batch), batched(1, styled_batch), time.perf_counter
         )
 
-    def replayed(estimate: str | None) -> Call:
+    def replayed(estimate: EncodingName | None) -> Call:
         def run() -> list[Any]:
             with using(_native):
                 return replay(estimate)

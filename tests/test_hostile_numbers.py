@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 from contextfold import _backend
 from contextfold._contract import ESTIMATE_MAX, U64_MAX
-from contextfold.errors import ArgumentError, ContextfoldError, EstimatorError, MessageTypeError
+from contextfold.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ContextfoldError,
+    EstimatorError,
+    MessageTypeError,
+)
 from contextfold.reference.pack import NOTE_HEADER
 
 from .conftest import IMPLS
@@ -210,6 +216,7 @@ QUOTED_BY_SIZE = [
     ("flag", lambda: _middleware(report_headers=HUGE), "report_headers must be True or False, got"),
     ("errors", lambda: _pack_lines(errors=HUGE), "errors must be 'line' or 'raise', not"),
     ("edit fields", lambda: _edit_settings(HUGE), "edits[0].clear_tool_uses must map fields to values, got"),
+    ("encoding", lambda: cf.count_tokens("a", HUGE), "unknown encoding"),
 ]
 
 
@@ -228,8 +235,38 @@ def test_a_choice_whose_repr_raises_is_named_by_its_type() -> None:
         def __repr__(self) -> str:
             raise RuntimeError("no")
 
-    with pytest.raises(ArgumentError, match=r"^cut must be 'greedy' or 'chunked', not a Unwritable whose repr raises"):
+    words = r"^cut must be 'greedy' or 'chunked', not a value of type Unwritable whose repr raises RuntimeError$"
+    with pytest.raises(ArgumentError, match=words):
         cf.pack_handoff(turns(4), target_context_tokens=9, cut=Unwritable())  # type: ignore[arg-type]
+
+
+def test_a_str_given_for_a_choice_is_quoted_by_what_it_stores() -> None:
+    class Disguised(str):
+        def __repr__(self) -> str:
+            return "'greedy'"
+
+    with pytest.raises(ArgumentError, match=r"^cut must be 'greedy' or 'chunked', not 'zzz'$"):
+        cf.pack_handoff(turns(4), target_context_tokens=9, cut=Disguised("zzz"))  # type: ignore[arg-type]
+    with pytest.raises(ArgumentTypeError, match=r"^unexpected option 'bogus'; the options are"):
+        cf.pack_handoff(turns(4), target_context_tokens=9, **{Disguised("bogus"): 1})
+
+
+@pytest.mark.parametrize(
+    ("windows", "error", "words"),
+    [
+        ({HUGE: 1000}, ArgumentTypeError, "windows must map model names to token counts, got a key of type int"),
+        ({5: 1000}, ArgumentTypeError, "windows must map model names to token counts, got a key of type int"),
+        ({"gpt-4o": HUGE}, ArgumentError, f"windows['gpt-4o'] must be at most {U64_MAX}, got an int of 16610 bits"),
+    ],
+    ids=["huge key", "int key", "huge size"],
+)
+@pytest.mark.usefixtures("python_writes_4300_digits")
+def test_a_gateway_window_table_is_checked_key_by_key(windows: Any, error: type[Exception], words: str) -> None:
+    # A key was written with repr before its size was checked: a huge one raised Python's
+    # own ValueError, and a key of any type was taken.
+    with pytest.raises(error) as raised:
+        _middleware(windows=windows)
+    assert str(raised.value) == words
 
 
 def test_the_largest_values_the_core_holds_are_accepted() -> None:

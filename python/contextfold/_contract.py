@@ -332,7 +332,7 @@ def encoding_name(name: Any) -> EncodingName:
     known = spelled(name, ENCODINGS)
     if known is not None:
         return cast(EncodingName, known)
-    raise ArgumentError(f"unknown encoding {name!r}: expected one of 'o200k_base', 'cl100k_base'")
+    raise ArgumentError(f"unknown encoding {quoted(name)}: expected one of 'o200k_base', 'cl100k_base'")
 
 
 def tiktoken_count(name: str) -> Estimator:
@@ -667,7 +667,7 @@ def _checked(keywords: Mapping[str, Any]) -> Mapping[str, Any]:
     ``options=`` would reach ``replace()``, which refuses it with a ValueError of its own."""
     for name in keywords:
         if name not in _OPTION_NAMES:
-            raise ArgumentTypeError(f"unexpected option {name!r}; the options are {', '.join(_OPTION_NAMES)}")
+            raise ArgumentTypeError(f"unexpected option {quoted(name)}; the options are {', '.join(_OPTION_NAMES)}")
     return keywords
 
 

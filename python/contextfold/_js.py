@@ -79,14 +79,17 @@ def shown(number: int) -> str:
 
 
 def quoted(value: Any) -> str:
-    """A caller's value as an error quotes it: its repr, an int as :func:`shown` writes it
-    (by what it stores), one whose repr raises by its type, so the error is the one raised."""
+    """A caller's value as an error quotes it: its repr, a str or an int by what it stores
+    (an int as :func:`shown` writes it), one whose repr raises by its type, so the error
+    is the one raised."""
+    if isinstance(value, str):
+        return str.__repr__(str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
         return shown(stored(value))
     try:
         return repr(value)
-    except Exception as exc:  # a value too large to write, or a hostile __repr__
-        return f"a {type(value).__name__} whose repr raises {type(exc).__name__}"
+    except Exception as exc:  # a container holding an int too long to write, a hostile __repr__
+        return f"a value of type {type(value).__name__} whose repr raises {type(exc).__name__}"
 
 
 def plain(value: Any) -> Any:

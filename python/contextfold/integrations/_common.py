@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
-from contextfold._contract import OUTPUT_CAPS, SizingName, batch_of, first_count
+from contextfold._contract import OUTPUT_CAPS, SizingName, batch_of, first_count, whole
 from contextfold._edits import Edit
 from contextfold._js import quoted
 
@@ -120,6 +120,23 @@ def edits_from_settings(value: Any, setting: str = "edits") -> tuple[Edit, ...]:
                 raise cf.ArgumentError(f"{setting}[{index}].{name}: {exc}") from None
         edits.append(entry)
     return tuple(edits)
+
+
+def per_model(name: str, values: Any, minimum: int) -> dict[str, int]:
+    """``values`` checked: a mapping (or None: empty) of model names, each a str, to whole
+    numbers of at least ``minimum``; an error names ``name`` and the model."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise cf.ArgumentError(f"{name} must map model names to token counts, got {type(values).__name__}")
+    out = {}
+    for model, size in values.items():
+        if not isinstance(model, str):
+            kind = type(model).__name__
+            raise cf.ArgumentTypeError(f"{name} must map model names to token counts, got a key of type {kind}")
+        model = str.__str__(model)
+        out[model] = whole(f"{name}[{model!r}]", size, minimum)
+    return out
 
 
 def output_reserve(request: Mapping[str, Any], default: int) -> int:

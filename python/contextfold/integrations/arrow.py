@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import contextfold as cf
 from contextfold import _backend
 from contextfold._contract import bytes_options, pack_options, thread_count
+from contextfold._js import quoted
 
 from ._common import error_record, missing_extra, row_refusal
 
@@ -95,11 +96,11 @@ def pack_batch(
     if not isinstance(batch, (pa.RecordBatch, pa.Table)):
         raise cf.ArgumentTypeError(f"batch: expected a pyarrow RecordBatch or Table, got {type(batch).__name__}")
     if column == error_column:
-        raise cf.ArgumentError(f"column and error_column are both {column!r}: the errors would replace the rows")
+        raise cf.ArgumentError(f"column and error_column are both {quoted(column)}: the errors would replace the rows")
     found = batch.schema.get_all_field_indices(column)
     if len(found) != 1:
         have = "twice or more" if found else f"none (it has {batch.schema.names})"
-        raise cf.ArgumentError(f"column: the batch must have one column {column!r}, it has {have}")
+        raise cf.ArgumentError(f"column: the batch must have one column {quoted(column)}, it has {have}")
     (at,) = found
     packed, errors = pack_column(batch.column(at), options=options, threads=threads, **keywords)
     # A refused row's value is null, so the packed field is nullable, whatever the batch
@@ -107,7 +108,7 @@ def pack_batch(
     batch = batch.set_column(at, batch.schema.field(at).with_nullable(True), packed)
     where = batch.schema.get_all_field_indices(error_column)
     if len(where) > 1:
-        raise cf.ArgumentError(f"error_column: the batch has {len(where)} columns {error_column!r}")
+        raise cf.ArgumentError(f"error_column: the batch has {len(where)} columns {quoted(error_column)}")
     if where:
         return batch.set_column(where[0], error_column, errors)
     return batch.append_column(error_column, errors)

@@ -65,7 +65,7 @@ from contextfold._contract import (
 from contextfold._edits import Edit, iterable_of, text_field
 from contextfold._js import quoted
 
-from ._common import RequestOptions, gateway_sizing
+from ._common import RequestOptions, gateway_sizing, per_model
 from ._report import PackCounters, PackReport, whole_request_options
 
 __all__ = ["PackingMiddleware"]
@@ -131,8 +131,8 @@ class PackingMiddleware:
         )
         bytes_options(self.options)  # the bytes path counts with chars/4 or an embedded encoding only
         self.request_options = RequestOptions(self.options)
-        self.windows = _per_model("windows", windows, 1)
-        self.reserves = _per_model("reserves", reserves, 0)
+        self.windows = per_model("windows", windows, 1)
+        self.reserves = per_model("reserves", reserves, 0)
         self.offload_bytes = whole("offload_bytes", offload_bytes)
         for name, flag in (
             ("count_tokens_in", count_tokens_in),
@@ -219,13 +219,6 @@ def _paths(name: str, paths: Any) -> list[str]:
     it would be taken letter by letter)."""
     each = enumerate(iterable_of(name, paths, "paths"))
     return [text_field("PackingMiddleware", f"{name}[{index}]", path) for index, path in each]
-
-
-def _per_model(name: str, values: Mapping[str, int] | None, minimum: int) -> dict[str, int]:
-    """``values`` checked: a mapping of model names to whole numbers of at least ``minimum``."""
-    if values is not None and not isinstance(values, Mapping):
-        raise cf.ArgumentError(f"{name} must map model names to token counts, got {type(values).__name__}")
-    return {model: whole(f"{name}[{model!r}]", size, minimum) for model, size in (values or {}).items()}
 
 
 def _no_window(model: str) -> None:

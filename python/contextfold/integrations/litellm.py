@@ -75,6 +75,7 @@ from ._common import (
     gateway_sizing,
     missing_extra,
     output_reserve,
+    per_model,
     text_tokens,
 )
 from ._report import PackCounters, PackReport, whole_request_options
@@ -362,10 +363,7 @@ def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict
     for key in ("window", "fallback_window"):
         if settings.get(key) is not None:
             settings[key] = whole(key, settings[key], 1)
-    windows = settings["windows"]
-    if not isinstance(windows, Mapping):
-        raise cf.ArgumentError(f"windows must map model names to windows, got {type(windows).__name__}")
-    settings["windows"] = {model: whole(f"windows[{model!r}]", size, 1) for model, size in windows.items()}
+    settings["windows"] = per_model("windows", settings["windows"], 1)
     settings["default_reserve"] = whole("default_reserve", settings["default_reserve"])
     if not isinstance(settings["count_tokens_in"], bool):
         raise cf.ArgumentError(f"count_tokens_in must be true or false, got {quoted(settings['count_tokens_in'])}")
