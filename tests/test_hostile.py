@@ -96,6 +96,45 @@ def test_an_estimator_changing_the_list_does_not_reach_the_result(backend: str, 
     assert pack.fits
 
 
+def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """An edit clears the result it planned to, whatever an estimator does to the caller's
+    lists after. The reference copies an edited message when its edit is decided; the
+    native build applies the planned block positions to the caller's list as it is when
+    the output is built (``rust/python/src/edited.rs``), so here it clears the newest
+    result, which ``keep=1`` keeps, and keeps the older one whole. A known defect, left
+    open: a fix has the plan hold the lists it planned on (see CHANGELOG, Known issues)."""
+    if backend == "native":  # strict: passing here fails, so the fix drops this marker
+        reason = "the native edit build reads the caller's lists when the output is built"
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    results = [
+        {"type": "tool_result", "tool_use_id": "a", "content": "A" * 4_000},
+        {"type": "tool_result", "tool_use_id": "b", "content": "B" * 4_000},
+    ]
+    calls = [{"type": "tool_use", "id": i, "name": "read", "input": {}} for i in "ab"]
+    messages = [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": results},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "next"},
+    ]
+    reordered = []
+
+    def estimate(text: str) -> int:
+        if "[cleared]" in text and not reordered:  # the edit is decided: the message is sized as edited
+            results.reverse()
+            reordered.append(True)
+        return len(text) // 4
+
+    edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    pack = cf.pack_handoff(messages, target_context_tokens=2_500, estimate_tokens=estimate, edits=edits)
+    assert reordered
+    content = pack.messages[2]["content"]
+    assert [(b["tool_use_id"], b["content"][:9]) for b in content] == [("a", "[cleared]"), ("b", "BBBBBBBBB")]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_thread_changing_transcripts_during_a_batch_does_not_reach_the_results(threads: int) -> None:
     batch = [_conversation(30) for _ in range(600)]
