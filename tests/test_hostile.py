@@ -96,18 +96,13 @@ def test_an_estimator_changing_the_list_does_not_reach_the_result(backend: str, 
     assert pack.fits
 
 
-def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(
-    backend: str, request: pytest.FixtureRequest
-) -> None:
+def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(backend: str) -> None:
     """An edit clears the result it planned to, whatever an estimator does to the caller's
-    lists after. The reference copies an edited message when its edit is decided; the
-    native build applies the planned block positions to the caller's list as it is when
-    the output is built (``rust/python/src/edited.rs``), so here it clears the newest
-    result, which ``keep=1`` keeps, and keeps the older one whole. A known defect, left
-    open: a fix has the plan hold the lists it planned on (see CHANGELOG, Known issues)."""
-    if backend == "native":  # strict: passing here fails, so the fix drops this marker
-        reason = "the native edit build reads the caller's lists when the output is built"
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    lists after: with a custom estimator both backends read copies of the lists edits
+    index into, taken as the call began (``edited::frozen``). The native build
+    applied the planned block positions to the caller's list as it was when the output was
+    built: here it cleared the newest result, which ``keep=1`` keeps, and kept the older
+    one whole."""
     results = [
         {"type": "tool_result", "tool_use_id": "a", "content": "A" * 4_000},
         {"type": "tool_result", "tool_use_id": "b", "content": "B" * 4_000},

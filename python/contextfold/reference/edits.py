@@ -99,7 +99,7 @@ MESSAGE_CHANGED = "a message changed while it was being packed: its edits no lon
 """What a call raises when Python code it ran changed a message so that the edits planned
 for it no longer fit it (the native core's ``MESSAGE_CHANGED``)."""
 
-__all__ = ["apply_edits"]
+__all__ = ["apply_edits", "frozen"]
 
 Cost = Callable[[int, Any], int]
 """What one message costs, as packing sizes it."""
@@ -140,6 +140,26 @@ def apply_edits(
             applied.append(done)
     kept = [m for m, gone in zip(state.messages, state.removed, strict=True) if not gone]
     return kept, [i for i, gone in enumerate(state.removed) if gone], applied
+
+
+def frozen(messages: list[Any]) -> list[Any]:
+    """The messages as packing with edits and a custom estimator reads them. One whose
+    ``content`` or ``tool_calls`` is a list is a copy (of its storage) holding copies of
+    those lists, so the block and call positions the edits plan index lists that the
+    estimator (or a key's ``__eq__`` it makes run) cannot reorder; every other message is
+    the caller's own (``edited::frozen`` in the binding)."""
+    out = []
+    for m in messages:
+        if isinstance(m, dict):
+            content, calls = entry(m, "content"), entry(m, "tool_calls")
+            if isinstance(content, list) or isinstance(calls, list):
+                m = dict(list(dict.items(m)))
+                if isinstance(content, list):
+                    m["content"] = list.copy(content)
+                if isinstance(calls, list):
+                    m["tool_calls"] = list.copy(calls)
+        out.append(m)
+    return out
 
 
 class _State:

@@ -31,7 +31,7 @@ from .._contract import (
 from .._js import JS_SPACES, entry, plain, str_value, utf16_len
 from ..errors import MessageError
 from .count_cache import resolved
-from .edits import apply_edits
+from .edits import apply_edits, frozen
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
 from .tokens import Transcript, TranscriptOnDemand, checked_role, message_tokens
 
@@ -536,6 +536,9 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     if not options.edits:
         return _fold(messages, options, system_tokens)
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
+    given = t.messages
+    if isinstance(options.sizers, tuple):  # a custom estimator: Python code runs mid-call
+        t.messages = frozen(given)
     n = len(t)
     check_pinned(options.pinned, n)
     # The edits read the whole transcript, each in its own order: every entry is checked
@@ -558,7 +561,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
         hidden=range(0) if compaction is None else range(compaction[0], compaction[1]),
     )
     if not applied:
-        return _fold(t.messages, replace(options, edits=()), system_tokens)
+        return _as_given(_fold(t.messages, replace(options, edits=()), system_tokens), t.messages, given)
     gone = set(removed)
     source = [i for i in range(n) if i not in gone]
     # A pin on a removed reasoning item pins the next entry left: the item after it, in
@@ -569,7 +572,15 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     except MessageError as exc:
         raise _in_input(exc, source) from None
     kept = [source[k] for k in pack.kept]
+    pack = _as_given(pack, t.messages, given)
     return pack._replace(kept=kept, dropped=n - len(kept), applied_edits=tuple(applied))
+
+
+def _as_given(pack: HandoffPack, read: list[Any], given: list[Any]) -> HandoffPack:
+    """``pack`` with each unedited message it keeps as the caller's own, not the copy
+    ``frozen`` read it from."""
+    own = {id(copy): m for copy, m in zip(read, given, strict=True) if copy is not m}
+    return pack._replace(messages=[own.get(id(m), m) for m in pack.messages])
 
 
 def _in_input(exc: MessageError, source: list[int]) -> MessageError:

@@ -255,10 +255,7 @@ pub fn pack_many<'py>(
     let pack_in_place = |i: usize, transcript: &Bound<'py, PyAny>, opts: &PackOptions| {
         crate::node::raising(|| {
             let mut sizer = call.sizer()?;
-            let snapshot = Snapshot::of(transcript)?;
-            let packed = pack::pack_edited(snapshot.nodes(), &mut sizer, opts).map_err(|e| sizer.take_error(e))?;
-            let n = snapshot.len();
-            Ok((n, snapshot.into_kept(&packed.kept)?, packed))
+            crate::pack::packed_snapshot(Snapshot::of(transcript)?, &mut sizer, opts)
         })
         .map_err(|e| in_transcript(py, e, i))
     };

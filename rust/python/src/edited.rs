@@ -7,7 +7,7 @@
 use crate::borrow::MayRunPython;
 use crate::node::PyNode;
 use contextfold_core::edits::{Edited, Substitute};
-use contextfold_core::{JsonNode, View};
+use contextfold_core::{JsonNode, Key, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
@@ -85,6 +85,38 @@ fn built<'py>(py: Python<'py>, value: &Edited<'_, PyNode<'py>>) -> PyResult<Boun
         }
         Edited::Patched { node, key, value } => with(&node.0, key, substitute(py, *value))?.into_any(),
     })
+}
+
+/// The messages as packing with edits and a custom estimator reads them. One whose
+/// `content` or `tool_calls` is a list is a copy holding copies of those lists, so the
+/// block and call positions the edits plan index lists that the estimator (or a key's
+/// `__eq__` it makes run) cannot reorder; every other message is the caller's own.
+///
+/// # Errors
+/// A failed allocation, or what a key's `__eq__` raised while a copy was filled.
+pub fn frozen<'py>(_: MayRunPython, messages: &[PyNode<'py>]) -> PyResult<Vec<PyNode<'py>>> {
+    messages
+        .iter()
+        .map(|message| {
+            // Read as the core reads a message (its storage, never a subclass's methods).
+            let lists: Vec<_> = [Key::Content, Key::ToolCalls]
+                .into_iter()
+                .filter_map(|key| Some((key, message.get(key)?.0.cast_into::<PyList>().ok()?)))
+                .collect();
+            if lists.is_empty() {
+                return Ok(message.clone());
+            }
+            // An exact dict's copy is its table's (no key's code runs); a subclass's, its storage's.
+            let copy = match message.0.cast_exact::<PyDict>() {
+                Ok(dict) => dict.copy()?,
+                Err(_) => copied(&message.0)?,
+            };
+            for (key, list) in lists {
+                copy.set_item(key.as_str(), list.get_slice(0, list.len()))?;
+            }
+            Ok(PyNode(copy.into_any()))
+        })
+        .collect()
 }
 
 /// A new dict with `value`'s entries, as its storage holds them: a subclass's own

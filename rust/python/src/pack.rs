@@ -7,7 +7,7 @@ use crate::node::PyNode;
 use crate::result::handoff_pack;
 use crate::sizer::PySizer;
 use crate::snapshot::Snapshot;
-use contextfold_core::pack::{self, PackOptions};
+use contextfold_core::pack::{self, PackOptions, Packed};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList};
 
@@ -93,10 +93,35 @@ fn in_place<'py>(
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // Read once: the result comes from this reading, whatever an estimator does to the list.
-    let snapshot = Snapshot::of(messages)?;
-    let packed = pack::pack_edited(snapshot.nodes(), &mut sizer, options).map_err(|e| sizer.take_error(e))?;
-    let n = snapshot.len();
-    // The snapshot's borrow ends before the result is allocated.
-    let kept = snapshot.into_kept(&packed.kept)?;
+    let (n, kept, packed) = packed_snapshot(Snapshot::of(messages)?, &mut sizer, options)?;
     handoff_pack(before_python(), n, kept, packed, budget)
+}
+
+/// Packs the messages a snapshot holds: their count, the kept ones and the decision. A
+/// kept message is the caller's own or, for one an edit changed while a custom estimator
+/// sized (Python code that may change the caller's lists mid-call), the copy the edits
+/// planned on ([`crate::edited::frozen`]), from which the output builds it.
+pub fn packed_snapshot<'py>(
+    snapshot: Snapshot<'py>,
+    sizer: &mut PySizer<'py>,
+    options: &PackOptions,
+) -> PyResult<(usize, Vec<Bound<'py, PyAny>>, Packed)> {
+    let n = snapshot.len();
+    // The copies cost a quarter of an edited pack with a built-in count (2% of one with
+    // a custom estimator), which runs no Python code by design (only a hostile key's
+    // `__eq__` or a finaliser could): only a custom estimator's call takes them.
+    if options.edits.is_empty() || !sizer.runs_python() {
+        let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
+        // The snapshot's borrow ends before the result is allocated.
+        return Ok((n, snapshot.into_kept(&packed.kept)?, packed));
+    }
+    let frozen = crate::edited::frozen(before_python(), snapshot.nodes())?;
+    let packed = pack::pack_edited(&frozen, &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
+    let mut kept = snapshot.into_kept(&packed.kept)?;
+    for (message, &i) in kept.iter_mut().zip(&packed.kept) {
+        if let (Some(_), Some(copy)) = (packed.edits.edit(i), frozen.get(i)) {
+            *message = copy.0.clone();
+        }
+    }
+    Ok((n, kept, packed))
 }

@@ -40,6 +40,13 @@ pub struct PySizer<'py> {
     error: Option<PyErr>,
 }
 
+impl PySizer<'_> {
+    /// Whether sizing runs Python code (a custom estimator).
+    pub fn runs_python(&self) -> bool {
+        matches!(self.estimate, Estimate::Custom(..))
+    }
+}
+
 /// The embedded encoding `name` names.
 ///
 /// # Errors
