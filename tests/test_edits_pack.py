@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -753,8 +754,11 @@ CHANGES = {
 }
 
 
+@pytest.mark.parametrize("estimate", [lambda text: len(text) // 4, None], ids=["custom estimator", "chars/4"])
 @pytest.mark.parametrize("change", list(CHANGES))
-def test_a_message_changed_at_any_point_of_an_edit_packs_or_says_so(backend: str, change: str) -> None:
+def test_a_message_changed_at_any_point_of_an_edit_packs_or_says_so(
+    backend: str, change: str, estimate: Callable[[str], int] | None
+) -> None:
     # Whenever the key's __eq__ changes its message (while it is read, planned for,
     # copied or sized), the call returns a pack or raises the changed-message error:
     # never a panic, a RuntimeError from a dict changing size, or a bare TypeError.
@@ -768,7 +772,7 @@ def test_a_message_changed_at_any_point_of_an_edit_packs_or_says_so(backend: str
             cf.pack_handoff(
                 messages,
                 target_context_tokens=150,
-                estimate_tokens=lambda text: len(text) // 4,
+                estimate_tokens=estimate,
                 edits=[cf.ClearToolUses(keep=1, clear_tool_inputs=True)],
             )
         except cf.ArgumentError as error:

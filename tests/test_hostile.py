@@ -125,7 +125,9 @@ def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(backen
 
     edits = [cf.ClearToolUses(keep=1, trigger=10)]
     pack = cf.pack_handoff(messages, target_context_tokens=2_500, estimate_tokens=estimate, edits=edits)
-    assert reordered
+    assert reordered and pack.kept == [0, 1, 2, 3, 4]
+    # The unedited messages are the caller's own, also those read from copies.
+    assert all(pack.messages[i] is messages[i] for i in (0, 1, 3, 4))
     content = pack.messages[2]["content"]
     assert [(b["tool_use_id"], b["content"][:9]) for b in content] == [("a", "[cleared]"), ("b", "BBBBBBBBB")]
 

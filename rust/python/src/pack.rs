@@ -108,8 +108,8 @@ pub fn packed_snapshot<'py>(
 ) -> PyResult<(usize, Vec<Bound<'py, PyAny>>, Packed)> {
     let n = snapshot.len();
     // The copies cost a quarter of an edited pack with a built-in count (2% of one with
-    // a custom estimator), which runs no Python code by design (only a hostile key's
-    // `__eq__` or a finaliser could): only a custom estimator's call takes them.
+    // a custom estimator), which runs no Python code by design: only a custom estimator's
+    // call takes them (CHANGELOG, Known issues, for what a built-in count leaves open).
     if options.edits.is_empty() || !sizer.runs_python() {
         let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
         // The snapshot's borrow ends before the result is allocated.
