@@ -151,13 +151,10 @@ def frozen(messages: list[Any]) -> list[Any]:
     out = []
     for m in messages:
         if isinstance(m, dict):
-            content, calls = entry(m, "content"), entry(m, "tool_calls")
-            if isinstance(content, list) or isinstance(calls, list):
+            lists = [(k, list.copy(v)) for k in ("content", "tool_calls") if isinstance(v := entry(m, k), list)]
+            if lists:
                 m = dict(list(dict.items(m)))
-                if isinstance(content, list):
-                    m["content"] = list.copy(content)
-                if isinstance(calls, list):
-                    m["tool_calls"] = list.copy(calls)
+                m.update(lists)
         out.append(m)
     return out
 

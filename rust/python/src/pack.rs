@@ -119,8 +119,9 @@ pub fn packed_snapshot<'py>(
     let packed = pack::pack_edited(&frozen, &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
     let mut kept = snapshot.into_kept(&packed.kept)?;
     for (message, &i) in kept.iter_mut().zip(&packed.kept) {
-        if let (Some(_), Some(copy)) = (packed.edits.edit(i), frozen.get(i)) {
-            *message = copy.0.clone();
+        match frozen.get(i) {
+            Some(copy) if packed.edits.edit(i).is_some() => *message = copy.0.clone(),
+            _ => {}
         }
     }
     Ok((n, kept, packed))
