@@ -96,13 +96,9 @@ def test_an_estimator_changing_the_list_does_not_reach_the_result(backend: str, 
     assert pack.fits
 
 
-def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(backend: str) -> None:
-    """An edit clears the result it planned to, whatever an estimator does to the caller's
-    lists after: with a custom estimator both backends read copies of the lists edits
-    index into, taken as the call began (``edited::frozen``). The native build
-    applied the planned block positions to the caller's list as it was when the output was
-    built: here it cleared the newest result, which ``keep=1`` keeps, and kept the older
-    one whole."""
+def _results_in_one_message() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A transcript whose one user message answers two tool calls (``a``, then ``b``) in a
+    block list long enough that an exact count releases the GIL for each; and that list."""
     results = [
         {"type": "tool_result", "tool_use_id": "a", "content": "A" * 4_000},
         {"type": "tool_result", "tool_use_id": "b", "content": "B" * 4_000},
@@ -115,6 +111,17 @@ def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(backen
         {"role": "assistant", "content": "done"},
         {"role": "user", "content": "next"},
     ]
+    return messages, results
+
+
+def test_an_estimator_reordering_a_planned_message_does_not_move_its_edit(backend: str) -> None:
+    """An edit clears the result it planned to, whatever an estimator does to the caller's
+    lists after: with a custom estimator both backends read copies of the lists edits
+    index into, taken as the call began (``edited::frozen``). The native build
+    applied the planned block positions to the caller's list as it was when the output was
+    built: here it cleared the newest result, which ``keep=1`` keeps, and kept the older
+    one whole."""
+    messages, results = _results_in_one_message()
     reordered = []
 
     def estimate(text: str) -> int:
@@ -442,7 +449,7 @@ _READERS: dict[str, Callable[[list[Any]], object]] = {
     "message_tokens_array": cf.message_tokens_array,
     "window_start": lambda ms: cf.window_start(ms, token_budget=30),
     "pack_handoff": lambda ms: cf.pack_handoff(ms, target_context_tokens=30),
-    "pack_handoff under budget": lambda ms: cf.pack_handoff(ms, target_context_tokens=100_000),
+    "pack_handoff under budget": lambda ms: cf.pack_handoff(ms, target_context_tokens=2_000),
     "pack_many": lambda ms: cf.pack_many([ms] * 3, target_context_tokens=30),
     "custom estimator": lambda ms: cf.pack_handoff(ms, target_context_tokens=30, estimate_tokens=len),
 }
@@ -811,3 +818,69 @@ def test_a_batch_shortened_during_the_call_changes_no_result(backend: str) -> No
     packs = cf.pack_many(batch, target_context_tokens=10**6, estimate_tokens=estimate)
     assert len(batch) == 1 and len(packs) == 5
     assert [p.messages for p in packs] == original
+
+
+def _edits_hold_while_another_thread_meddles(
+    runs: int, pack: Callable[[list[list[dict[str, Any]]]], list[cf.HandoffPack]]
+) -> None:
+    """Packs ``runs`` transcripts from ``_results_in_one_message`` with ``pack`` while
+    another thread puts a text block at the front of each one's result list and takes it
+    out, over and over: it runs whenever the packing thread releases the GIL, so each list
+    is read with or without it. Each pack must clear ``a`` and keep ``b`` whole."""
+    made = [_results_in_one_message() for _ in range(runs)]
+    stop = threading.Event()
+    aside = {"type": "text", "text": "aside"}
+
+    def meddle() -> None:
+        while not stop.is_set():
+            for _, blocks in made:
+                blocks.insert(0, aside)
+            for _, blocks in made:
+                del blocks[0]
+
+    thread = threading.Thread(target=meddle)
+    thread.start()
+    try:
+        packs = pack([messages for messages, _ in made])
+    finally:
+        stop.set()
+        thread.join()
+    planned = [("a", "[cleared]"), ("b", "BBBBBBBBB")]
+    for packed in packs:
+        assert packed.kept == [0, 1, 2, 3, 4]
+        blocks = [(b.get("tool_use_id"), b.get("content", b.get("text"))[:9]) for b in packed.messages[2]["content"]]
+        assert blocks in (planned, [(None, "aside"), *planned])
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+def test_a_thread_changing_blocks_during_an_exact_count_does_not_move_an_edit(backend: str) -> None:
+    """An exact count releases the GIL for a long text, so another thread runs in the
+    middle of the call: the edits clear what they planned to on the lists as the call
+    read them. The native build applied the planned block positions to the caller's list
+    as it was when the output was built: it cleared the text block, or ``b`` (the result
+    ``keep=1`` keeps), whenever the other thread had changed the list in between; the
+    reference, which any thread may interrupt, did the same between deciding an edit and
+    copying the message."""
+    edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    _edits_hold_while_another_thread_meddles(
+        20,
+        lambda transcripts: [
+            cf.pack_handoff(t, target_context_tokens=2_000, estimate_tokens="o200k_base", edits=edits)
+            for t in transcripts
+        ],
+    )
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("estimate", [None, "o200k_base"])
+def test_a_thread_changing_blocks_during_a_batch_does_not_move_an_edit(backend: str, estimate: str | None) -> None:
+    """As above, for pack_many on two threads: its workers pack copies with the GIL
+    released, and the output is built once they are done. The native build applied the
+    planned block positions to the caller's lists as they were then."""
+    edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    _edits_hold_while_another_thread_meddles(
+        400,
+        lambda transcripts: cf.pack_many(
+            transcripts, target_context_tokens=2_000, estimate_tokens=estimate, edits=edits, threads=2
+        ),
+    )

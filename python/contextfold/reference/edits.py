@@ -143,18 +143,23 @@ def apply_edits(
 
 
 def frozen(messages: list[Any]) -> list[Any]:
-    """The messages as packing with edits and a custom estimator reads them. One whose
-    ``content`` or ``tool_calls`` is a list is a copy (of its storage) holding copies of
-    those lists, so the block and call positions the edits plan index lists that the
-    estimator (or a key's ``__eq__`` it makes run) cannot reorder; every other message is
+    """The messages as packing with edits reads them. One whose ``content`` or
+    ``tool_calls`` is a list is a copy (of its storage) holding copies of those lists, so
+    the block and call positions the edits plan index lists that other code (another
+    thread, a custom estimator, a key's ``__eq__``) cannot reorder; every other message is
     the caller's own (``edited::frozen`` in the binding)."""
     out = []
     for m in messages:
         if isinstance(m, dict):
-            lists = [(k, list.copy(v)) for k in ("content", "tool_calls") if isinstance(v := entry(m, k), list)]
-            if lists:
-                m = dict(list(dict.items(m)))
-                m.update(lists)
+            content, calls = entry(m, "content"), entry(m, "tool_calls")
+            listed, called = isinstance(content, list), isinstance(calls, list)
+            if listed or called:
+                # An exact dict's copy is its table's; a subclass's, its storage's.
+                m = m.copy() if type(m) is dict else dict(list(dict.items(m)))
+                if listed:
+                    m["content"] = list.copy(content)
+                if called:
+                    m["tool_calls"] = list.copy(calls)
         out.append(m)
     return out
 

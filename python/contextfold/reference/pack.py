@@ -537,8 +537,9 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
         return _fold(messages, options, system_tokens)
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
     given = t.messages  # what the output holds; t.messages what the edits read
-    if isinstance(options.sizers, tuple):  # a custom estimator: Python code runs mid-call
-        t.messages = frozen(given)
+    # Another thread may run at any point of a Python call (and a custom estimator runs
+    # mid-call): the edits plan on, and the output is built from, copies of the lists.
+    t.messages = frozen(given)
     n = len(t)
     check_pinned(options.pinned, n)
     # The edits read the whole transcript, each in its own order: every entry is checked
@@ -578,9 +579,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
 
 def _as_given(pack: HandoffPack, read: list[Any], given: list[Any]) -> HandoffPack:
     """``pack`` with each unedited message it keeps as the caller's own, not the copy
-    ``frozen`` read it from (``pack`` itself when nothing was copied)."""
-    if read is given:
-        return pack
+    ``frozen`` read it from."""
     own = {id(copy): m for copy, m in zip(read, given, strict=True) if copy is not m}
     return pack._replace(messages=[own.get(id(m), m) for m in pack.messages])
 

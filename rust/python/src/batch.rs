@@ -46,6 +46,11 @@ pub struct Detached {
     /// The transcript's items as extracted: the result is built from these, not from
     /// the list, which other Python threads may have changed since.
     pub messages: Vec<Py<PyAny>>,
+    /// With edits, a copy of each item as extracted ([`crate::edited::frozen_message`]):
+    /// an edited message is built from the lists the edits planned on, which other threads
+    /// cannot have changed since (the calling thread lets them run between chunks). Empty
+    /// without edits.
+    pub planned: Vec<Py<PyAny>>,
     pub outcome: Result<Packed, CoreError>,
 }
 
@@ -55,6 +60,8 @@ struct Extracted {
     /// The arena positions of its messages.
     roots: Vec<usize>,
     messages: Vec<Py<PyAny>>,
+    /// See [`Detached::planned`].
+    planned: Vec<Py<PyAny>>,
     outcome: Option<Result<Packed, CoreError>>,
 }
 
@@ -81,7 +88,7 @@ impl Chunk {
         self.strings.clear();
         for t in self.transcripts.drain(..) {
             if let (Some(outcome), Some(slot)) = (t.outcome, results.get_mut(t.index)) {
-                *slot = Some(Detached { messages: t.messages, outcome });
+                *slot = Some(Detached { messages: t.messages, planned: t.planned, outcome });
             }
         }
     }
@@ -200,22 +207,33 @@ fn extract_str(value: &Bound<'_, PyAny>, chunk: &mut Chunk) -> Option<()> {
     Some(())
 }
 
-/// Adds transcript `index` to the chunk, or leaves it out (for the attached path).
-fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut Chunk) {
+/// Adds transcript `index` to the chunk, or leaves it out (for the attached path). With
+/// `edits`, each message is also copied as the arena read it
+/// ([`crate::edited::frozen_message`]): extraction took only exact strs as keys, so the
+/// copy runs no key's code, and no other thread runs between the two.
+fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut Chunk, edits: bool) {
     let Ok(list) = transcript.cast::<PyList>() else { return };
     let mark = chunk.arena.len();
     let mut roots = Vec::with_capacity(list.len());
     let mut messages = Vec::with_capacity(list.len());
+    let mut planned = Vec::with_capacity(if edits { list.len() } else { 0 });
     for m in list.iter() {
         roots.push(chunk.arena.len());
-        if extract(m.clone(), chunk).is_none() {
+        // A failed copy leaves the transcript to the attached path too, which raises it.
+        let read = match extract(m.clone(), chunk) {
+            Some(()) if edits => crate::edited::frozen_message(before_python(), &PyNode(m.clone())).ok().map(Some),
+            Some(()) => Some(None),
+            None => None,
+        };
+        let Some(copy) = read else {
             // The strings already referenced stay in `strings` and are released with it.
             chunk.arena.truncate(mark);
             return;
-        }
+        };
+        planned.extend(copy.map(|c| c.0.unbind()));
         messages.push(m.unbind());
     }
-    chunk.transcripts.push(Extracted { index, roots, messages, outcome: None });
+    chunk.transcripts.push(Extracted { index, roots, messages, planned, outcome: None });
 }
 
 /// Packs every transcript of the chunk.
@@ -269,7 +287,7 @@ pub fn pack_many<'py>(
     let mut extracting = std::time::Duration::ZERO;
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).take(probe) {
         if i + GATE >= probe {
-            extracting += extraction_time(i, &transcript);
+            extracting += extraction_time(i, &transcript, !opts.edits.is_empty());
         }
         let started = std::time::Instant::now();
         let (n, kept, packed) = pack_in_place(i, &transcript, opts)?;
@@ -292,9 +310,13 @@ pub fn pack_many<'py>(
     let mut detached = detached.into_iter().skip(probe);
     for ((i, transcript), opts) in transcripts.iter().enumerate().zip(options).skip(probe) {
         let (n, kept, packed) = match detached.next().flatten() {
-            Some(Detached { outcome: Ok(packed), messages }) => {
-                let nodes: Vec<PyNode<'py>> = messages.into_iter().map(|m| PyNode(m.into_bound(py))).collect();
-                (nodes.len(), snapshot::kept_items(&nodes, &packed.kept)?, packed)
+            Some(Detached { outcome: Ok(packed), messages, planned }) => {
+                let bound = |items: Vec<Py<PyAny>>| -> Vec<PyNode<'py>> {
+                    items.into_iter().map(|m| PyNode(m.into_bound(py))).collect()
+                };
+                let nodes = bound(messages);
+                let kept = snapshot::kept_items(&nodes, &packed.kept)?;
+                (nodes.len(), crate::edited::planned_on(kept, &packed, &bound(planned)), packed)
             }
             _ => pack_in_place(i, &transcript, opts)?,
         };
@@ -373,10 +395,10 @@ const GATE: usize = 4;
 
 /// How long extracting transcript `i` takes (into a chunk dropped at once: the probe
 /// packs it in place).
-fn extraction_time(i: usize, transcript: &Bound<'_, PyAny>) -> std::time::Duration {
+fn extraction_time(i: usize, transcript: &Bound<'_, PyAny>, edits: bool) -> std::time::Duration {
     let mut scratch = Chunk::new();
     let started = std::time::Instant::now();
-    extract_transcript(i, transcript, &mut scratch);
+    extract_transcript(i, transcript, &mut scratch, edits);
     started.elapsed()
 }
 
@@ -420,7 +442,8 @@ pub fn pack_detached(
         // Whether `done` transcripts took clearly less time than packing them in place.
         let pays = |done: usize| started.elapsed().as_secs_f64() < WORTH_IT * in_place.as_secs_f64() * done as f64;
         for (i, transcript) in transcripts.iter().enumerate().skip(from) {
-            extract_transcript(i, &transcript, &mut chunk);
+            let edits = options.get(i).is_some_and(|o| !o.edits.is_empty());
+            extract_transcript(i, &transcript, &mut chunk, edits);
             let done = i + 1 - from;
             if chunk.transcripts.len() < CHUNK && i + 1 < total {
                 continue;

@@ -3,10 +3,12 @@
 //! is handed. Only the containers on the way to a changed value are new (a dict copied
 //! with its member replaced, a list with its items filtered or replaced), as
 //! `contextfold.reference.edits` builds them; everything else is the caller's object.
+//! Also the copies the edits plan on where other Python code can run mid-call ([`frozen`]).
 
-use crate::borrow::MayRunPython;
+use crate::borrow::{before_python, MayRunPython};
 use crate::node::PyNode;
 use contextfold_core::edits::{Edited, Substitute};
+use contextfold_core::pack::Packed;
 use contextfold_core::{JsonNode, Key, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -87,36 +89,56 @@ fn built<'py>(py: Python<'py>, value: &Edited<'_, PyNode<'py>>) -> PyResult<Boun
     })
 }
 
-/// The messages as packing with edits and a custom estimator reads them. One whose
-/// `content` or `tool_calls` is a list is a copy holding copies of those lists, so the
-/// block and call positions the edits plan index lists that the estimator (or a key's
+/// The messages as packing with edits reads them while other Python code can run
+/// mid-call (a custom estimator's, or another thread's while the GIL is released). One
+/// whose `content` or `tool_calls` is a list is a copy holding copies of those lists, so
+/// the block and call positions the edits plan index lists that other code (or a key's
 /// `__eq__` it makes run) cannot reorder; every other message is the caller's own.
 ///
 /// # Errors
 /// A failed allocation, or what a key's `__eq__` raised while a copy was filled.
 pub fn frozen<'py>(_: MayRunPython, messages: &[PyNode<'py>]) -> PyResult<Vec<PyNode<'py>>> {
-    messages
-        .iter()
-        .map(|message| {
-            // Read as the core reads a message (its storage, never a subclass's methods).
-            let lists: Vec<_> = [Key::Content, Key::ToolCalls]
-                .into_iter()
-                .filter_map(|key| Some((key, message.get(key)?.0.cast_into::<PyList>().ok()?)))
-                .collect();
-            if lists.is_empty() {
-                return Ok(message.clone());
-            }
-            // An exact dict's copy is its table's (no key's code runs); a subclass's, its storage's.
-            let copy = match message.0.cast_exact::<PyDict>() {
-                Ok(dict) => dict.copy()?,
-                Err(_) => copied(&message.0)?,
-            };
-            for (key, list) in lists {
-                copy.set_item(key.as_str(), list.get_slice(0, list.len()))?;
-            }
-            Ok(PyNode(copy.into_any()))
-        })
-        .collect()
+    messages.iter().map(|message| frozen_message(before_python(), message)).collect()
+}
+
+/// One message as [`frozen`] reads it.
+///
+/// # Errors
+/// As [`frozen`].
+pub fn frozen_message<'py>(_: MayRunPython, message: &PyNode<'py>) -> PyResult<PyNode<'py>> {
+    // Read as the core reads a message (its storage, never a subclass's methods).
+    let lists: Vec<_> = [Key::Content, Key::ToolCalls]
+        .into_iter()
+        .filter_map(|key| Some((key, message.get(key)?.0.cast_into::<PyList>().ok()?)))
+        .collect();
+    if lists.is_empty() {
+        return Ok(message.clone());
+    }
+    // An exact dict's copy is its table's (no key's code runs); a subclass's, its storage's.
+    let copy = match message.0.cast_exact::<PyDict>() {
+        Ok(dict) => dict.copy()?,
+        Err(_) => copied(&message.0)?,
+    };
+    for (key, list) in lists {
+        copy.set_item(key.as_str(), list.get_slice(0, list.len()))?;
+    }
+    Ok(PyNode(copy.into_any()))
+}
+
+/// The kept messages (the caller's own, in `packed.kept` order) with each one an edit
+/// changed replaced by the copy in `frozen` the edits planned on: the output builds the
+/// edited message from the lists the plan indexes.
+pub fn planned_on<'py>(
+    mut kept: Vec<Bound<'py, PyAny>>,
+    packed: &Packed,
+    frozen: &[PyNode<'py>],
+) -> Vec<Bound<'py, PyAny>> {
+    for (message, &i) in kept.iter_mut().zip(&packed.kept) {
+        if let Some(copy) = frozen.get(i).filter(|_| packed.edits.edit(i).is_some()) {
+            *message = copy.0.clone();
+        }
+    }
+    kept
 }
 
 /// A new dict with `value`'s entries, as its storage holds them: a subclass's own

@@ -98,31 +98,26 @@ fn in_place<'py>(
 }
 
 /// Packs the messages a snapshot holds: their count, the kept ones and the decision. A
-/// kept message is the caller's own or, for one an edit changed while a custom estimator
-/// sized (Python code that may change the caller's lists mid-call), the copy the edits
-/// planned on ([`crate::edited::frozen`]), from which the output builds it.
+/// kept message is the caller's own or, for one an edit changed while other Python code
+/// could run (a custom estimator's, another thread's while an exact count has the GIL
+/// released), the copy the edits planned on ([`crate::edited::frozen`]), from which the
+/// output builds it.
 pub fn packed_snapshot<'py>(
     snapshot: Snapshot<'py>,
     sizer: &mut PySizer<'py>,
     options: &PackOptions,
 ) -> PyResult<(usize, Vec<Bound<'py, PyAny>>, Packed)> {
     let n = snapshot.len();
-    // The copies cost a quarter of an edited pack with a built-in count (2% of one with
-    // a custom estimator), which runs no Python code by design: only a custom estimator's
-    // call takes them (CHANGELOG, Known issues, for what a built-in count leaves open).
-    if options.edits.is_empty() || !sizer.runs_python() {
+    // The copies cost a quarter of an edited pack with chars/4, which runs no Python code
+    // by design: only a count that lets Python run takes them (CHANGELOG, Known issues,
+    // for what chars/4 leaves open).
+    if options.edits.is_empty() || !sizer.lets_python_run() {
         let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
         // The snapshot's borrow ends before the result is allocated.
         return Ok((n, snapshot.into_kept(&packed.kept)?, packed));
     }
     let frozen = crate::edited::frozen(before_python(), snapshot.nodes())?;
     let packed = pack::pack_edited(&frozen, &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
-    let mut kept = snapshot.into_kept(&packed.kept)?;
-    for (message, &i) in kept.iter_mut().zip(&packed.kept) {
-        match frozen.get(i) {
-            Some(copy) if packed.edits.edit(i).is_some() => *message = copy.0.clone(),
-            _ => {}
-        }
-    }
+    let kept = crate::edited::planned_on(snapshot.into_kept(&packed.kept)?, &packed, &frozen);
     Ok((n, kept, packed))
 }

@@ -41,9 +41,10 @@ pub struct PySizer<'py> {
 }
 
 impl PySizer<'_> {
-    /// Whether sizing runs Python code (a custom estimator).
-    pub fn runs_python(&self) -> bool {
-        matches!(self.estimate, Estimate::Custom(..))
+    /// Whether other Python code may run while sizing: a custom estimator's, or another
+    /// thread's while an exact count has the GIL released for a long text.
+    pub fn lets_python_run(&self) -> bool {
+        !matches!(self.estimate, Estimate::CharsPerToken)
     }
 }
 
