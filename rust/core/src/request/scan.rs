@@ -18,6 +18,9 @@
 //! were dropped: a search for the next special byte from each escape (32-byte compares
 //! behind run-time dispatch: the call dominated), and a step a special byte within a
 //! block mask (a mispredicted branch an escape, and tool outputs escape every line).
+//! Escape codes are classified (valid, `/`, `u`) only in a block holding a code other
+//! than `n`, `\\` or `"`, which the block masks already show: classifying every block
+//! with an escape took a fifth of the scan of the corpus bodies.
 //! A string without an escape is never copied. Containers are walked with an explicit
 //! stack: no recursion.
 //!
@@ -364,6 +367,8 @@ struct Masks {
     control: u64,
     /// Bytes above 0x7F (the sign bits a movemask gives for free).
     high: u64,
+    /// `n` bytes: escaped, the code of the commonest escape (`\n`).
+    n: u64,
 }
 
 /// Masks of the bytes that may follow a backslash, and of the two the scan measures.
@@ -393,6 +398,7 @@ fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
         backslash: byte_mask(block, b'\\'),
         control: control_mask(block),
         high: high_mask(block),
+        n: byte_mask(block, b'n'),
     }
 }
 
@@ -481,7 +487,7 @@ mod wide {
             _mm256_cmpeq_epi8(_mm256_min_epu8(lo, last_control), lo),
             _mm256_cmpeq_epi8(_mm256_min_epu8(hi, last_control), hi),
         );
-        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi) }
+        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi), n: eq(v, b'n') }
     }
 
     /// Each byte classified by two table lookups, one by its high nibble and one by its
@@ -1191,7 +1197,13 @@ impl<'a> Scanner<'a> {
             }
             from_first = u64::MAX;
             let codes = escaped & inside;
-            if codes != 0 {
+            let n = codes.count_ones();
+            escapes += n;
+            saved += n as usize;
+            // Most escapes are `\n`, `\\` and `\"` (of the corpus's blocks that hold any,
+            // nineteen in twenty hold only these): valid, a UTF-16 unit each, and written
+            // as they are. Only a block with another code has its codes classified.
+            if codes & !(masks.n | masks.quote | masks.backslash) != 0 {
                 let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
                 if codes & !valid != 0 {
                     // The first error by position, a bad `\uXXXX` before it included.
@@ -1205,9 +1217,6 @@ impl<'a> Scanner<'a> {
                     self.pos = self.escape_error_at(code);
                     return Err(self.error("an invalid escape"));
                 }
-                let n = codes.count_ones();
-                escapes += n;
-                saved += n as usize;
                 json_saved += (codes & slash).count_ones() as usize;
                 let mut unicode = codes & unicode;
                 while unicode != 0 {

@@ -420,7 +420,7 @@ proptest! {
 
     #[test]
     fn escaped_lengths_are_the_decoded_ones(parts in proptest::collection::vec(proptest::sample::select(vec![
-        "a", "é", "😀", "\\n", "\\/", "\\\"", "\\\\", "\\u0041", "\\u00e9", "\\u4e2d", "\\uFFFF", "\\u001f",
+        "a", "é", "😀", "\\n", "\\t", "\\r", "\\b", "\\f", "\\/", "\\\"", "\\\\", "\\u0041", "\\u00e9", "\\u4e2d", "\\uFFFF", "\\u001f",
         "\\u0009", "\\ud800", "\\udbff", "\\udc00", "\\udfff", "\\ud83d\\ude00", "\\uD83D\\uDE00",
     ]), 0..60), pad in 0usize..64) {
         // `measured` checks both lengths against the decoded text's.
