@@ -4,7 +4,9 @@ patched classes, small thread stacks. Each case gives the same outcome on both b
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ import sys
 import textwrap
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import contextfold as cf
@@ -884,3 +886,133 @@ def test_a_thread_changing_blocks_during_a_batch_does_not_move_an_edit(backend: 
             transcripts, target_context_tokens=2_000, estimate_tokens=estimate, edits=edits, threads=2
         ),
     )
+
+
+@contextlib.contextmanager
+def _at_collections_while_held(items: list[Any], act: Callable[[Any], None]) -> Iterator[None]:
+    """Runs ``act(item)`` once for each of ``items``, at the start of the first garbage
+    collection that finds it held beyond the test's own references (so while packing reads
+    or copies it), with a collection at every allocation of a tracked object: what a
+    finaliser or a ``gc`` callback can do mid-call. On 3.10 and 3.11 an allocation inside
+    a native call can run one; later versions wait for the interpreter's loop."""
+
+    def held(k: int) -> int:
+        item = items[k]
+        refs = sys.getrefcount(item)
+        del item
+        return refs
+
+    base = max(held(k) for k in range(len(items)))
+    done: set[int] = set()
+
+    def collecting(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            for k in range(len(items)):
+                if k not in done and held(k) > base:
+                    done.add(k)
+                    act(items[k])
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(collecting)
+    gc.set_threshold(1)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("estimate", [None, "o200k_base"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_code_a_collection_runs_mid_call_does_not_move_an_edit(
+    backend: str, estimate: str | None, threads: int
+) -> None:
+    """A collection an allocation runs in the middle of a call (on 3.10 and 3.11) may run
+    Python code that puts a text block at the front of a result list the call holds: the
+    edits clear what they planned to on the lists as they read them. Natively, ``pack_many``'s
+    workers extracted a message and then copied it, allocating between the two, so an edit
+    planned on the arena was applied to a copy that held the block; chars/4 in place
+    applied the planned positions to the caller's list as the output was built."""
+    made = [_results_in_one_message() for _ in range(200)]
+    aside = {"type": "text", "text": "aside"}
+    edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    with _at_collections_while_held([results for _, results in made], lambda blocks: blocks.insert(0, aside)):
+        packs = cf.pack_many(
+            [messages for messages, _ in made],
+            target_context_tokens=2_000,
+            estimate_tokens=estimate,
+            edits=edits,
+            threads=threads,
+        )
+    planned = [("a", "[cleared]"), ("b", "BBBBBBBBB")]
+    for packed in packs:
+        blocks = [(b.get("tool_use_id"), b.get("content", b.get("text"))[:9]) for b in packed.messages[2]["content"]]
+        assert blocks in (planned, [(None, "aside"), *planned])
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+def test_code_a_collection_runs_mid_batch_does_not_mix_a_transcript(backend: str) -> None:
+    """A transcript is read once, as it was at some moment: natively, with edits, ``pack_many``'s
+    workers copied each message as they read the transcript list item by item, and code a
+    collection ran there could insert a message mid-reading (one read twice, the newest
+    lost)."""
+    transcripts = [_results_in_one_message()[0] for _ in range(200)]
+    originals = [list(t) for t in transcripts]
+    inserted = {"role": "user", "content": "inserted"}
+    by_second = {id(t[1]): t for t in transcripts}
+    with _at_collections_while_held([t[1] for t in transcripts], lambda m: by_second[id(m)].insert(0, inserted)):
+        packs = cf.pack_many(
+            transcripts,
+            target_context_tokens=10**6,
+            estimate_tokens="o200k_base",
+            edits=[cf.ClearToolUses(keep=1, trigger=10)],
+            threads=2,
+        )
+    for packed, before in zip(packs, originals, strict=True):
+        roles = [m["role"] for m in packed.messages]
+        assert roles in ([m["role"] for m in before], ["user", *[m["role"] for m in before]])
+        assert packed.messages[-1]["content"] == "next"
+
+
+@pytest.mark.parametrize("estimate", ["None", "'o200k_base'"])
+@pytest.mark.parametrize("backend_name", ["native", "python"])
+def test_a_list_emptied_by_a_collection_as_it_is_copied_is_no_crash(backend_name: str, estimate: str) -> None:
+    """Copying a list with CPython's own slice allocates after taking its length: on 3.10
+    and 3.11 a collection run there that empties the list left the copy reading items that
+    were gone (python/cpython#75348), a crash natively with an exact count."""
+    if backend_name == "native":
+        native_required()
+    if backend_name == "python" and estimate != "None":
+        pytest.skip("the reference counts exactly with tiktoken, which a fresh interpreter cannot load offline")
+    done = _run_isolated(
+        f"""
+        import gc, os, sys
+        os.environ["CONTEXTFOLD_BACKEND"] = {backend_name!r}
+        import contextfold as cf
+        results = [
+            {{"type": "tool_result", "tool_use_id": "a", "content": "A" * 4_000}},
+            {{"type": "tool_result", "tool_use_id": "b", "content": "B" * 4_000}},
+        ]
+        calls = [{{"type": "tool_use", "id": i, "name": "read", "input": {{}}}} for i in "ab"]
+        messages = [{{"role": "user", "content": "start"}}, {{"role": "assistant", "content": calls}},
+                    {{"role": "user", "content": results}}, {{"role": "assistant", "content": "done"}}]
+        base = sys.getrefcount(results)
+        emptied = []
+        def collecting(phase, info):
+            if phase == "start" and not emptied and sys.getrefcount(results) > base:
+                emptied.append(True)
+                results.clear()
+        gc.callbacks.append(collecting)
+        gc.set_threshold(1)
+        for _ in range(50):
+            pack = cf.pack_handoff(messages, target_context_tokens=2_000, estimate_tokens={estimate},
+                                   edits=[cf.ClearToolUses(keep=1, trigger=10)])
+        gc.set_threshold(700, 10, 10)
+        content = pack.messages[2]["content"]
+        assert all(isinstance(b, dict) for b in content), content
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -156,10 +156,14 @@ def frozen(messages: list[Any]) -> list[Any]:
             if listed or called:
                 # An exact dict's copy is its table's; a subclass's, its storage's.
                 m = m.copy() if type(m) is dict else dict(list(dict.items(m)))
+                # A list's items are read through the base iterator into a list made
+                # first: `list.copy` allocates after taking the length, and on 3.10 and
+                # 3.11 a collection run there can empty the list under it (CPython
+                # issue 75348), as `list_copy` in the binding says.
                 if listed:
-                    m["content"] = list.copy(content)
+                    m["content"] = [*list.__iter__(content)]
                 if called:
-                    m["tool_calls"] = list.copy(calls)
+                    m["tool_calls"] = [*list.__iter__(calls)]
         out.append(m)
     return out
 

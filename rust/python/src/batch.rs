@@ -207,33 +207,54 @@ fn extract_str(value: &Bound<'_, PyAny>, chunk: &mut Chunk) -> Option<()> {
     Some(())
 }
 
-/// Adds transcript `index` to the chunk, or leaves it out (for the attached path). With
-/// `edits`, each message is also copied as the arena read it
-/// ([`crate::edited::frozen_message`]): extraction took only exact strs as keys, so the
-/// copy runs no key's code, and no other thread runs between the two.
+/// Adds transcript `index` to the chunk, or leaves it out (for the attached path). Its
+/// items are listed first: with `edits`, each message is copied
+/// ([`crate::edited::frozen_message`]), which allocates, and a collection that runs there
+/// may run code that changes the list. The copy is what the arena reads, so the edits
+/// plan on the lists the result is built from; only an exact dict whose keys are exact
+/// strs is copied (its copy runs no key's code), any other message leaves the transcript
+/// to the attached path.
 fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut Chunk, edits: bool) {
     let Ok(list) = transcript.cast::<PyList>() else { return };
+    let items: Vec<_> = list.iter().collect();
     let mark = chunk.arena.len();
-    let mut roots = Vec::with_capacity(list.len());
-    let mut messages = Vec::with_capacity(list.len());
-    let mut planned = Vec::with_capacity(if edits { list.len() } else { 0 });
-    for m in list.iter() {
+    let mut roots = Vec::with_capacity(items.len());
+    let mut planned = Vec::with_capacity(if edits { items.len() } else { 0 });
+    for m in &items {
         roots.push(chunk.arena.len());
-        // A failed copy leaves the transcript to the attached path too, which raises it.
-        let read = match extract(m.clone(), chunk) {
-            Some(()) if edits => crate::edited::frozen_message(before_python(), &PyNode(m.clone())).ok().map(Some),
-            Some(()) => Some(None),
-            None => None,
+        let read = if edits {
+            // A failed copy leaves the transcript to the attached path too, which raises it.
+            match m.cast_exact::<PyDict>().ok().filter(|d| keys_are_exact_strs(d)) {
+                Some(_) => crate::edited::frozen_message(before_python(), &PyNode(m.clone())).ok().map(|c| c.0),
+                None => None,
+            }
+        } else {
+            Some(m.clone())
         };
-        let Some(copy) = read else {
+        let Some(read) = read.filter(|read| extract(read.clone(), chunk).is_some()) else {
             // The strings already referenced stay in `strings` and are released with it.
             chunk.arena.truncate(mark);
             return;
         };
-        planned.extend(copy.map(|c| c.0.unbind()));
-        messages.push(m.unbind());
+        if edits {
+            planned.push(read.unbind());
+        }
     }
+    let messages = items.into_iter().map(Bound::unbind).collect();
     chunk.transcripts.push(Extracted { index, roots, messages, planned, outcome: None });
+}
+
+/// Whether every key of `dict` is an exact `str`.
+fn keys_are_exact_strs(dict: &Bound<'_, PyDict>) -> bool {
+    let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a dict; PyDict_Next lends references, only read here, and nothing runs
+    // Python code meanwhile.
+    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+        if unsafe { ffi::PyUnicode_CheckExact(key) } == 0 {
+            return false;
+        }
+    }
+    true
 }
 
 /// Packs every transcript of the chunk.
@@ -316,7 +337,7 @@ pub fn pack_many<'py>(
                 };
                 let nodes = bound(messages);
                 let kept = snapshot::kept_items(&nodes, &packed.kept)?;
-                (nodes.len(), crate::edited::planned_on(kept, &packed, &bound(planned)), packed)
+                (nodes.len(), crate::edited::as_output(before_python(), py, kept, &packed, &bound(planned))?, packed)
             }
             _ => pack_in_place(i, &transcript, opts)?,
         };

@@ -120,25 +120,78 @@ pub fn frozen_message<'py>(_: MayRunPython, message: &PyNode<'py>) -> PyResult<P
         Err(_) => copied(&message.0)?,
     };
     for (key, list) in lists {
-        copy.set_item(key.as_str(), list.get_slice(0, list.len()))?;
+        copy.set_item(key.as_str(), list_copy(&list)?)?;
     }
     Ok(PyNode(copy.into_any()))
 }
 
-/// The kept messages (the caller's own, in `packed.kept` order) with each one an edit
-/// changed replaced by the copy in `frozen` the edits planned on: the output builds the
-/// edited message from the lists the plan indexes.
-pub fn planned_on<'py>(
+/// A new list of `list`'s items (its storage's), read once the new list is made.
+/// CPython's own slice (`PyList_GetSlice`, `list.copy`) takes the length first and
+/// allocates after, so on 3.10 and 3.11 a collection that allocation runs (a finaliser
+/// or `gc` callback that empties the list) leaves it reading items that are gone
+/// (python/cpython#75348). Appending makes no Python object: no Python code runs while
+/// the items are read.
+fn list_copy<'py>(list: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(list.py());
+    let mut i = 0;
+    while i < list.len() {
+        out.append(list.get_item(i)?)?;
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// The kept messages (the caller's own, in `packed.kept` order) as the output holds them:
+/// each one an edit changed built anew, from the copy in `frozen` the edits planned on
+/// where there is one (empty: none).
+///
+/// # Errors
+/// A failed allocation, or a message changed so that its edits no longer fit it.
+pub fn as_output<'py>(
+    _: MayRunPython,
+    py: Python<'py>,
     mut kept: Vec<Bound<'py, PyAny>>,
     packed: &Packed,
     frozen: &[PyNode<'py>],
-) -> Vec<Bound<'py, PyAny>> {
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if packed.edits.is_empty() {
+        return Ok(kept);
+    }
     for (message, &i) in kept.iter_mut().zip(&packed.kept) {
-        if let Some(copy) = frozen.get(i).filter(|_| packed.edits.edit(i).is_some()) {
-            *message = copy.0.clone();
+        if packed.edits.edit(i).is_some() {
+            let source = frozen.get(i).map_or_else(|| message.clone(), |copy| copy.0.clone());
+            *message = to_object(before_python(), py, &packed.edits.view(i, PyNode(source)))?;
         }
     }
-    kept
+    Ok(kept)
+}
+
+/// Garbage collection held off while it lives, then restored as it was. Packing with
+/// edits and chars/4 runs no Python code and reads the caller's lists in place: a
+/// collection that building the output runs (on 3.10 and 3.11 an allocation may run one)
+/// could run a finaliser or `gc` callback that changes a list between planning and
+/// building, and move an edit onto another block.
+pub struct CollectionsHeld<'py> {
+    was_enabled: bool,
+    /// Made and dropped attached (not `Send`).
+    _attached: std::marker::PhantomData<Python<'py>>,
+}
+
+impl<'py> CollectionsHeld<'py> {
+    pub fn new(_: Python<'py>) -> Self {
+        // SAFETY: attached (a `Python` token is held); only the collector's switch is set.
+        let was_enabled = unsafe { pyo3::ffi::PyGC_Disable() } != 0;
+        CollectionsHeld { was_enabled, _attached: std::marker::PhantomData }
+    }
+}
+
+impl Drop for CollectionsHeld<'_> {
+    fn drop(&mut self) {
+        if self.was_enabled {
+            // SAFETY: as in `new`: the holder is attached for its whole life.
+            unsafe { pyo3::ffi::PyGC_Enable() };
+        }
+    }
 }
 
 /// A new dict with `value`'s entries, as its storage holds them: a subclass's own

@@ -97,27 +97,30 @@ fn in_place<'py>(
     handoff_pack(before_python(), n, kept, packed, budget)
 }
 
-/// Packs the messages a snapshot holds: their count, the kept ones and the decision. A
-/// kept message is the caller's own or, for one an edit changed while other Python code
-/// could run (a custom estimator's, another thread's while an exact count has the GIL
-/// released), the copy the edits planned on ([`crate::edited::frozen`]), from which the
-/// output builds it.
+/// Packs the messages a snapshot holds: their count, the kept ones as the output holds
+/// them ([`crate::edited::as_output`]) and the decision. With edits, where other Python
+/// code could run mid-call (a custom estimator's, another thread's while an exact count
+/// has the GIL released), the edits plan on copies of the lists they index
+/// ([`crate::edited::frozen`]), from which the edited messages are built.
 pub fn packed_snapshot<'py>(
     snapshot: Snapshot<'py>,
     sizer: &mut PySizer<'py>,
     options: &PackOptions,
 ) -> PyResult<(usize, Vec<Bound<'py, PyAny>>, Packed)> {
     let n = snapshot.len();
+    let py = sizer.py();
     // The copies cost a quarter of an edited pack with chars/4, which runs no Python code
-    // by design: only a count that lets Python run takes them (CHANGELOG, Known issues,
-    // for what chars/4 leaves open).
+    // by design: it reads in place, collections held off until the edited messages are
+    // built (CHANGELOG, Known issues, for what it leaves open).
     if options.edits.is_empty() || !sizer.lets_python_run() {
+        let _held = (!options.edits.is_empty()).then(|| crate::edited::CollectionsHeld::new(py));
         let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
         // The snapshot's borrow ends before the result is allocated.
-        return Ok((n, snapshot.into_kept(&packed.kept)?, packed));
+        let kept = snapshot.into_kept(&packed.kept)?;
+        return Ok((n, crate::edited::as_output(before_python(), py, kept, &packed, &[])?, packed));
     }
     let frozen = crate::edited::frozen(before_python(), snapshot.nodes())?;
     let packed = pack::pack_edited(&frozen, &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
-    let kept = crate::edited::planned_on(snapshot.into_kept(&packed.kept)?, &packed, &frozen);
-    Ok((n, kept, packed))
+    let kept = snapshot.into_kept(&packed.kept)?;
+    Ok((n, crate::edited::as_output(before_python(), py, kept, &packed, &frozen)?, packed))
 }

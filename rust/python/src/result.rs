@@ -2,7 +2,6 @@
 //! `contextfold._edits.AppliedEdit`).
 
 use crate::borrow::{before_python, MayRunPython};
-use crate::node::PyNode;
 use contextfold_core::edits::Plan;
 use contextfold_core::message::Role;
 use contextfold_core::pack::Packed;
@@ -100,8 +99,8 @@ pub fn applied_edits<'py>(_: MayRunPython, py: Python<'py>, plan: &Plan) -> PyRe
 }
 
 /// The `HandoffPack` for a transcript of `n` messages packed: the output list (`out`, the
-/// kept messages, those the edits changed as they present them, with the note a new dict
-/// at its place), dropped, fits, tokens, budget, note, kept, applied edits.
+/// kept messages as the output holds them ([`crate::edited::as_output`]), with the note a
+/// new dict at its place), dropped, fits, tokens, budget, note, kept, applied edits.
 pub fn handoff_pack<'py>(
     _: MayRunPython,
     n: usize,
@@ -110,14 +109,6 @@ pub fn handoff_pack<'py>(
     budget: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = budget.py();
-    if !packed.edits.is_empty() {
-        for (message, &i) in out.iter_mut().zip(&packed.kept) {
-            if packed.edits.edit(i).is_some() {
-                *message =
-                    crate::edited::to_object(before_python(), py, &packed.edits.view(i, PyNode(message.clone())))?;
-            }
-        }
-    }
     let note = match &packed.note {
         Some(note) => {
             let dict = PyDict::new(py);

@@ -40,7 +40,12 @@ pub struct PySizer<'py> {
     error: Option<PyErr>,
 }
 
-impl PySizer<'_> {
+impl<'py> PySizer<'py> {
+    /// The interpreter it sizes for.
+    pub fn py(&self) -> Python<'py> {
+        self.py
+    }
+
     /// Whether other Python code may run while sizing: a custom estimator's, or another
     /// thread's while an exact count has the GIL released for a long text.
     pub fn lets_python_run(&self) -> bool {
