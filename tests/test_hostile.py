@@ -1016,3 +1016,21 @@ def test_a_list_emptied_by_a_collection_as_it_is_copied_is_no_crash(backend_name
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_packing_with_edits_leaves_the_collector_as_it_found_it(backend: str, enabled: bool) -> None:
+    """Natively, chars/4 packing with edits holds collections off while it reads the
+    caller's lists in place; afterwards, a pack or an error alike, the collector is on or
+    off as it was."""
+    messages, _ = _results_in_one_message()
+    edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    (gc.enable if enabled else gc.disable)()
+    try:
+        cf.pack_handoff(messages, target_context_tokens=2_000, edits=edits)
+        assert gc.isenabled() is enabled
+        with pytest.raises(cf.MessageError):
+            cf.pack_handoff([*messages, {"role": "user", "content": 7}], target_context_tokens=2_000, edits=edits)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
