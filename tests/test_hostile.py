@@ -892,9 +892,10 @@ def test_a_thread_changing_blocks_during_a_batch_does_not_move_an_edit(backend: 
 def _at_collections_while_held(items: list[Any], act: Callable[[Any], None]) -> Iterator[None]:
     """Runs ``act(item)`` once for each of ``items``, at the start of the first garbage
     collection that finds it held beyond the test's own references (so while packing reads
-    or copies it), with a collection at every allocation of a tracked object: what a
-    finaliser or a ``gc`` callback can do mid-call. On 3.10 and 3.11 an allocation inside
-    a native call can run one; later versions wait for the interpreter's loop."""
+    or copies it), with the collector's threshold at 1 (a collection whenever tracked
+    allocations outnumber frees since the last): what a finaliser or a ``gc`` callback can
+    do mid-call. On 3.10 and 3.11 an allocation inside a native call can run one; later
+    versions wait for the interpreter's loop."""
 
     def held(k: int) -> int:
         item = items[k]
@@ -924,27 +925,29 @@ def _at_collections_while_held(items: list[Any], act: Callable[[Any], None]) -> 
 
 @pytest.mark.usefixtures("offline_tiktoken")
 @pytest.mark.parametrize("estimate", [None, "o200k_base"])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_code_a_collection_runs_mid_call_does_not_move_an_edit(
-    backend: str, estimate: str | None, threads: int
-) -> None:
+@pytest.mark.parametrize("how", ["pack_handoff", "pack_many, 1 thread", "pack_many, 2 threads"])
+def test_code_a_collection_runs_mid_call_does_not_move_an_edit(backend: str, estimate: str | None, how: str) -> None:
     """A collection an allocation runs in the middle of a call (on 3.10 and 3.11) may run
     Python code that puts a text block at the front of a result list the call holds: the
     edits clear what they planned to on the lists as they read them. Natively, ``pack_many``'s
     workers extracted a message and then copied it, allocating between the two, so an edit
     planned on the arena was applied to a copy that held the block; chars/4 in place
-    applied the planned positions to the caller's list as the output was built."""
+    applied the planned positions to the caller's list as the output was built. One by
+    one, each call follows 0 to 3 new lists, so the collections fall at each parity."""
     made = [_results_in_one_message() for _ in range(200)]
     aside = {"type": "text", "text": "aside"}
     edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    options = cf.PackOptions(target_context_tokens=2_000, estimate_tokens=estimate, edits=edits)
+    transcripts = [messages for messages, _ in made]
     with _at_collections_while_held([results for _, results in made], lambda blocks: blocks.insert(0, aside)):
-        packs = cf.pack_many(
-            [messages for messages, _ in made],
-            target_context_tokens=2_000,
-            estimate_tokens=estimate,
-            edits=edits,
-            threads=threads,
-        )
+        if how == "pack_handoff":
+            packs = []
+            for k, messages in enumerate(transcripts):
+                shift = [[] for _ in range(k % 4)]
+                packs.append(cf.pack_handoff(messages, options=options))
+                del shift
+        else:
+            packs = cf.pack_many(transcripts, options=options, threads=1 if how == "pack_many, 1 thread" else 2)
     planned = [("a", "[cleared]"), ("b", "BBBBBBBBB")]
     for packed in packs:
         blocks = [(b.get("tool_use_id"), b.get("content", b.get("text"))[:9]) for b in packed.messages[2]["content"]]
@@ -1025,6 +1028,7 @@ def test_packing_with_edits_leaves_the_collector_as_it_found_it(backend: str, en
     off as it was."""
     messages, _ = _results_in_one_message()
     edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    found = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
         cf.pack_handoff(messages, target_context_tokens=2_000, edits=edits)
@@ -1033,4 +1037,61 @@ def test_packing_with_edits_leaves_the_collector_as_it_found_it(backend: str, en
             cf.pack_handoff([*messages, {"role": "user", "content": 7}], target_context_tokens=2_000, edits=edits)
         assert gc.isenabled() is enabled
     finally:
-        gc.enable()
+        (gc.enable if found else gc.disable)()
+
+
+@pytest.mark.parametrize(
+    ("backend_name", "site", "call"),
+    [
+        ("native", "batch_of", "cf.pack_many(batch, options=options)"),
+        ("python", "batch_of", "cf.pack_many(batch, options=options)"),
+        ("python", "__init__", "cf.pack_handoff(batch[0], options=options)"),
+    ],
+    ids=["pack_many-native", "pack_many-python", "pack_handoff-python"],
+)
+def test_a_list_emptied_by_a_collection_as_a_call_takes_it_is_no_crash(backend_name: str, site: str, call: str) -> None:
+    """``pack_many``'s batch (both backends) and the reference's transcript were taken
+    with ``list.copy``, which allocates after reading the length: on 3.10 and 3.11 a
+    collection run there that empties the list crashed the interpreter (CPython issue
+    75348). Here a ``gc`` callback empties the list at each collection run inside the
+    function that takes it, with every list allocation made to collect."""
+    if backend_name == "native":
+        native_required()
+    done = _run_isolated(
+        f"""
+        import gc, os, sys
+        os.environ["CONTEXTFOLD_BACKEND"] = {backend_name!r}
+        import contextfold as cf
+        victim = []
+        hoard = []
+        def collecting(phase, info):
+            if phase != "start":
+                return
+            hoard.append([[] for _ in range(100)])  # no free lists: each new list is allocated, and collects
+            frame = sys._getframe(1)
+            while frame is not None:
+                if frame.f_code.co_name == {site!r} and "contextfold" in frame.f_code.co_filename:
+                    for items in victim:
+                        items.clear()
+                    return
+                frame = frame.f_back
+        keep = []
+        options = cf.PackOptions(target_context_tokens=50_000)
+        for rep in range(400):
+            batch = [[{{"role": "user", "content": "hi"}}] for _ in range(3)]
+            victim[:] = [batch] if {site!r} == "batch_of" else [batch[0]]
+            gc.callbacks.append(collecting)
+            gc.set_threshold(1)
+            try:
+                keep.append([[] for _ in range(100)])
+                keep.append([{{}} for _ in range(rep % 7)])  # moves where the collections fall
+                {call}
+            finally:
+                gc.set_threshold(700, 10, 10)
+                gc.callbacks.remove(collecting)
+                hoard.clear()
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
-from ._js import OPAQUE, Visit, compact_json, entry, plain, quoted, shown, stored, str_value
+from ._js import OPAQUE, Visit, compact_json, entry, listed, plain, quoted, shown, stored, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -79,7 +79,7 @@ def thread_count(threads: int | None, name: str = "threads") -> int:
 def batch_of(items: Iterable[Any]) -> list[Any]:
     """A batch read once, as a new list: a list subclass through its storage (its own
     ``__iter__`` never runs, as for a transcript), anything else by iterating it."""
-    return list.copy(items) if isinstance(items, list) else list(items)
+    return listed(items) if isinstance(items, list) else list(items)
 
 
 def add_note(exc: BaseException, note: str) -> None:
@@ -148,7 +148,7 @@ def content_and_calls(message: dict[str, Any], index: int | None = None) -> tupl
                 index,
                 "tool_calls",
             )
-        calls = list.copy(calls)
+        calls = listed(calls)
     return content, calls
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "js_number",
     "js_trim",
     "json_length",
+    "listed",
     "plain",
     "str_value",
     "utf16_cut",
@@ -53,6 +54,15 @@ entry = dict.get
 ``__getitem__`` or ``__missing__`` is not called)."""
 has_entry = dict.__contains__
 """``has_entry(obj, key)``: whether the dict's storage holds ``key``."""
+
+
+def listed(items: list[Any]) -> list[Any]:
+    """A new list of a list's items, as its storage holds them (a subclass's own
+    ``__iter__`` never runs), read once the new list is made: ``list.copy`` takes the
+    length before it allocates, and on 3.10 and 3.11 a collection that allocation runs
+    (a finaliser or ``gc`` callback that empties the list) left it reading items that were
+    gone, a crash (CPython issue 75348). Growing a list runs no collection."""
+    return [*items] if type(items) is list else [*list.__iter__(items)]
 
 
 def str_value(value: Any) -> str | None:
@@ -101,7 +111,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, list):
-        return list.copy(value)
+        return listed(value)
     if isinstance(value, dict):
         return dict(dict.items(value))
     return value

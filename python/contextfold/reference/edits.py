@@ -91,7 +91,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
-from .._js import entry, has_entry, json_length, str_value, utf16_len
+from .._js import entry, has_entry, json_length, listed, str_value, utf16_len
 from ..errors import ArgumentError
 from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
 
@@ -152,18 +152,14 @@ def frozen(messages: list[Any]) -> list[Any]:
     for m in messages:
         if isinstance(m, dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
-            listed, called = isinstance(content, list), isinstance(calls, list)
-            if listed or called:
+            has_content, has_calls = isinstance(content, list), isinstance(calls, list)
+            if has_content or has_calls:
                 # An exact dict's copy is its table's; a subclass's, its storage's.
                 m = m.copy() if type(m) is dict else dict(list(dict.items(m)))
-                # A list's items are read through the base iterator into a list made
-                # first: `list.copy` allocates after taking the length, and on 3.10 and
-                # 3.11 a collection run there can empty the list under it (CPython
-                # issue 75348), as `list_copy` in the binding says.
-                if listed:
-                    m["content"] = [*list.__iter__(content)]
-                if called:
-                    m["tool_calls"] = [*list.__iter__(calls)]
+                if has_content:
+                    m["content"] = listed(content)
+                if has_calls:
+                    m["tool_calls"] = listed(calls)
         out.append(m)
     return out
 
@@ -274,7 +270,7 @@ def _items(m: Any, key: str, j: int) -> list[Any]:
 def _list(value: Any) -> list[Any] | None:
     if type(value) is list:
         return value
-    return list.copy(value) if isinstance(value, list) else None
+    return listed(value) if isinstance(value, list) else None
 
 
 def _kind(obj: Any) -> str | None:

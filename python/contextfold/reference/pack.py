@@ -28,7 +28,7 @@ from .._contract import (
     is_volatile_content,
     prompt_message,
 )
-from .._js import JS_SPACES, entry, plain, str_value, utf16_len
+from .._js import JS_SPACES, entry, listed, plain, str_value, utf16_len
 from ..errors import MessageError
 from .count_cache import resolved
 from .edits import apply_edits, frozen
@@ -46,7 +46,7 @@ def _blocks(message: dict[str, Any]) -> list[Any] | None:
     content = entry(message, "content")
     if type(content) is list:
         return content
-    return list.copy(content) if isinstance(content, list) else None
+    return listed(content) if isinstance(content, list) else None
 
 
 def _block_is(block: Any, kind: str) -> bool:
@@ -142,7 +142,7 @@ def _line(message: dict[str, Any]) -> str:
     names: list[str] = []
     calls = entry(message, "tool_calls")
     if isinstance(calls, list):
-        for call in list.copy(calls):
+        for call in listed(calls):
             function = entry(call, "function") if isinstance(call, dict) else None
             name = str_value(entry(function, "name")) if isinstance(function, dict) else None
             if name is not None:

@@ -13,7 +13,7 @@ from .._contract import (
     encoding_name,
     role_of,
 )
-from .._js import Visit, entry, json_length, str_value, utf16_len
+from .._js import Visit, entry, json_length, listed, str_value, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .count_cache import exact_count, resolved
 from .items import MESSAGE, check_item, marks_responses, peek_item
@@ -65,7 +65,7 @@ class TranscriptOnDemand:
     def __init__(self, messages: Any, sizing: Counting, shape: str, image_tokens: int | None) -> None:
         if not isinstance(messages, list):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
-        self.messages: list[Any] = list.copy(messages)
+        self.messages: list[Any] = listed(messages)
         self.responses: bool | None = {"auto": None, "responses": True}.get(shape, False)
         self.sizes: list[int | None] = [None] * len(self.messages)
         self._size: PerMessage = _sizer(sizing, image_tokens)
