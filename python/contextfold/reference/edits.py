@@ -152,13 +152,12 @@ def frozen(messages: list[Any]) -> list[Any]:
     for m in messages:
         if isinstance(m, dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
-            has_content, has_calls = isinstance(content, list), isinstance(calls, list)
-            if has_content or has_calls:
+            if isinstance(content, list) or isinstance(calls, list):
                 # An exact dict's copy is its table's; a subclass's, its storage's.
                 m = m.copy() if type(m) is dict else dict(list(dict.items(m)))
-                if has_content:
+                if isinstance(content, list):
                     m["content"] = listed(content)
-                if has_calls:
+                if isinstance(calls, list):
                     m["tool_calls"] = listed(calls)
         out.append(m)
     return out
