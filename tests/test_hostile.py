@@ -1046,15 +1046,16 @@ def test_packing_with_edits_leaves_the_collector_as_it_found_it(backend: str, en
         ("native", "batch_of", "cf.pack_many(batch, options=options)"),
         ("python", "batch_of", "cf.pack_many(batch, options=options)"),
         ("python", "__init__", "cf.pack_handoff(batch[0], options=options)"),
+        ("native", "windowed", "cf.windowed(batch[0], window=8)"),
     ],
-    ids=["pack_many-native", "pack_many-python", "pack_handoff-python"],
+    ids=["pack_many-native", "pack_many-python", "pack_handoff-python", "windowed"],
 )
 def test_a_list_emptied_by_a_collection_as_a_call_takes_it_is_no_crash(backend_name: str, site: str, call: str) -> None:
     """``pack_many``'s batch (both backends) and the reference's transcript were taken
-    with ``list.copy``, which allocates after reading the length: on 3.10 and 3.11 a
-    collection run there that empties the list crashed the interpreter (CPython issue
-    75348). Here a ``gc`` callback empties the list at each collection run inside the
-    function that takes it, with every list allocation made to collect."""
+    with ``list.copy``, and ``windowed`` sliced the caller's list: each allocates after
+    reading the length, and on 3.10 and 3.11 a collection run there that empties the list
+    crashed the interpreter (CPython issue 75348). Here a ``gc`` callback empties the list at each collection run
+    inside the function that takes it, with every list allocation made to collect."""
     if backend_name == "native":
         native_required()
     done = _run_isolated(
@@ -1078,7 +1079,7 @@ def test_a_list_emptied_by_a_collection_as_a_call_takes_it_is_no_crash(backend_n
         keep = []
         options = cf.PackOptions(target_context_tokens=50_000)
         for rep in range(400):
-            batch = [[{{"role": "user", "content": "hi"}}] for _ in range(3)]
+            batch = [[{{"role": "user", "content": "hi"}} for _ in range(40)] for _ in range(3)]
             victim[:] = [batch] if {site!r} == "batch_of" else [batch[0]]
             gc.callbacks.append(collecting)
             gc.set_threshold(1)

@@ -644,7 +644,7 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
             for item in value:  # a loop, not all(...): a generator costs more than the check
                 if type(item) not in _KEPT_ITEMS:
                     return _build(keywords)
-            key.append((name, tuple(value)))
+            key.append((name, (*value,)))  # not tuple(value), which allocates after reading (_js.listed)
         else:
             return _build(keywords)
     try:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import MessageTypeError, MessageValueError
 
@@ -41,10 +41,13 @@ __all__ = [
     "json_length",
     "listed",
     "plain",
+    "read_once",
     "str_value",
     "utf16_cut",
     "utf16_len",
 ]
+
+T = TypeVar("T")
 
 MAX_DEPTH = 100_000
 """Deepest nesting followed before a value is rejected as too deep (or circular)."""
@@ -63,6 +66,13 @@ def listed(items: list[Any]) -> list[Any]:
     (a finaliser or ``gc`` callback that empties the list) left it reading items that were
     gone, a crash (CPython issue 75348). Growing a list runs no collection."""
     return [*items] if type(items) is list else [*list.__iter__(items)]
+
+
+def read_once(items: Sequence[T]) -> Sequence[T]:
+    """``items`` as a call that reads it more than once takes it: a list as it is now
+    (:func:`listed`, so every reading agrees and no slice of the caller's list is taken),
+    any other sequence as it is."""
+    return listed(items) if isinstance(items, list) else items
 
 
 def str_value(value: Any) -> str | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from ._contract import I64_MAX, EncodingName, Estimator, sizers, whole
+from ._js import read_once
 from .errors import ArgumentError
 from .tokens import Message
 
@@ -75,6 +76,7 @@ def windowed(
     a user turn, never after the last one. With no user turn at all, the whole transcript
     is kept when it fits ``token_budget``, else only its last message.
     """
+    convo = read_once(convo)
     start = window_start(convo, window=window, token_budget=token_budget, estimate_tokens=estimate_tokens)
     return list(convo[start:])
 
@@ -149,6 +151,7 @@ def pinned_directive_index(convo: Sequence[Message], tail_start: int) -> int:
 def assemble_compacted(system_prompt: str, convo: Sequence[Message], note: str, covered_end: int) -> list[Any]:
     """The request after a fold: system prompt, the note, the directive when the note
     covers it (the same object), then the verbatim messages from ``covered_end`` on."""
+    convo = read_once(convo)
     tail = verbatim_start(convo, covered_end)
     out: list[Any] = [{"role": "system", "content": system_prompt}, {"role": "assistant", "content": note}]
     directive = pinned_directive_index(convo, tail)

@@ -153,8 +153,10 @@ def frozen(messages: list[Any]) -> list[Any]:
         if isinstance(m, dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
             if isinstance(content, list) or isinstance(calls, list):
-                # An exact dict's copy is its table's; a subclass's, its storage's.
-                m = m.copy() if type(m) is dict else dict(list(dict.items(m)))
+                # An exact dict merged into one made first (`dict.copy` sizes a split
+                # table's copy before it allocates it, as `listed` says of lists); a
+                # subclass's through its storage.
+                m = {**m} if type(m) is dict else dict(list(dict.items(m)))
                 if isinstance(content, list):
                     m["content"] = listed(content)
                 if isinstance(calls, list):

@@ -114,9 +114,15 @@ pub fn frozen_message<'py>(_: MayRunPython, message: &PyNode<'py>) -> PyResult<P
     if lists.is_empty() {
         return Ok(message.clone());
     }
-    // An exact dict's copy is its table's (no key's code runs); a subclass's, its storage's.
+    // An exact dict is merged into one made first (no key's code runs): `PyDict_Copy`
+    // sizes a split table's copy before it allocates it, and a collection run there (see
+    // `list_copy`) could leave it reading values that are gone. A subclass, its storage.
     let copy = match message.0.cast_exact::<PyDict>() {
-        Ok(dict) => dict.copy()?,
+        Ok(dict) => {
+            let out = PyDict::new(dict.py());
+            out.update(dict.as_mapping())?;
+            out
+        }
         Err(_) => copied(&message.0)?,
     };
     for (key, list) in lists {
