@@ -879,6 +879,8 @@ def test_a_thread_changing_blocks_during_a_batch_does_not_move_an_edit(backend: 
     """As above, for pack_many on two threads: its workers pack copies with the GIL
     released, and the output is built once they are done. The native build applied the
     planned block positions to the caller's lists as they were then."""
+    if backend == "native" and estimate is None:
+        pytest.skip("natively with chars/4 no worker starts for these transcripts: each is packed with the GIL held")
     edits = [cf.ClearToolUses(keep=1, trigger=10)]
     _edits_hold_while_another_thread_meddles(
         400,
@@ -924,8 +926,18 @@ def _at_collections_while_held(items: list[Any], act: Callable[[Any], None]) -> 
 
 
 @pytest.mark.usefixtures("offline_tiktoken")
-@pytest.mark.parametrize("estimate", [None, "o200k_base"])
-@pytest.mark.parametrize("how", ["pack_handoff", "pack_many, 1 thread", "pack_many, 2 threads"])
+@pytest.mark.parametrize(
+    ("how", "estimate"),
+    [
+        # Not pack_handoff with chars/4: no collection lands while it holds a result list
+        # (natively the collector is paused; the reference's copy allocates first).
+        ("pack_handoff", "o200k_base"),
+        ("pack_many, 1 thread", None),
+        ("pack_many, 1 thread", "o200k_base"),
+        ("pack_many, 2 threads", None),
+        ("pack_many, 2 threads", "o200k_base"),
+    ],
+)
 def test_code_a_collection_runs_mid_call_does_not_move_an_edit(backend: str, estimate: str | None, how: str) -> None:
     """A collection an allocation runs in the middle of a call (on 3.10 and 3.11) may run
     Python code that puts a text block at the front of a result list the call holds: the

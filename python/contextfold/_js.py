@@ -39,6 +39,7 @@ __all__ = [
     "js_number",
     "js_trim",
     "json_length",
+    "list_value",
     "listed",
     "plain",
     "read_once",
@@ -73,6 +74,14 @@ def read_once(items: Sequence[T]) -> Sequence[T]:
     (:func:`listed`, so every reading agrees and no slice of the caller's list is taken),
     any other sequence as it is."""
     return listed(items) if isinstance(items, list) else items
+
+
+def list_value(value: Any) -> list[Any] | None:
+    """The list a value holds (an exact one itself, a subclass's items through
+    :func:`listed`); None for any other value."""
+    if type(value) is list:
+        return value
+    return listed(value) if isinstance(value, list) else None
 
 
 def str_value(value: Any) -> str | None:

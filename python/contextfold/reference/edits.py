@@ -91,7 +91,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
-from .._js import entry, has_entry, json_length, listed, str_value, utf16_len
+from .._js import entry, has_entry, json_length, list_value, listed, str_value, utf16_len
 from ..errors import ArgumentError
 from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
 
@@ -262,16 +262,10 @@ def _with(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
 def _items(m: Any, key: str, j: int) -> list[Any]:
     """Message ``m``'s list ``key``, holding the item ``j`` (a dict) the plan found there:
     Python code the call ran (an estimator, a key's ``__eq__``) may have changed it since."""
-    items = _list(entry(m, key))
+    items = list_value(entry(m, key))
     if items is None or j >= len(items) or not isinstance(items[j], dict):
         raise ArgumentError(MESSAGE_CHANGED)
     return items
-
-
-def _list(value: Any) -> list[Any] | None:
-    if type(value) is list:
-        return value
-    return listed(value) if isinstance(value, list) else None
 
 
 def _kind(obj: Any) -> str | None:
@@ -342,13 +336,13 @@ def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
         if role == "tool":
             yield _ResultSeen(i, None, str_value(entry(m, "tool_call_id")), True)
             continue
-        tool_calls = _list(entry(m, "tool_calls")) if role == "assistant" else None
+        tool_calls = list_value(entry(m, "tool_calls")) if role == "assistant" else None
         for j, c in enumerate(tool_calls or ()):
             if isinstance(c, dict):
                 function = entry(c, "function")
                 name = str_value(entry(function, "name")) if isinstance(function, dict) else None
                 yield _CallSeen(i, j, False, str_value(entry(c, "id")), name)
-        for j, block in enumerate(_list(entry(m, "content")) or ()):
+        for j, block in enumerate(list_value(entry(m, "content")) or ()):
             block_kind = _kind(block)
             if block_kind == "tool_use":
                 yield _CallSeen(i, j, True, str_value(entry(block, "id")), str_value(entry(block, "name")))
@@ -535,7 +529,7 @@ def _user_authored(state: _State, m: Any) -> bool:
         return peek_item(m) == ("user", MESSAGE)
     if _role(m) != "user":
         return False
-    blocks = _list(entry(m, "content"))
+    blocks = list_value(entry(m, "content"))
     return not blocks or not all(_kind(b) == "tool_result" for b in blocks)
 
 
@@ -567,7 +561,7 @@ def _thinking(state: _State, m: Any) -> list[int] | None:
         return None if peek_item(m)[1] == REASONING else []
     if _role(m) != "assistant":
         return []
-    return [j for j, block in enumerate(_list(entry(m, "content")) or ()) if _kind(block) in _THINKING]
+    return [j for j, block in enumerate(list_value(entry(m, "content")) or ()) if _kind(block) in _THINKING]
 
 
 def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
@@ -597,7 +591,7 @@ def _clear_thinking(state: _State, edit: ClearThinking) -> AppliedEdit | None:
                 continue
             gone.append(i)
         else:
-            content = _list(entry(state.messages[i], "content")) or []
+            content = list_value(entry(state.messages[i], "content")) or []
             if len(blocks) == len(content):
                 continue
             skip = set(blocks)

@@ -28,7 +28,7 @@ from .._contract import (
     is_volatile_content,
     prompt_message,
 )
-from .._js import JS_SPACES, entry, listed, plain, str_value, utf16_len
+from .._js import JS_SPACES, entry, list_value, listed, plain, str_value, utf16_len
 from ..errors import MessageError
 from .count_cache import resolved
 from .edits import apply_edits, frozen
@@ -43,10 +43,7 @@ _HEADER_UNITS = len(NOTE_HEADER)
 
 
 def _blocks(message: dict[str, Any]) -> list[Any] | None:
-    content = entry(message, "content")
-    if type(content) is list:
-        return content
-    return listed(content) if isinstance(content, list) else None
+    return list_value(entry(message, "content"))
 
 
 def _block_is(block: Any, kind: str) -> bool:

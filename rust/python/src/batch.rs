@@ -222,12 +222,13 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
     let mut planned = Vec::with_capacity(if edits { items.len() } else { 0 });
     for m in &items {
         roots.push(chunk.arena.len());
+        // A failed copy leaves the transcript to the attached path too, which raises it.
         let read = if edits {
-            // A failed copy leaves the transcript to the attached path too, which raises it.
-            match m.cast_exact::<PyDict>().ok().filter(|d| keys_are_exact_strs(d)) {
-                Some(_) => crate::edited::frozen_message(before_python(), &PyNode(m.clone())).ok().map(|c| c.0),
-                None => None,
-            }
+            m.cast_exact::<PyDict>()
+                .ok()
+                .filter(|dict| keys_are_exact_strs(dict))
+                .and_then(|_| crate::edited::frozen_message(before_python(), &PyNode(m.clone())).ok())
+                .map(|copy| copy.0)
         } else {
             Some(m.clone())
         };

@@ -172,34 +172,6 @@ pub fn as_output<'py>(
     Ok(kept)
 }
 
-/// Garbage collection held off while it lives, then restored as it was. Packing with
-/// edits and chars/4 runs no Python code and reads the caller's lists in place: a
-/// collection that building the output runs (on 3.10 and 3.11 an allocation may run one)
-/// could run a finaliser or `gc` callback that changes a list between planning and
-/// building, and move an edit onto another block.
-pub struct CollectionsHeld<'py> {
-    was_enabled: bool,
-    /// Made and dropped attached (not `Send`).
-    _attached: std::marker::PhantomData<Python<'py>>,
-}
-
-impl<'py> CollectionsHeld<'py> {
-    pub fn new(_: Python<'py>) -> Self {
-        // SAFETY: attached (a `Python` token is held); only the collector's switch is set.
-        let was_enabled = unsafe { pyo3::ffi::PyGC_Disable() } != 0;
-        CollectionsHeld { was_enabled, _attached: std::marker::PhantomData }
-    }
-}
-
-impl Drop for CollectionsHeld<'_> {
-    fn drop(&mut self) {
-        if self.was_enabled {
-            // SAFETY: as in `new`: the holder is attached for its whole life.
-            unsafe { pyo3::ffi::PyGC_Enable() };
-        }
-    }
-}
-
 /// A new dict with `value`'s entries, as its storage holds them: a subclass's own
 /// methods (`keys`, `__getitem__`, `__iter__`) are not called, as the reference's
 /// `dict(list(dict.items(value)))` calls none. The entries are listed first: inserting a

@@ -113,7 +113,7 @@ pub fn packed_snapshot<'py>(
     // by design: it reads in place, collections held off until the edited messages are
     // built (CHANGELOG, Known issues, for what it leaves open).
     if options.edits.is_empty() || !sizer.lets_python_run() {
-        let _held = (!options.edits.is_empty()).then(|| crate::edited::CollectionsHeld::new(py));
+        let _paused = (!options.edits.is_empty()).then(|| crate::borrow::CollectorPaused::new(py));
         let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
         // The snapshot's borrow ends before the result is allocated.
         let kept = snapshot.into_kept(&packed.kept)?;

@@ -132,37 +132,8 @@ pub fn rank_by_count<'py>(items: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyL
     }
     let ranked: Vec<(Bound<'py, PyString>, usize)> =
         ranked.into_iter().map(|(k, n)| (k.string.to_owned(), n)).collect();
-    let _paused = CollectorPaused::new(items.py());
+    let _paused = crate::borrow::CollectorPaused::new(items.py());
     PyList::new(items.py(), ranked)
-}
-
-/// The cyclic garbage collector paused while this lives (and restored as it was found),
-/// for a burst of results that hold no cycles. Every few hundred allocations would
-/// otherwise run a young-generation collection that frees nothing and walks every young
-/// object, a freshly made input list of 100,000 items among them: the results of
-/// `rank_by_count` on such a list ran seven (Python 3.10 and 3.11; from 3.12 a collection
-/// due while C code allocates waits for bytecode anyway). The one collection due when it
-/// ends runs at the next allocation.
-struct CollectorPaused<'py> {
-    _py: Python<'py>,
-    was_enabled: bool,
-}
-
-impl<'py> CollectorPaused<'py> {
-    fn new(py: Python<'py>) -> Self {
-        // SAFETY: the GIL is held (`py`); PyGC_Disable returns whether it was enabled.
-        let was_enabled = unsafe { pyo3::ffi::PyGC_Disable() } == 1;
-        Self { _py: py, was_enabled }
-    }
-}
-
-impl Drop for CollectorPaused<'_> {
-    fn drop(&mut self) {
-        if self.was_enabled {
-            // SAFETY: the GIL is still held (the guard lives no longer than `py`).
-            unsafe { pyo3::ffi::PyGC_Enable() };
-        }
-    }
 }
 
 /// How many items ahead of the one being counted `rank_by_count` asks the CPU to fetch.
