@@ -471,7 +471,8 @@ impl<'o> Snippet<'o> {
 
     fn feed(&mut self, chars: impl Iterator<Item = char>) -> bool {
         for c in chars {
-            if is_js_space(c) {
+            // Most characters are printable ASCII, which no whitespace test need look at.
+            if !c.is_ascii_graphic() && is_js_space(c) {
                 self.pending_space |= !self.is_empty();
                 continue;
             }

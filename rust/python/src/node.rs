@@ -377,7 +377,14 @@ fn type_name_of(_: MayRunPython, value: &Bound<'_, PyAny>) -> String {
 /// # Safety
 /// `k` must be a live exact str.
 unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
-    unsafe { text_at(k).is_some_and(|t| t.eq_ascii(name)) }
+    // An ASCII key's bytes are compared in place (the length tells most keys apart at
+    // once); any other is read as text (a legacy str is ASCII only once readied).
+    unsafe {
+        match ascii_bytes(k) {
+            Some(bytes) => bytes == name.as_bytes(),
+            None => text_at(k).is_some_and(|t| t.eq_ascii(name)),
+        }
+    }
 }
 
 /// Which of the four message keys the exact str `k` spells, compared by content (a dict
@@ -387,23 +394,27 @@ unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
 /// # Safety
 /// `k` must be a valid pointer to an exact `str`.
 unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
+    match unsafe { ascii_bytes(k) }? {
+        b"role" => Some(Key::Role),
+        b"content" => Some(Key::Content),
+        b"tool_calls" => Some(Key::ToolCalls),
+        b"type" => Some(Key::Type),
+        _ => None,
+    }
+}
+
+/// The data of the exact str `k` when it is ASCII, borrowed for `'a`.
+///
+/// # Safety
+/// `k` must be a live exact `str` that stays alive for `'a`.
+unsafe fn ascii_bytes<'a>(k: *mut pyo3::ffi::PyObject) -> Option<&'a [u8]> {
     use pyo3::ffi;
     unsafe {
         if ffi::PyUnicode_IS_ASCII(k) == 0 {
             return None;
         }
         let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(k)).ok()?;
-        if !matches!(len, 4 | 7 | 10) {
-            return None;
-        }
-        let bytes = std::slice::from_raw_parts(ffi::PyUnicode_1BYTE_DATA(k), len);
-        match bytes {
-            b"role" => Some(Key::Role),
-            b"content" => Some(Key::Content),
-            b"tool_calls" => Some(Key::ToolCalls),
-            b"type" => Some(Key::Type),
-            _ => None,
-        }
+        Some(std::slice::from_raw_parts(ffi::PyUnicode_1BYTE_DATA(k), len))
     }
 }
 
