@@ -854,6 +854,95 @@ def _edits_hold_while_another_thread_meddles(
         assert blocks in (planned, [(None, "aside"), *planned])
 
 
+def _toggle_front(blocks: list[Any], aside: dict[str, Any]) -> None:
+    """Puts ``aside`` at the front of ``blocks``, or takes it out when it is there."""
+    if blocks and blocks[0] is aside:
+        del blocks[0]
+    else:
+        blocks.insert(0, aside)
+
+
+class _TogglesOnCompare:
+    """A key that hashes as "content" does, so each lookup of "content" in its dict
+    compares it: the compare toggles ``aside`` at the front of ``blocks`` (and says the
+    key is not "content")."""
+
+    def __init__(self, blocks: list[Any], aside: dict[str, Any]) -> None:
+        self.blocks, self.aside = blocks, aside
+
+    def __hash__(self) -> int:
+        return hash("content")
+
+    def __eq__(self, other: object) -> bool:
+        _toggle_front(self.blocks, self.aside)
+        return False
+
+
+class _TogglingKey(str):
+    """A str key that hashes as "type" does, so a copy of its dict that inserts it after
+    "type" compares the two, which runs its ``__eq__`` (a subclass's reflected compare goes
+    first): that toggles ``aside`` at the front of ``blocks``."""
+
+    blocks: list[Any]
+    aside: dict[str, Any]
+
+    def __hash__(self) -> int:
+        return hash("type")
+
+    def __eq__(self, other: object) -> bool:
+        _toggle_front(self.blocks, self.aside)
+        return False
+
+
+class _TogglesOnIndex:
+    """A number whose ``__index__`` toggles ``aside`` at the front of ``blocks``."""
+
+    def __init__(self, blocks: list[Any], aside: dict[str, Any]) -> None:
+        self.blocks, self.aside = blocks, aside
+
+    def __index__(self) -> int:
+        _toggle_front(self.blocks, self.aside)
+        return 1
+
+
+@pytest.mark.parametrize("batch", [False, True])
+@pytest.mark.parametrize("where", ["message", "block", "number"])
+def test_a_key_changing_blocks_mid_call_does_not_move_an_edit(backend: str, batch: bool, where: str) -> None:
+    """A key's ``__eq__`` is the caller's code, which a lookup or a dict copy runs even
+    with chars/4: here it puts a text block at the front of the results or takes it out,
+    run by each lookup of "content" in the results message, or by the copy of the result
+    the edit clears (a number's ``__index__``, in the oldest message, does the same as
+    that message is sized). The edits clear what they planned to, on the lists as they were read.
+    Natively with chars/4 the edits read the lists in place, and the output was built
+    after such code ran again: it cleared the text block and kept ``a`` whole, or cleared
+    ``b``, which ``keep=1`` keeps. Now the edits plan again on copies when the caller's
+    code ran while they planned, or could run as the output is built (a dict it copies
+    has a key that is not an exact str)."""
+    messages, results = _results_in_one_message()
+    aside = {"type": "text", "text": "aside"}
+    if where == "message":
+        messages[2] = {_TogglesOnCompare(results, aside): "?", **messages[2]}
+    elif where == "number":  # in a message the edits leave alone, sized after the results
+        messages[0] = {
+            "role": "user",
+            "content": [{"type": "text", "text": "start", "n": _TogglesOnIndex(results, aside)}],
+        }
+    else:  # the result the edit clears, which the output copies: the key is compared then
+        key = _TogglingKey("x")
+        key.blocks, key.aside = [], aside  # the results once the dict is made
+        results[0] = {**results[0], key: "?"}
+        key.blocks = results
+    edits = [cf.ClearToolUses(keep=1, trigger=10)]
+    if batch:
+        (pack,) = cf.pack_many([messages], target_context_tokens=2_500, edits=edits, threads=1)
+    else:
+        pack = cf.pack_handoff(messages, target_context_tokens=2_500, edits=edits)
+    assert pack.kept == [0, 1, 2, 3, 4]
+    planned = [("a", "[cleared]"), ("b", "BBBBBBBBB")]
+    blocks = [(b.get("tool_use_id"), b.get("content", b.get("text"))[:9]) for b in pack.messages[2]["content"]]
+    assert blocks in (planned, [(None, "aside"), *planned])
+
+
 @pytest.mark.usefixtures("offline_tiktoken")
 def test_a_thread_changing_blocks_during_an_exact_count_does_not_move_an_edit(backend: str) -> None:
     """An exact count releases the GIL for a long text, so another thread runs in the

@@ -226,7 +226,7 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
         let read = if edits {
             m.cast_exact::<PyDict>()
                 .ok()
-                .filter(|dict| keys_are_exact_strs(dict))
+                .filter(|dict| crate::node::keys_are_exact_strs(dict))
                 .and_then(|_| crate::edited::frozen_message(before_python(), &PyNode(m.clone())).ok())
                 .map(|copy| copy.0)
         } else {
@@ -243,19 +243,6 @@ fn extract_transcript(index: usize, transcript: &Bound<'_, PyAny>, chunk: &mut C
     }
     let messages = items.into_iter().map(Bound::unbind).collect();
     chunk.transcripts.push(Extracted { index, roots, messages, planned, outcome: None });
-}
-
-/// Whether every key of `dict` is an exact `str`.
-fn keys_are_exact_strs(dict: &Bound<'_, PyDict>) -> bool {
-    let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: a dict; PyDict_Next lends references, only read here, and nothing runs
-    // Python code meanwhile.
-    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
-        if unsafe { ffi::PyUnicode_CheckExact(key) } == 0 {
-            return false;
-        }
-    }
-    true
 }
 
 /// Packs every transcript of the chunk.

@@ -46,6 +46,8 @@ impl Items {
 thread_local! {
     /// The snapshot of this thread that holds no references yet, if any.
     static BORROWING: Cell<*const Items> = const { Cell::new(std::ptr::null()) };
+    /// How many times this thread has been given leave to run Python code.
+    static LEAVES: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Registers `items` as this thread's borrowing snapshot (at most one borrows).
@@ -72,12 +74,20 @@ pub struct MayRunPython {
 /// Makes the snapshot of this thread that still borrows its items hold a reference to
 /// each: what must happen before anything that may run Python code or release the GIL.
 pub fn before_python() -> MayRunPython {
+    LEAVES.set(LEAVES.get().wrapping_add(1));
     let borrowing = BORROWING.replace(std::ptr::null());
     // SAFETY: a registered `Items` is alive: `Snapshot::drop` unregisters it first.
     if let Some(items) = unsafe { borrowing.as_ref() } {
         items.own();
     }
     MayRunPython { _thread: std::marker::PhantomData }
+}
+
+/// A mark of this thread's leaves to run Python code so far: a read that gives the same
+/// mark before and after ran none of the caller's code in between (a key's `__eq__`, a
+/// number's `__index__`), which could have changed the values it read.
+pub fn python_leaves() -> u64 {
+    LEAVES.get()
 }
 
 /// The cyclic garbage collector paused while this lives (and restored as it was found).

@@ -147,6 +147,28 @@ fn list_copy<'py>(list: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
     Ok(out)
 }
 
+/// Whether [`as_output`] builds the edited messages of `packed` from the caller's own
+/// (`messages`) without running any of the caller's code: every dict it copies on the
+/// way to a changed value (an edited message, its blocks and calls, a call's `function`)
+/// has exact str keys only, so no key's `__eq__` runs as it is copied or looked up. Such
+/// code could otherwise reorder a list between the edits' planning and the build, and
+/// move an edit.
+pub fn builds_in_place(messages: &[PyNode<'_>], packed: &Packed) -> bool {
+    let exact = |value: &Bound<'_, PyAny>| value.cast::<PyDict>().is_ok_and(crate::node::keys_are_exact_strs);
+    // The dicts of a message's `content` or `tool_calls` list (blocks, calls), and a
+    // call's `function` dict (read once the call's own keys are known to be exact).
+    let items_exact = |message: &PyNode<'_>, key: Key| {
+        let Some(Ok(list)) = message.get(key).map(|list| list.0.cast_into::<PyList>()) else { return true };
+        list.iter().filter(|item| item.is_instance_of::<PyDict>()).all(|item| {
+            exact(&item)
+                && PyNode(item).get(Key::Function).is_none_or(|f| !f.0.is_instance_of::<PyDict>() || exact(&f.0))
+        })
+    };
+    packed.kept.iter().filter(|&&i| packed.edits.edit(i).is_some()).all(|&i| {
+        messages.get(i).is_some_and(|m| exact(&m.0) && items_exact(m, Key::Content) && items_exact(m, Key::ToolCalls))
+    })
+}
+
 /// The kept messages (the caller's own, in `packed.kept` order) as the output holds them:
 /// each one an edit changed built anew, from the copy in `frozen` the edits planned on
 /// where there is one (empty: none).

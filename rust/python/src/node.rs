@@ -352,6 +352,20 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 }
 
+/// Whether every key of `dict` is an exact `str`: then no key's code runs as it is
+/// copied, or looked up by a str.
+pub fn keys_are_exact_strs(dict: &Bound<'_, PyDict>) -> bool {
+    let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a dict; PyDict_Next lends references, only read here, and nothing runs
+    // Python code meanwhile.
+    while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+        if unsafe { pyo3::ffi::PyUnicode_CheckExact(key) } == 0 {
+            return false;
+        }
+    }
+    true
+}
+
 /// Dicts of at most this many entries are searched by a walk over them (see `get`);
 /// larger ones (a LangChain message's dict) by a lookup, which owns the snapshot first.
 const SCANNED_ENTRIES: usize = 8;

@@ -100,8 +100,9 @@ fn in_place<'py>(
 /// Packs the messages a snapshot holds: their count, the kept ones as the output holds
 /// them ([`crate::edited::as_output`]) and the decision. With edits, where other Python
 /// code could run mid-call (a custom estimator's, another thread's while an exact count
-/// has the GIL released), the edits plan on copies of the lists they index
-/// ([`crate::edited::frozen`]), from which the edited messages are built.
+/// has the GIL released, the caller's own types' while the messages are read), the edits
+/// plan on copies of the lists they index ([`crate::edited::frozen`]), from which the
+/// edited messages are built.
 pub fn packed_snapshot<'py>(
     snapshot: Snapshot<'py>,
     sizer: &mut PySizer<'py>,
@@ -110,14 +111,21 @@ pub fn packed_snapshot<'py>(
     let n = snapshot.len();
     let py = sizer.py();
     // The copies cost a quarter of an edited pack with chars/4, which runs no Python code
-    // by design: it reads in place, collections held off until the edited messages are
-    // built (CHANGELOG, Known issues, for what it leaves open).
+    // of its own: it reads in place, collections held off until the edited messages are
+    // built. The caller's own code (a key's `__eq__`, a number's `__index__`) could
+    // reorder a list the edits planned on: when it ran as they planned, or could run as
+    // the output is built, they plan again on copies.
     if options.edits.is_empty() || !sizer.lets_python_run() {
-        let _paused = (!options.edits.is_empty()).then(|| crate::borrow::CollectorPaused::new(py));
+        let paused = (!options.edits.is_empty()).then(|| crate::borrow::CollectorPaused::new(py));
+        let leaves = crate::borrow::python_leaves();
         let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
-        // The snapshot's borrow ends before the result is allocated.
-        let kept = snapshot.into_kept(&packed.kept)?;
-        return Ok((n, crate::edited::as_output(before_python(), py, kept, &packed, &[])?, packed));
+        if paused.is_none()
+            || crate::borrow::python_leaves() == leaves && crate::edited::builds_in_place(snapshot.nodes(), &packed)
+        {
+            // The snapshot's borrow ends before the result is allocated.
+            let kept = snapshot.into_kept(&packed.kept)?;
+            return Ok((n, crate::edited::as_output(before_python(), py, kept, &packed, &[])?, packed));
+        }
     }
     let frozen = crate::edited::frozen(before_python(), snapshot.nodes())?;
     let packed = pack::pack_edited(&frozen, &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
