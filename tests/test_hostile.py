@@ -943,6 +943,46 @@ def test_a_key_changing_blocks_mid_call_does_not_move_an_edit(backend: str, batc
     assert blocks in (planned, [(None, "aside"), *planned])
 
 
+class _TogglingNameKey(_TogglingKey):
+    """A :class:`_TogglingKey` that hashes as "name" does."""
+
+    def __hash__(self) -> int:
+        return hash("name")
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_key_changing_calls_mid_call_does_not_move_an_edit(backend: str, batch: bool) -> None:
+    """As above for a call's arguments (OpenAI shape, ``clear_tool_inputs=True``): a key
+    in the ``function`` of the call the edit clears toggles a call at the front of the
+    calls as the output copies that ``function``. Reading the call for the plan walks
+    past that key without a lookup, so only the check of what the output copies sees it
+    (natively the calls were built while the list changed: ``a`` came out twice)."""
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "read", "arguments": f'{{"path": "{i}"}}'}} for i in "ab"
+    ]
+    key = _TogglingNameKey("x")
+    key.blocks, key.aside = [], {"id": "aside", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+    calls[0]["function"] = {**calls[0]["function"], key: "?"}
+    key.blocks = calls
+    messages = [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "a", "content": "A" * 4_000},
+        {"role": "tool", "tool_call_id": "b", "content": "B" * 4_000},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "next"},
+    ]
+    edits = [cf.ClearToolUses(keep=1, trigger=10, clear_tool_inputs=True)]
+    if batch:
+        (pack,) = cf.pack_many([messages], target_context_tokens=2_500, edits=edits, threads=1)
+    else:
+        pack = cf.pack_handoff(messages, target_context_tokens=2_500, edits=edits)
+    assert pack.kept == [0, 1, 2, 3, 4, 5]
+    planned = [("a", "{}"), ("b", '{"path": "b"}')]
+    out = [(c["id"], c["function"]["arguments"]) for c in pack.messages[1]["tool_calls"]]
+    assert out in (planned, [("aside", "{}"), *planned])
+
+
 @pytest.mark.usefixtures("offline_tiktoken")
 def test_a_thread_changing_blocks_during_an_exact_count_does_not_move_an_edit(backend: str) -> None:
     """An exact count releases the GIL for a long text, so another thread runs in the

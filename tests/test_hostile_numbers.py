@@ -277,6 +277,23 @@ def test_the_largest_values_the_core_holds_are_accepted() -> None:
     assert (packed.fits, packed.tokens, packed.kept) == (True, U64_MAX, [0])
 
 
+def test_a_message_of_the_largest_size_is_sized_once(backend: str) -> None:
+    """A custom estimator sees each message once (docs/packing.md), also one whose size
+    is the largest the core holds (``ESTIMATE_MAX`` + 4 = 2**64 - 1), which a fold over
+    budget reads again and again: natively such a size was kept as "not sized" (the
+    size + 1 wrapped to 0) and estimated anew each time."""
+    seen: list[str] = []
+
+    def estimate(text: str) -> int:
+        seen.append(text)
+        return ESTIMATE_MAX
+
+    packed = cf.pack_handoff(turns(6), target_context_tokens=U64_MAX, estimate_tokens=estimate)
+    assert packed.dropped == 5
+    sized = [text for text in seen if text.startswith("turn ")]
+    assert sorted(sized) == sorted(set(sized))
+
+
 @pytest.mark.skipif(IMPLS["native"] is None, reason="the native extension is not built")
 @pytest.mark.usefixtures("python_writes_4300_digits")
 def test_the_extension_itself_names_an_int_it_cannot_hold() -> None:

@@ -14,7 +14,6 @@ use crate::json::{JsonNode, JsonType, Key};
 use crate::message::Item;
 use crate::message::{check_fields, check_message, role_or_other, Checked, Role};
 use crate::tokens::{MessageSizer, SizedMessages};
-use std::num::NonZeroU64;
 
 /// A transcript whose entries are read up front ([`Transcript::read_all`]) or on demand
 /// ([`Transcript::read`]), and whose sizes are computed on first use.
@@ -115,7 +114,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
     /// [`Transcript::chat_tokens`]) are dropped when the entries are Responses items.
     pub fn decide_responses(&mut self, responses: bool) {
         if self.responses.is_none() && responses {
-            self.sizes = Sizes::new(self.messages.len());
+            self.sizes.forget();
         }
         self.responses.get_or_insert(responses);
     }
@@ -213,25 +212,29 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
     }
 }
 
-/// Each message's size once computed, by index: the size + 1, `None` while not
-/// computed (or for a size of `u64::MAX`, which is then computed again). A vector of
-/// `None`s is allocated zeroed, so it costs next to nothing for the messages packing never
-/// reaches, and an index costs less than a map of the reached ones, which took 3% of
-/// packing the corpus.
-struct Sizes(Vec<Option<NonZeroU64>>);
+/// Each message's size once computed, by index (`None`: not yet). A slot a message, also
+/// for the ones packing never reaches: filling it costs about what copying the list's
+/// item pointers does, and an index costs less than a map of the reached ones, which
+/// took 3% of packing the corpus.
+struct Sizes(Vec<Option<u64>>);
 
 impl Sizes {
     fn new(messages: usize) -> Self {
         Sizes(vec![None; messages])
     }
 
+    /// Forgets every size (the entries are read in another format).
+    fn forget(&mut self) {
+        self.0.fill(None);
+    }
+
     fn get(&self, i: usize) -> Option<u64> {
-        self.0.get(i).copied().flatten().map(|size| size.get() - 1)
+        self.0.get(i).copied().flatten()
     }
 
     fn remember(&mut self, i: usize, size: u64) {
         if let Some(slot) = self.0.get_mut(i) {
-            *slot = NonZeroU64::new(size.wrapping_add(1));
+            *slot = Some(size);
         }
     }
 }

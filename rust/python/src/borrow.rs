@@ -46,8 +46,8 @@ impl Items {
 thread_local! {
     /// The snapshot of this thread that holds no references yet, if any.
     static BORROWING: Cell<*const Items> = const { Cell::new(std::ptr::null()) };
-    /// How many times this thread has been given leave to run Python code.
-    static LEAVES: Cell<u64> = const { Cell::new(0) };
+    /// How many reads on this thread have run, or may have run, the caller's own code.
+    static CALLER_CODE: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Registers `items` as this thread's borrowing snapshot (at most one borrows).
@@ -74,7 +74,6 @@ pub struct MayRunPython {
 /// Makes the snapshot of this thread that still borrows its items hold a reference to
 /// each: what must happen before anything that may run Python code or release the GIL.
 pub fn before_python() -> MayRunPython {
-    LEAVES.set(LEAVES.get().wrapping_add(1));
     let borrowing = BORROWING.replace(std::ptr::null());
     // SAFETY: a registered `Items` is alive: `Snapshot::drop` unregisters it first.
     if let Some(items) = unsafe { borrowing.as_ref() } {
@@ -83,11 +82,19 @@ pub fn before_python() -> MayRunPython {
     MayRunPython { _thread: std::marker::PhantomData }
 }
 
-/// A mark of this thread's leaves to run Python code so far: a read that gives the same
-/// mark before and after ran none of the caller's code in between (a key's `__eq__`, a
-/// number's `__index__`), which could have changed the values it read.
-pub fn python_leaves() -> u64 {
-    LEAVES.get()
+/// Notes that a read of a value runs, or may run, the caller's own code (a key's `__eq__`
+/// in a dict lookup, a number's `__index__`, a metaclass's `__name__`): code that could
+/// change values the call has read already. It runs with the leave [`before_python`]
+/// gave, which this takes and hands back.
+pub fn runs_caller_code(leave: MayRunPython) -> MayRunPython {
+    CALLER_CODE.set(CALLER_CODE.get().wrapping_add(1));
+    leave
+}
+
+/// How many reads on this thread have noted [`runs_caller_code`] so far: a call that finds
+/// the same count before and after ran none of the caller's code in between.
+pub fn caller_code_runs() -> u64 {
+    CALLER_CODE.get()
 }
 
 /// The cyclic garbage collector paused while this lives (and restored as it was found).

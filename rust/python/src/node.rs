@@ -38,6 +38,13 @@ pub fn raising<T>(read: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     }
 }
 
+/// Leave for a read that may run the caller's own code, noted as such (a dict lookup
+/// does whenever a key that is not an exact str could share the wanted key's hash, which
+/// only a walk over the keys would rule out).
+fn caller_code() -> MayRunPython {
+    crate::borrow::runs_caller_code(crate::borrow::before_python())
+}
+
 /// A Python value read as JSON: `None`, `bool`, `int`, `float`, `str`, `list`, `dict`.
 #[derive(Clone)]
 #[repr(transparent)]
@@ -209,7 +216,7 @@ fn index_of<'py>(run: MayRunPython, v: &Bound<'py, PyAny>) -> Option<Bound<'py, 
 /// `__index__` type): Python code or allocations read it. An int (a subclass too) is read
 /// through its storage, as `json.dumps` reads it. `None` when `__index__` fails.
 fn number<'py>(_: MayRunPython, v: &Bound<'py, PyAny>) -> Option<View<'static, PyNode<'py>>> {
-    let int = if PyInt::is_type_of(v) { v.clone() } else { index_of(crate::borrow::before_python(), v)? };
+    let int = if PyInt::is_type_of(v) { v.clone() } else { index_of(caller_code(), v)? };
     Some(match int.extract::<i64>() {
         Ok(i) => View::Int(i),
         // JavaScript holds the number as a double: too large for one is Infinity.
@@ -284,7 +291,7 @@ impl<'py> JsonNode for PyNode<'py> {
         let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
         let wanted = key(dict.py(), k);
         if dict.len() > SCANNED_ENTRIES {
-            return looked_up(crate::borrow::before_python(), dict, wanted);
+            return looked_up(caller_code(), dict, wanted);
         }
         // A message has a handful of keys, `role` usually first: a walk over its entries
         // finds one sooner than a hash lookup, and never runs Python code.
@@ -294,7 +301,7 @@ impl<'py> JsonNode for PyNode<'py> {
         while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } != 0 {
             // Any other key may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(kp) } == 0 {
-                return looked_up(crate::borrow::before_python(), dict, wanted);
+                return looked_up(caller_code(), dict, wanted);
             }
             if kp == wanted.as_ptr() || unsafe { spells(kp, k.as_str()) } {
                 return Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
@@ -348,7 +355,7 @@ impl<'py> JsonNode for PyNode<'py> {
     }
 
     fn type_name(&self) -> String {
-        type_name_of(crate::borrow::before_python(), &self.0)
+        type_name_of(caller_code(), &self.0)
     }
 }
 
@@ -392,7 +399,7 @@ fn type_name_of(_: MayRunPython, value: &Bound<'_, PyAny>) -> String {
 /// `k` must be a live exact str.
 unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
     // An ASCII key's bytes are compared in place (the length tells most keys apart at
-    // once); any other is read as text (a legacy str is ASCII only once readied).
+    // once); any other is read as text. A dict's keys are ready: each was hashed.
     unsafe {
         match ascii_bytes(k) {
             Some(bytes) => bytes == name.as_bytes(),

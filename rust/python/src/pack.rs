@@ -100,9 +100,10 @@ fn in_place<'py>(
 /// Packs the messages a snapshot holds: their count, the kept ones as the output holds
 /// them ([`crate::edited::as_output`]) and the decision. With edits, where other Python
 /// code could run mid-call (a custom estimator's, another thread's while an exact count
-/// has the GIL released, the caller's own types' while the messages are read), the edits
-/// plan on copies of the lists they index ([`crate::edited::frozen`]), from which the
-/// edited messages are built.
+/// has the GIL released), the edits plan on copies of the lists they index
+/// ([`crate::edited::frozen`]), from which the edited messages are built. Otherwise they
+/// plan on the caller's lists, and again on copies when the caller's own types' code may
+/// have run meanwhile or could run as the output is built.
 pub fn packed_snapshot<'py>(
     snapshot: Snapshot<'py>,
     sizer: &mut PySizer<'py>,
@@ -113,15 +114,15 @@ pub fn packed_snapshot<'py>(
     // The copies cost a quarter of an edited pack with chars/4, which runs no Python code
     // of its own: it reads in place, collections held off until the edited messages are
     // built. The caller's own code (a key's `__eq__`, a number's `__index__`) could
-    // reorder a list the edits planned on: when it ran as they planned, or could run as
-    // the output is built, they plan again on copies.
+    // reorder a list the edits planned on: when reading may have run it as they planned,
+    // or it could run as the output is built, they plan again, on copies.
     if options.edits.is_empty() || !sizer.lets_python_run() {
         let paused = (!options.edits.is_empty()).then(|| crate::borrow::CollectorPaused::new(py));
-        let leaves = crate::borrow::python_leaves();
+        let runs = crate::borrow::caller_code_runs();
         let packed = pack::pack_edited(snapshot.nodes(), &mut *sizer, options).map_err(|e| sizer.take_error(e))?;
-        if paused.is_none()
-            || crate::borrow::python_leaves() == leaves && crate::edited::builds_in_place(snapshot.nodes(), &packed)
-        {
+        let unchanged =
+            || crate::borrow::caller_code_runs() == runs && crate::edited::builds_in_place(snapshot.nodes(), &packed);
+        if paused.is_none() || unchanged() {
             // The snapshot's borrow ends before the result is allocated.
             let kept = snapshot.into_kept(&packed.kept)?;
             return Ok((n, crate::edited::as_output(before_python(), py, kept, &packed, &[])?, packed));
