@@ -642,6 +642,58 @@ def test_a_key_that_hashes_elsewhere_is_not_found(backend: str, threads: int) ->
     assert cf.tokens_of(lost_content) == cf.tokens_of([{"role": "user"}])
 
 
+class _ComparingMeta(type):
+    """A metaclass that defines ``__eq__`` (so its classes have no hash) and raises in it."""
+
+    def __eq__(cls, other: object) -> bool:
+        raise RuntimeError("a metaclass's __eq__ ran")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _OddStr(str, metaclass=_ComparingMeta):
+    pass
+
+
+class _OddInt(int, metaclass=_ComparingMeta):
+    pass
+
+
+class _OddList(list, metaclass=_ComparingMeta):  # type: ignore[type-arg]
+    pass
+
+
+class _OddDict(dict, metaclass=_ComparingMeta):  # type: ignore[type-arg]
+    pass
+
+
+def test_values_whose_metaclass_compares_are_read_as_what_they_hold(backend: str) -> None:
+    """A value's type is told apart by identity, never hashed or compared: the reference
+    hashed it (``type(v) in`` a frozenset), a raw ``TypeError: unhashable type`` for a
+    class whose metaclass defines ``__eq__``, and compared an edit's type with ``==``,
+    which ran that ``__eq__``."""
+    odd = [
+        _OddDict(role=_OddStr("user"), content=_OddStr("hello there")),
+        {"role": "assistant", "content": _OddList([{"type": "text", "text": "x", "n": _OddInt(3)}])},
+    ]
+    plain = [
+        {"role": "user", "content": "hello there"},
+        {"role": "assistant", "content": [{"type": "text", "text": "x", "n": 3}]},
+    ]
+    assert cf.tokens_of(odd) == cf.tokens_of(plain)
+    assert cf.tokens_of(_OddList(odd)) == cf.tokens_of(plain)
+    packed, want = (cf.pack_handoff(m, target_context_tokens=9) for m in (odd, plain))
+    assert (packed.kept, packed.tokens, packed.note) == (want.kept, want.tokens, want.note)
+
+    class OddEdit(cf.ClearToolUses, metaclass=_ComparingMeta):
+        pass
+
+    with pytest.raises(
+        cf.ArgumentTypeError, match="edits\\[0\\] must be a ClearToolUses or ClearThinking, got OddEdit"
+    ):
+        cf.pack_handoff(plain, target_context_tokens=9, edits=[OddEdit()])
+
+
 class _ClearsOnCompare:
     """A key that hashes as "role" does, so a lookup of "role" compares it: the compare
     empties ``victim`` once set (and says it is not "role")."""

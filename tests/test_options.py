@@ -156,6 +156,28 @@ def test_keyword_values_are_reused_only_when_they_cannot_lie() -> None:
     assert lying is not cached and lying.budget == 5
 
 
+class _ComparingMeta(type):
+    def __eq__(cls, other: object) -> bool:
+        raise RuntimeError("a metaclass's __eq__ ran")
+
+    __hash__ = type.__hash__
+
+
+class _OddlyTypedInt(int, metaclass=_ComparingMeta):
+    pass
+
+
+def test_a_keyword_value_of_an_odd_metaclass_runs_none_of_its_code() -> None:
+    # A value's type is told apart by identity: telling it by `in` a tuple of types
+    # compared it with `==`, which ran the metaclass's __eq__ (here a raw RuntimeError).
+    value, pins = _OddlyTypedInt(900), [_OddlyTypedInt(0)]
+    options = pack_options(None, {"target_context_tokens": value, "pinned": pins})
+    assert options.budget == 900 and options.pinned == (0,)
+    assert pack_options(None, {"target_context_tokens": value}) is not pack_options(
+        None, {"target_context_tokens": 900}
+    )
+
+
 def test_keyword_edits_are_reused_when_equal_and_never_confused() -> None:
     # Edits are frozen values of exact fields: equal ones act alike, so a call that passes
     # an equal list of edits (as an agent loop does each turn) reuses the checked options.

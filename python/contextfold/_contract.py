@@ -612,11 +612,6 @@ def first_count(values: Iterable[Any], default: int) -> int:
     return next((count for count in map(as_count, values) if count is not None), default)
 
 
-_PLAIN = (int, str, type(None))
-_SEQUENCES = (list, tuple)
-_KEPT_ITEMS = (int, ClearToolUses, ClearThinking)
-"""What a kept list may hold: pins, and edits (frozen, every field an exact int, str,
-bool or tuple of strs, so equal edits act alike)."""
 _BUILT: dict[tuple[tuple[str, Any], ...], PackOptions] = {}
 _BUILT_MAX = 1_024
 
@@ -635,14 +630,20 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
         if not isinstance(options, PackOptions):
             raise ArgumentTypeError(f"options must be a PackOptions, got {type(options).__name__}")
         return replace(options, **_checked(keywords)) if keywords else options
+    # Types are told apart by identity: `in` a tuple of types compares each with `==`,
+    # which cost a third of a call with keywords (and runs a metaclass's `__eq__`).
     key = []
     for name, value in keywords.items():
         kind = type(value)
-        if kind in _PLAIN:
+        if kind is int or kind is str or value is None:
             key.append((name, value))
-        elif kind in _SEQUENCES:
-            for item in value:  # a loop, not all(...): a generator costs more than the check
-                if type(item) not in _KEPT_ITEMS:
+        elif kind is tuple or kind is list:
+            # Pins and edits (frozen, every field an exact int, str, bool or tuple of
+            # strs, so equal edits act alike); a loop, not all(...): a generator costs
+            # more than the check.
+            for item in value:
+                kind = type(item)
+                if not (kind is int or kind is ClearToolUses or kind is ClearThinking):
                     return _build(keywords)
             key.append((name, (*value,)))  # not tuple(value), which allocates after reading (_js.listed)
         else:

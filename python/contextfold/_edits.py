@@ -148,7 +148,8 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
         raise ArgumentTypeError(f"edits must be a list or tuple of edits, got {type(edits).__name__}")
     out: list[Edit] = []
     for i, edit in enumerate(edits):
-        if type(edit) not in (ClearToolUses, ClearThinking):  # a subclass may read otherwise
+        kind = type(edit)  # told by identity: a subclass may read otherwise, a metaclass compare
+        if kind is not ClearToolUses and kind is not ClearThinking:
             raise ArgumentTypeError(f"edits[{i}] must be a ClearToolUses or ClearThinking, got {type(edit).__name__}")
         out.append(_rebuilt(edit))
     return tuple(out)

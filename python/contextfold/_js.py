@@ -124,8 +124,11 @@ def quoted(value: Any) -> str:
 def plain(value: Any) -> Any:
     """The built-in value a ``str``, ``list`` or ``dict`` subclass holds (an exact one as
     it is); anything else as it is. Callers test ``type(value) is str`` (or list, dict)
-    first where it matters, so the common case costs nothing."""
-    if type(value) in _EXACT_CONTAINERS:
+    first where it matters, so the common case costs nothing. Types are told apart by
+    identity, never hashed or compared: a metaclass may define ``__eq__`` (and so have
+    no hash)."""
+    kind = type(value)
+    if kind is str or kind is list or kind is dict:
         return value
     if isinstance(value, str):
         return str.__str__(value)
@@ -137,7 +140,6 @@ def plain(value: Any) -> Any:
 
 
 _CONTAINERS = (str, dict, list)
-_EXACT_CONTAINERS = frozenset(_CONTAINERS)
 _MAX_SAFE = 2**53
 _LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _SHAPE = "a JSON value (None, bool, int, float, str, list or dict)"
@@ -316,7 +318,7 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
     frames: list[tuple[Any, Any]] = []  # (False for a list, else the key left out, iterator)
     item: Any = value
     while True:
-        if (cls := type(item)) not in _EXACT_CONTAINERS and isinstance(item, _CONTAINERS):
+        if (cls := type(item)) is not str and cls is not dict and cls is not list and isinstance(item, _CONTAINERS):
             cls = type(item := plain(item))
         if cls is str:
             total += _string_json_len(item)
@@ -387,7 +389,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None, v
     frames: list[tuple[Any, Any, str]] = []  # (False for a list, else the key left out, iterator, closing)
     item: Any = value
     while True:
-        if (cls := type(item)) not in _EXACT_CONTAINERS and isinstance(item, _CONTAINERS):
+        if (cls := type(item)) is not str and cls is not dict and cls is not list and isinstance(item, _CONTAINERS):
             cls = type(item := plain(item))
         if cls is str:
             out.append(_string_json(item))
