@@ -694,6 +694,46 @@ def test_values_whose_metaclass_compares_are_read_as_what_they_hold(backend: str
         cf.pack_handoff(plain, target_context_tokens=9, edits=[OddEdit()])
 
 
+class _ClaimsToBeAList:
+    """Not a list, though its ``__class__`` says so (``isinstance(x, list)`` is True)."""
+
+    __class__ = property(lambda self: list)  # type: ignore[assignment]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([{"type": "text", "text": "x"}])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_an_object_claiming_to_be_a_list_is_read_as_what_it_is(backend: str) -> None:
+    """Both backends read a value by its type, not by what its ``__class__`` claims: the
+    reference took such an object for a list and failed inside ``list``'s own methods
+    (a raw ``TypeError``), natively the batch did."""
+    fake = _ClaimsToBeAList()
+    assert isinstance(fake, list)
+    user = {"role": "user", "content": "hi"}
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: cf.pack_handoff(fake, target_context_tokens=100), "messages: expected a list, got _ClaimsToBeAList"),
+        (
+            lambda: cf.pack_handoff(
+                [{"role": "user", "content": fake}], target_context_tokens=100, edits=[cf.ClearThinking()]
+            ),
+            "message 0, field 'content': expected str, list or None, got _ClaimsToBeAList",
+        ),
+        (
+            lambda: cf.tokens_of([user, {"role": "assistant", "content": "", "tool_calls": fake}]),
+            "message 1, field 'tool_calls': expected list or None, got _ClaimsToBeAList",
+        ),
+        # A batch that is no list is iterated: its one item is no transcript.
+        (lambda: cf.pack_many(fake, target_context_tokens=100), "messages: expected a list, got dict"),
+    ]
+    for call, words in cases:
+        with pytest.raises(cf.MessageTypeError) as raised:
+            call()
+        assert str(raised.value) == words
+
+
 class _ClearsOnCompare:
     """A key that hashes as "role" does, so a lookup of "role" compares it: the compare
     empties ``victim`` once set (and says it is not "role")."""

@@ -79,7 +79,7 @@ def thread_count(threads: int | None, name: str = "threads") -> int:
 def batch_of(items: Iterable[Any]) -> list[Any]:
     """A batch read once, as a new list: a list subclass through its storage (its own
     ``__iter__`` never runs, as for a transcript), anything else by iterating it."""
-    return listed(items) if isinstance(items, list) else list(items)
+    return listed(items) if issubclass(type(items), list) else list(items)
 
 
 def add_note(exc: BaseException, note: str) -> None:
@@ -133,7 +133,7 @@ def content_and_calls(message: dict[str, Any], index: int | None = None) -> tupl
     """The message's content (checked: str, list or None) and tool_calls (list or None)."""
     content = entry(message, "content")
     if type(content) is not str and content is not None and type(content) is not list:
-        if not isinstance(content, (str, list)):
+        if not issubclass(type(content), (str, list)):  # by its type: `__class__` may claim one
             raise MessageTypeError(
                 f"{where(index)}, field 'content': expected str, list or None, got {type(content).__name__}",
                 index,
@@ -142,7 +142,7 @@ def content_and_calls(message: dict[str, Any], index: int | None = None) -> tupl
         content = plain(content)
     calls = entry(message, "tool_calls")
     if calls is not None and type(calls) is not list:
-        if not isinstance(calls, list):
+        if not issubclass(type(calls), list):
             raise MessageTypeError(
                 f"{where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
                 index,

@@ -73,7 +73,7 @@ def read_once(items: Sequence[T]) -> Sequence[T]:
     """``items`` as a call that reads it more than once takes it: a list as it is now
     (:func:`listed`, so every reading agrees and no slice of the caller's list is taken),
     any other sequence as it is."""
-    return listed(items) if isinstance(items, list) else items
+    return listed(items) if issubclass(type(items), list) else items
 
 
 def list_value(value: Any) -> list[Any] | None:
@@ -81,7 +81,7 @@ def list_value(value: Any) -> list[Any] | None:
     :func:`listed`); None for any other value."""
     if type(value) is list:
         return value
-    return listed(value) if isinstance(value, list) else None
+    return listed(value) if issubclass(type(value), list) else None
 
 
 def str_value(value: Any) -> str | None:
@@ -130,11 +130,12 @@ def plain(value: Any) -> Any:
     kind = type(value)
     if kind is str or kind is list or kind is dict:
         return value
-    if isinstance(value, str):
+    # By its type, not isinstance: an object whose `__class__` claims one is none.
+    if issubclass(kind, str):
         return str.__str__(value)
-    if isinstance(value, list):
+    if issubclass(kind, list):
         return listed(value)
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         return dict(dict.items(value))
     return value
 

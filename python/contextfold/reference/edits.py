@@ -152,14 +152,15 @@ def frozen(messages: list[Any]) -> list[Any]:
     for m in messages:
         if isinstance(m, dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
-            if isinstance(content, list) or isinstance(calls, list):
+            content_listed, calls_listed = issubclass(type(content), list), issubclass(type(calls), list)
+            if content_listed or calls_listed:
                 # An exact dict merged into one made first (`dict.copy` sizes a split
                 # table's copy before it allocates it, as `listed` says of lists); a
                 # subclass's through its storage.
                 m = {**m} if type(m) is dict else dict(list(dict.items(m)))
-                if isinstance(content, list):
+                if content_listed:
                     m["content"] = listed(content)
-                if isinstance(calls, list):
+                if calls_listed:
                     m["tool_calls"] = listed(calls)
         out.append(m)
     return out

@@ -62,7 +62,7 @@ def _only_tool_results(message: dict[str, Any]) -> bool:
 
 def _has_tool_calls(message: dict[str, Any]) -> bool:
     calls = entry(message, "tool_calls")
-    return isinstance(calls, list) and list.__len__(calls) > 0
+    return issubclass(type(calls), list) and list.__len__(calls) > 0
 
 
 def _is_volatile(role: str, message: dict[str, Any]) -> bool:
@@ -138,7 +138,7 @@ def _line(message: dict[str, Any]) -> str:
     line = "" if label is None else _lossy(label)
     names: list[str] = []
     calls = entry(message, "tool_calls")
-    if isinstance(calls, list):
+    if issubclass(type(calls), list):
         for call in listed(calls):
             function = entry(call, "function") if isinstance(call, dict) else None
             name = str_value(entry(function, "name")) if isinstance(function, dict) else None
@@ -151,12 +151,12 @@ def _line(message: dict[str, Any]) -> str:
     if (name := str_value(entry(message, "name"))) is not None:
         names.append(_lossy(name))
     content = plain(entry(message, "content"))
-    if not isinstance(content, (str, list)):  # an item without content shows its output
+    if type(content) is not str and type(content) is not list:  # an item without content shows its output
         content = plain(entry(message, "output"))
     parts: list[str] = []
-    if isinstance(content, str):
+    if type(content) is str:
         parts.append(content)
-    elif isinstance(content, list):
+    elif type(content) is list:
         for block in content:
             if isinstance(block, dict):
                 for key in ("text", "content"):
@@ -715,7 +715,7 @@ def _newest_compaction(messages: list[Any], responses: bool) -> int | None:
         # Only a list content (or a Responses item) can hold one: most cost one lookup.
         if (
             isinstance(m, dict)
-            and (responses or isinstance(entry(m, "content"), list))
+            and (responses or issubclass(type(entry(m, "content")), list))
             and _is_compaction(m, responses)
         ):
             return i

@@ -63,7 +63,7 @@ class TranscriptOnDemand:
     __slots__ = ("_size", "messages", "responses", "sizes")
 
     def __init__(self, messages: Any, sizing: Counting, shape: str, image_tokens: int | None) -> None:
-        if not isinstance(messages, list):
+        if not issubclass(type(messages), list):  # by its type: `__class__` may claim one
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = listed(messages)
         self.responses: bool | None = {"auto": None, "responses": True}.get(shape, False)
