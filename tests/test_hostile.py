@@ -684,6 +684,11 @@ def test_values_whose_metaclass_compares_are_read_as_what_they_hold(backend: str
     assert cf.tokens_of(_OddList(odd)) == cf.tokens_of(plain)
     packed, want = (cf.pack_handoff(m, target_context_tokens=9) for m in (odd, plain))
     assert (packed.kept, packed.tokens, packed.note) == (want.kept, want.tokens, want.note)
+    # A custom estimator is handed the content as JSON text, written from these values.
+    seen: list[list[str]] = [[], []]
+    for texts, messages in zip(seen, (odd, plain), strict=True):
+        cf.tokens_of(messages, estimate_tokens=lambda text, texts=texts: texts.append(text) or 1)
+    assert seen[0] == seen[1] and any('"n":3' in text for text in seen[0])
 
     class OddEdit(cf.ClearToolUses, metaclass=_ComparingMeta):
         pass

@@ -319,7 +319,7 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
     frames: list[tuple[Any, Any]] = []  # (False for a list, else the key left out, iterator)
     item: Any = value
     while True:
-        if (cls := type(item)) is not str and cls is not dict and cls is not list and isinstance(item, _CONTAINERS):
+        if (cls := type(item)) is not str and cls is not dict and cls is not list and issubclass(cls, _CONTAINERS):
             cls = type(item := plain(item))
         if cls is str:
             total += _string_json_len(item)
@@ -390,7 +390,7 @@ def compact_json(value: Any, field: str = "content", index: int | None = None, v
     frames: list[tuple[Any, Any, str]] = []  # (False for a list, else the key left out, iterator, closing)
     item: Any = value
     while True:
-        if (cls := type(item)) is not str and cls is not dict and cls is not list and isinstance(item, _CONTAINERS):
+        if (cls := type(item)) is not str and cls is not dict and cls is not list and issubclass(cls, _CONTAINERS):
             cls = type(item := plain(item))
         if cls is str:
             out.append(_string_json(item))

@@ -199,13 +199,13 @@ def render_for_summary(messages: Sequence[Message]) -> str:
         role = role_of(m, i)  # a str, as every reader of a message takes it
         calls = plain(entry(m, "tool_calls"))
         names = []
-        if isinstance(calls, list):
+        if type(calls) is list:
             for call in calls:
                 function = entry(call, "function") if isinstance(call, dict) else None
                 name = str_value(entry(function, "name")) if isinstance(function, dict) else None
                 if name is not None:
                     names.append(name)
-        called = f" [called: {', '.join(names)}]" if isinstance(calls, list) and calls else ""
+        called = f" [called: {', '.join(names)}]" if type(calls) is list and calls else ""
         content = entry(m, "content")
         text = str_value(content)
         out.append(f"{role}{called}: {compact_json(content, 'content', i) if text is None else text}")

@@ -57,7 +57,7 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
     kind = MESSAGE
     if has_entry(item, "type"):
         type_ = entry(item, "type")
-        if not isinstance(type_, str):
+        if not issubclass(type(type_), str):  # by its type: `__class__` may claim one
             raise MessageTypeError(
                 f"{where(index)}, field 'type': expected str, got {type(type_).__name__}", index, "type"
             )
