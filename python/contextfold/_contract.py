@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
-from ._js import OPAQUE, Visit, compact_json, entry, listed, plain, quoted, shown, stored, str_value
+from ._js import OPAQUE, Visit, compact_json, entry, is_list, listed, plain, quoted, shown, stored, str_value
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -79,7 +79,7 @@ def thread_count(threads: int | None, name: str = "threads") -> int:
 def batch_of(items: Iterable[Any]) -> list[Any]:
     """A batch read once, as a new list: a list subclass through its storage (its own
     ``__iter__`` never runs, as for a transcript), anything else by iterating it."""
-    return listed(items) if issubclass(type(items), list) else list(items)
+    return listed(items) if is_list(items) else list(items)
 
 
 def add_note(exc: BaseException, note: str) -> None:
@@ -142,7 +142,7 @@ def content_and_calls(message: dict[str, Any], index: int | None = None) -> tupl
         content = plain(content)
     calls = entry(message, "tool_calls")
     if calls is not None and type(calls) is not list:
-        if not issubclass(type(calls), list):
+        if not is_list(calls):
             raise MessageTypeError(
                 f"{where(index)}, field 'tool_calls': expected list or None, got {type(calls).__name__}",
                 index,

@@ -24,7 +24,7 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from .errors import MessageTypeError, MessageValueError
 
@@ -69,11 +69,18 @@ def listed(items: list[Any]) -> list[Any]:
     return [*items] if type(items) is list else [*list.__iter__(items)]
 
 
+def is_list(value: object) -> TypeGuard[list[Any]]:
+    """Whether ``value`` is a list (or a subclass) by its type: an object whose
+    ``__class__`` claims ``list``, which ``isinstance`` believes, is none, and ``list``'s
+    own methods refuse it."""
+    return issubclass(type(value), list)
+
+
 def read_once(items: Sequence[T]) -> Sequence[T]:
     """``items`` as a call that reads it more than once takes it: a list as it is now
     (:func:`listed`, so every reading agrees and no slice of the caller's list is taken),
     any other sequence as it is."""
-    return listed(items) if issubclass(type(items), list) else items
+    return listed(items) if is_list(items) else items
 
 
 def list_value(value: Any) -> list[Any] | None:
@@ -81,7 +88,7 @@ def list_value(value: Any) -> list[Any] | None:
     :func:`listed`); None for any other value."""
     if type(value) is list:
         return value
-    return listed(value) if issubclass(type(value), list) else None
+    return listed(value) if is_list(value) else None
 
 
 def str_value(value: Any) -> str | None:

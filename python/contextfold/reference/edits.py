@@ -91,7 +91,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
-from .._js import entry, has_entry, json_length, list_value, listed, str_value, utf16_len
+from .._js import entry, has_entry, is_list, json_length, list_value, listed, str_value, utf16_len
 from ..errors import ArgumentError
 from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
 
@@ -152,15 +152,14 @@ def frozen(messages: list[Any]) -> list[Any]:
     for m in messages:
         if isinstance(m, dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
-            content_listed, calls_listed = issubclass(type(content), list), issubclass(type(calls), list)
-            if content_listed or calls_listed:
+            if is_list(content) or is_list(calls):
                 # An exact dict merged into one made first (`dict.copy` sizes a split
                 # table's copy before it allocates it, as `listed` says of lists); a
                 # subclass's through its storage.
                 m = {**m} if type(m) is dict else dict(list(dict.items(m)))
-                if content_listed:
+                if is_list(content):
                     m["content"] = listed(content)
-                if calls_listed:
+                if is_list(calls):
                     m["tool_calls"] = listed(calls)
         out.append(m)
     return out

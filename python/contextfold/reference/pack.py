@@ -28,7 +28,7 @@ from .._contract import (
     is_volatile_content,
     prompt_message,
 )
-from .._js import JS_SPACES, entry, list_value, listed, plain, str_value, utf16_len
+from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
 from ..errors import MessageError
 from .count_cache import resolved
 from .edits import apply_edits, frozen
@@ -62,7 +62,7 @@ def _only_tool_results(message: dict[str, Any]) -> bool:
 
 def _has_tool_calls(message: dict[str, Any]) -> bool:
     calls = entry(message, "tool_calls")
-    return issubclass(type(calls), list) and list.__len__(calls) > 0
+    return is_list(calls) and list.__len__(calls) > 0
 
 
 def _is_volatile(role: str, message: dict[str, Any]) -> bool:
@@ -138,7 +138,7 @@ def _line(message: dict[str, Any]) -> str:
     line = "" if label is None else _lossy(label)
     names: list[str] = []
     calls = entry(message, "tool_calls")
-    if issubclass(type(calls), list):
+    if is_list(calls):
         for call in listed(calls):
             function = entry(call, "function") if isinstance(call, dict) else None
             name = str_value(entry(function, "name")) if isinstance(function, dict) else None
@@ -713,11 +713,7 @@ def _newest_compaction(messages: list[Any], responses: bool) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         # Only a list content (or a Responses item) can hold one: most cost one lookup.
-        if (
-            isinstance(m, dict)
-            and (responses or issubclass(type(entry(m, "content")), list))
-            and _is_compaction(m, responses)
-        ):
+        if isinstance(m, dict) and (responses or is_list(entry(m, "content"))) and _is_compaction(m, responses):
             return i
     return None
 

@@ -13,7 +13,7 @@ from .._contract import (
     encoding_name,
     role_of,
 )
-from .._js import Visit, entry, json_length, listed, str_value, utf16_len
+from .._js import Visit, entry, is_list, json_length, listed, str_value, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .count_cache import exact_count, resolved
 from .items import MESSAGE, check_item, marks_responses, peek_item
@@ -63,7 +63,7 @@ class TranscriptOnDemand:
     __slots__ = ("_size", "messages", "responses", "sizes")
 
     def __init__(self, messages: Any, sizing: Counting, shape: str, image_tokens: int | None) -> None:
-        if not issubclass(type(messages), list):  # by its type: `__class__` may claim one
+        if not is_list(messages):
             raise MessageTypeError(f"messages: expected a list, got {type(messages).__name__}", None, "")
         self.messages: list[Any] = listed(messages)
         self.responses: bool | None = {"auto": None, "responses": True}.get(shape, False)
