@@ -788,6 +788,37 @@ def test_python_code_run_while_reading_does_not_reach_the_result(backend: str, w
     assert (pack.kept, pack.tokens, pack.fits, pack.note) == (want.kept, want.tokens, want.fits, want.note)
 
 
+def test_windowed_reads_the_transcript_once(backend: str) -> None:
+    """``windowed`` finds its start and slices at it on one reading of the transcript: an
+    estimator that empties the caller's list mid-call changes nothing it returns (the
+    slice was taken from the caller's list once the start was found: an empty result)."""
+    messages = _conversation(40)
+    read = list(messages)
+
+    def estimate(text: str) -> int:
+        messages.clear()
+        return len(text) // 4
+
+    kept = cf.windowed(messages, window=8, estimate_tokens=estimate)
+    want = cf.windowed(read, window=8, estimate_tokens=lambda text: len(text) // 4)
+    assert messages == [] and kept == want and kept and all(any(m is r for r in read) for m in kept)
+
+
+def test_assemble_compacted_reads_the_transcript_once(backend: str) -> None:
+    """``assemble_compacted`` finds the tail and the directive and copies them on one
+    reading of the transcript: a key's ``__eq__``, run as a message's role is looked up,
+    that empties the caller's list changes nothing it returns."""
+    messages: list[Any] = _conversation(12)
+    meddler = _ClearsOnCompare()
+    messages[9] = {meddler: "?", **messages[9]}  # first, so a lookup of "role" meets it
+    read = list(messages)
+    meddler.victim = messages
+    out = cf.assemble_compacted("sys", messages, "note", 6)
+    assert messages == []
+    want = cf.assemble_compacted("sys", read, "note", 6)
+    assert out == want and len(out) > 2
+
+
 _MEDDLE_IN_A_FRESH_INTERPRETER = """
     import gc, sys
     import contextfold as cf

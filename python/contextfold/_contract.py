@@ -642,8 +642,8 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
             # strs, so equal edits act alike); a loop, not all(...): a generator costs
             # more than the check.
             for item in value:
-                kind = type(item)
-                if not (kind is int or kind is ClearToolUses or kind is ClearThinking):
+                item_kind = type(item)
+                if not (item_kind is int or item_kind is ClearToolUses or item_kind is ClearThinking):
                     return _build(keywords)
             key.append((name, (*value,)))  # not tuple(value), which allocates after reading (_js.listed)
         else:

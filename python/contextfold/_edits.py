@@ -150,7 +150,7 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
     for i, edit in enumerate(edits):
         kind = type(edit)  # told by identity: a subclass may read otherwise, a metaclass compare
         if kind is not ClearToolUses and kind is not ClearThinking:
-            raise ArgumentTypeError(f"edits[{i}] must be a ClearToolUses or ClearThinking, got {type(edit).__name__}")
+            raise ArgumentTypeError(f"edits[{i}] must be a ClearToolUses or ClearThinking, got {kind.__name__}")
         out.append(_rebuilt(edit))
     return tuple(out)
 

@@ -152,15 +152,17 @@ def frozen(messages: list[Any]) -> list[Any]:
     for m in messages:
         if isinstance(m, dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
-            if is_list(content) or is_list(calls):
+            content = listed(content) if is_list(content) else None
+            calls = listed(calls) if is_list(calls) else None
+            if content is not None or calls is not None:
                 # An exact dict merged into one made first (`dict.copy` sizes a split
                 # table's copy before it allocates it, as `listed` says of lists); a
                 # subclass's through its storage.
                 m = {**m} if type(m) is dict else dict(list(dict.items(m)))
-                if is_list(content):
-                    m["content"] = listed(content)
-                if is_list(calls):
-                    m["tool_calls"] = listed(calls)
+                if content is not None:
+                    m["content"] = content
+                if calls is not None:
+                    m["tool_calls"] = calls
         out.append(m)
     return out
 
