@@ -19,7 +19,7 @@ from typing import Any
 
 import contextfold as cf
 import pytest
-from contextfold import _contract
+from contextfold import _backend, _contract
 
 from .conftest import ctrl_c_at_start, native_required
 from .hostile_types import LyingDict, LyingFloat, LyingInt, LyingList, LyingStr, OddHashKey
@@ -1365,3 +1365,107 @@ def test_a_list_emptied_by_a_collection_as_a_call_takes_it_is_no_crash(backend_n
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def _claiming(kind: type) -> Any:
+    """An object whose ``__class__`` claims ``kind`` (``isinstance`` believes it), though
+    it is none: ``kind``'s own methods refuse it."""
+    claimer = type(f"Claims{kind.__name__.title()}", (), {"__class__": property(lambda self: kind)})
+    return claimer()
+
+
+def _call_with(name: str, arguments: Any = "{}") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
+
+
+_CLAIMED_AT: dict[str, Callable[[], Any]] = {
+    "message": lambda: _claiming(dict),
+    "role": lambda: {"role": _claiming(str), "content": "x"},
+    "content": lambda: {"role": "user", "content": _claiming(str)},
+    "part": lambda: {"role": "user", "content": [_claiming(dict)]},
+    "part type": lambda: {"role": "user", "content": [{"type": _claiming(str), "text": "x"}]},
+    "part number": lambda: {"role": "user", "content": [{"type": "x", "n": _claiming(int)}]},
+    "tool_use input": lambda: {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t", "input": _claiming(dict)}],
+    },
+    "tool_result id": lambda: {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _claiming(str)}]},
+    "call": lambda: {"role": "assistant", "content": None, "tool_calls": [_claiming(dict)]},
+    "call function": lambda: {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "function": _claiming(dict)}],
+    },
+    "call name": lambda: _call_with(_claiming(str)),
+    "call arguments": lambda: _call_with("f", _claiming(str)),
+    "tool_call_id": lambda: {"role": "tool", "tool_call_id": _claiming(str), "content": "x"},
+    "item type": lambda: {"type": _claiming(str), "call_id": "c", "output": "x"},
+    "item call_id": lambda: {"type": "function_call_output", "call_id": _claiming(str), "output": "x"},
+}
+
+_CLAIM_READERS: dict[str, Callable[[list[Any]], object]] = {
+    **_READERS,
+    "edits": lambda ms: cf.pack_handoff(ms, target_context_tokens=30, edits=[cf.ClearToolUses(), cf.ClearThinking()]),
+    "provider sizing": lambda ms: cf.pack_handoff(ms, target_context_tokens=30, sizing="provider"),
+    "exact counts": lambda ms: cf.pack_handoff(ms, target_context_tokens=30, estimate_tokens="o200k_base"),
+    "windowed": lambda ms: cf.windowed(ms, window=4, token_budget=30),
+    "assemble_compacted": lambda ms: cf.assemble_compacted("system", ms, "note", 2),
+    "summary_chunks": lambda ms: cf.summary_chunks(ms, 30),
+    "render_for_summary": cf.render_for_summary,
+}
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("newest", [True, False], ids=["newest", "oldest"])
+@pytest.mark.parametrize("at", sorted(_CLAIMED_AT))
+def test_a_value_claiming_a_builtin_type_is_read_as_what_it_is(at: str, newest: bool) -> None:
+    """A message, or a value in it, whose ``__class__`` claims dict, str or int is read
+    by its type on both backends, by every reader: refused with the index and field (or,
+    where the call does not read it, passed over) alike. The reference took it for what
+    it claimed and failed inside dict's, str's or int's own methods, a raw ``TypeError``
+    where the native backend named the message; or raised where the native one passed."""
+    from contextfold import reference
+
+    native = native_required()
+    for reader, read in _CLAIM_READERS.items():
+        outcomes = []
+        for impl in (native, reference):
+            history = _conversation(4)
+            messages = [*history, _CLAIMED_AT[at]()] if newest else [history[0], _CLAIMED_AT[at](), *history[1:]]
+            with _backend.using(impl):
+                try:
+                    read(messages)
+                    outcomes.append("read")
+                except (cf.MessageTypeError, cf.MessageValueError) as error:
+                    outcomes.append(f"{type(error).__name__}: {error}")
+        assert outcomes[0] == outcomes[1], reader
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: cf.pack_handoff([], target_context_tokens=_claiming(int)),
+        lambda: cf.pack_handoff([], target_context_tokens=100, reserve_output_tokens=_claiming(int)),
+        lambda: cf.pack_handoff([], target_context_tokens=100, pinned=[_claiming(int)]),
+        lambda: cf.pack_handoff([], target_context_tokens=100, shape=_claiming(str)),
+        lambda: cf.ClearToolUses(keep=_claiming(int)),
+        lambda: cf.pack_many([], target_context_tokens=100, threads=_claiming(int)),
+    ],
+    ids=["window", "reserve", "pin", "shape", "edit field", "threads"],
+)
+def test_an_option_claiming_a_builtin_type_is_refused_by_name(backend: str, call: Callable[[], object]) -> None:
+    """An option whose ``__class__`` claims int or str is refused naming the option, not
+    with int's or str's own ``TypeError`` about a descriptor."""
+    with pytest.raises(cf.ArgumentError, match=r"^\w+(\.\w+| index)? must be"):
+        call()
+
+
+def test_a_row_claiming_to_be_a_mapping_is_read_by_its_attributes() -> None:
+    """A stored row is a mapping or an object with fields, told apart by its type: one
+    whose ``__class__`` claims dict has no ``get``, and was an AttributeError."""
+    assert cf.last_consolidation_index([_claiming(dict)]) == -1
+    assert cf.scope_to_consolidation(rows := [_claiming(dict)]) == rows

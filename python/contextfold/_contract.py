@@ -19,7 +19,21 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
-from ._js import OPAQUE, Visit, compact_json, entry, is_list, listed, plain, quoted, shown, stored, str_value
+from ._js import (
+    OPAQUE,
+    Visit,
+    compact_json,
+    entry,
+    is_int,
+    is_list,
+    is_str,
+    listed,
+    plain,
+    quoted,
+    shown,
+    stored,
+    str_value,
+)
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
 
 MESSAGE_OVERHEAD = 4
@@ -61,7 +75,7 @@ plus its overhead, must fit a u64."""
 def whole(name: str, value: Any, minimum: int | None = 0, maximum: int | None = U64_MAX) -> int:
     """``value`` as an int from ``minimum`` to ``maximum`` (``None``: no bound, for a number
     the backends cap or clamp themselves); bools and floats are refused."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ArgumentError(f"{name} must be an int, got {type(value).__name__}")
     number = stored(value)
     if minimum is not None and number < minimum:
@@ -111,7 +125,7 @@ def named_at(error: MessageError, index: int) -> MessageError:
 
 def role_of(message: Any, index: int | None = None) -> str:
     """The message's role, checked: a dict whose ``role`` is a str."""
-    if not isinstance(message, dict):
+    if not issubclass(type(message), dict):
         raise MessageTypeError(f"{where(index)}: expected a dict, got {type(message).__name__}", index, "")
     role = entry(message, "role", _MISSING)
     text = str_value(role)
@@ -159,7 +173,7 @@ def is_volatile_content(content: Any) -> bool:
         content = plain(content)
     if type(content) is str:
         return content.startswith(VOLATILE_TAIL_TAG)
-    if type(content) is list and content and isinstance(content[0], dict):
+    if type(content) is list and content and issubclass(type(content[0]), dict):
         text = plain(entry(content[0], "text"))
         return type(text) is str and text.startswith(VOLATILE_TAIL_TAG)
     return False
@@ -178,7 +192,7 @@ def check_tools(tools: Any) -> None:
     if not isinstance(tools, list):
         raise MessageTypeError(f"tools: expected a list or None, got {type(tools).__name__}", None, "tools")
     for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
+        if not issubclass(type(tool), dict):
             raise MessageTypeError(f"tools[{i}]: expected a dict, got {type(tool).__name__}", i, "tools")
 
 
@@ -192,7 +206,7 @@ def spelled(value: Any, choices: tuple[str, ...]) -> str | None:
     """The one of ``choices`` that ``value`` spells, as a plain str; None when it spells
     none or is no str. A str subclass (a str enum) is read by the text it holds, not by
     its ``__eq__``, which could say it equals anything."""
-    if not isinstance(value, str):
+    if not is_str(value):
         return None
     text = str.__str__(value)
     return text if text in choices else None
@@ -263,7 +277,7 @@ def image_tokens_for(sizing: str, image_tokens: int) -> int | None:
 def checked(estimate: Estimator, text: str) -> int:
     """``estimate(text)``, verified to be an int from 0 to :data:`ESTIMATE_MAX`."""
     tokens = estimate(text)
-    if isinstance(tokens, bool) or not isinstance(tokens, int):
+    if not is_int(tokens):
         raise EstimatorError(f"estimate_tokens must return an int, got {type(tokens).__name__}")
     tokens = stored(tokens)
     if tokens < 0:
@@ -585,7 +599,7 @@ def loaded_head(body: bytes) -> RequestHead:
         request = json.loads(body.decode("utf-8-sig"))
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         request = None
-    if not isinstance(request, dict):
+    if not issubclass(type(request), dict):
         return None, (None, None, None), None, None
     first, second, third = (request.get(key) for key in OUTPUT_CAPS)
     model, messages, items = request.get("model"), request.get("messages"), request.get("input")
@@ -600,7 +614,7 @@ def loaded_head(body: bytes) -> RequestHead:
 def as_count(value: Any) -> int | None:
     """``value`` when it is an output cap's count (an int of 0 or more, not a bool, read by
     its stored value), else None."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_int(value):
         return None
     count = stored(value)
     return count if count >= 0 else None

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
-from ._js import shown, stored
+from ._js import is_int, is_str, shown, stored
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["AppliedEdit", "ClearThinking", "ClearToolUses", "Edit", "check_edits"]
@@ -29,7 +29,7 @@ _COUNT_MAX = 2**64 - 1
 
 def _count(owner: str, name: str, value: Any) -> int:
     """``value`` as a plain int from 0 to 2**64 - 1, else an error naming ``owner.name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ArgumentTypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
     number = stored(value)
     if not 0 <= number <= _COUNT_MAX:
@@ -49,7 +49,7 @@ def iterable_of(name: str, items: Any, what: str) -> Iterable[Any]:
 
 def text_field(owner: str, name: str, value: Any) -> str:
     """``value`` as a plain str without lone surrogates, else an error naming ``owner.name``."""
-    if not isinstance(value, str):
+    if not is_str(value):
         raise ArgumentTypeError(f"{owner}.{name} must be a str, got {type(value).__name__}")
     text = str.__str__(value)
     try:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._contract import batch_of, named_at, role_of, whole
-from ._js import compact_json, entry, js_trim, plain, str_value, utf16_cut, utf16_len
+from ._js import compact_json, entry, is_dict, js_trim, plain, str_value, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
@@ -201,8 +201,8 @@ def render_for_summary(messages: Sequence[Message]) -> str:
         names = []
         if type(calls) is list:
             for call in calls:
-                function = entry(call, "function") if isinstance(call, dict) else None
-                name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+                function = entry(call, "function") if issubclass(type(call), dict) else None
+                name = str_value(entry(function, "name")) if is_dict(function) else None
                 if name is not None:
                     names.append(name)
         called = f" [called: {', '.join(names)}]" if type(calls) is list and calls else ""

@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from ._js import is_int
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -33,7 +34,7 @@ Row = TypeVar("Row")
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
@@ -58,13 +59,14 @@ def _id(name: str, value: Any) -> int | None:
     or a bool would be written as no reader reads it)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ArgumentError(f"{name} must be an int or None, got {type(value).__name__}")
     return int.__int__(value)
 
 
 def _field(row: Any, name: str) -> Any:
-    return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+    # By its type: an object whose `__class__` claims a mapping has no `get` of its own.
+    return row.get(name) if issubclass(type(row), Mapping) else getattr(row, name, None)
 
 
 def _reject_constant(name: str) -> Any:

@@ -64,7 +64,7 @@ __all__ = [
 
 def handoff_line(message: Message) -> str:
     """One note line for a dropped message: ``role [tools]: first words…``."""
-    if not isinstance(message, dict):
+    if not issubclass(type(message), dict):
         raise MessageTypeError(f"message: expected a dict, got {type(message).__name__}", None, "")
     return str(_backend.impl.handoff_line(message))
 
@@ -72,7 +72,7 @@ def handoff_line(message: Message) -> str:
 def is_volatile_tail(message: Message) -> bool:
     """True for a ``user`` message whose content opens with :data:`VOLATILE_TAIL_TAG`."""
     return (
-        isinstance(message, dict)
+        issubclass(type(message), dict)
         and str_value(entry(message, "role")) == "user"
         and is_volatile_content(entry(message, "content"))
     )

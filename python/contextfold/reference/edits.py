@@ -91,7 +91,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 from .._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit
-from .._js import entry, has_entry, is_list, json_length, list_value, listed, str_value, utf16_len
+from .._js import entry, has_entry, is_dict, is_list, json_length, list_value, listed, str_value, utf16_len
 from ..errors import ArgumentError
 from .items import CALL, MESSAGE, OUTPUT, REASONING, peek_item
 
@@ -150,7 +150,7 @@ def frozen(messages: list[Any]) -> list[Any]:
     the caller's own (``edited::frozen`` in the binding)."""
     out = []
     for m in messages:
-        if isinstance(m, dict):
+        if issubclass(type(m), dict):
             content, calls = entry(m, "content"), entry(m, "tool_calls")
             content = listed(content) if is_list(content) else None
             calls = listed(calls) if is_list(calls) else None
@@ -252,7 +252,7 @@ class _State:
 
 def _with(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """A copy of ``obj`` (read from its storage) with ``key``'s value replaced, in place."""
-    if not isinstance(obj, dict):
+    if not issubclass(type(obj), dict):
         raise ArgumentError(MESSAGE_CHANGED)
     # The entries as they are now (a key's __eq__, run while they are inserted, may change
     # the dict they come from).
@@ -265,17 +265,17 @@ def _items(m: Any, key: str, j: int) -> list[Any]:
     """Message ``m``'s list ``key``, holding the item ``j`` (a dict) the plan found there:
     Python code the call ran (an estimator, a key's ``__eq__``) may have changed it since."""
     items = list_value(entry(m, key))
-    if items is None or j >= len(items) or not isinstance(items[j], dict):
+    if items is None or j >= len(items) or not issubclass(type(items[j]), dict):
         raise ArgumentError(MESSAGE_CHANGED)
     return items
 
 
 def _kind(obj: Any) -> str | None:
-    return str_value(entry(obj, "type")) if isinstance(obj, dict) else None
+    return str_value(entry(obj, "type")) if issubclass(type(obj), dict) else None
 
 
 def _role(message: Any) -> str | None:
-    return str_value(entry(message, "role")) if isinstance(message, dict) else None
+    return str_value(entry(message, "role")) if issubclass(type(message), dict) else None
 
 
 def _top_units(value: Any, index: int) -> int:
@@ -332,7 +332,7 @@ def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
             elif kind == OUTPUT:
                 yield _ResultSeen(i, None, str_value(entry(m, "call_id")), _kind(m) in _RESULT_ITEMS)
             continue
-        if not isinstance(m, dict):
+        if not issubclass(type(m), dict):
             continue
         role = _role(m)
         if role == "tool":
@@ -340,9 +340,9 @@ def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
             continue
         tool_calls = list_value(entry(m, "tool_calls")) if role == "assistant" else None
         for j, c in enumerate(tool_calls or ()):
-            if isinstance(c, dict):
+            if issubclass(type(c), dict):
                 function = entry(c, "function")
-                name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+                name = str_value(entry(function, "name")) if is_dict(function) else None
                 yield _CallSeen(i, j, False, str_value(entry(c, "id")), name)
         for j, block in enumerate(list_value(entry(m, "content")) or ()):
             block_kind = _kind(block)
@@ -394,7 +394,7 @@ def _call_input(state: _State, c: _Call) -> tuple[Any, Any] | None:
         block = _items(m, "content", c.slot)[c.slot]
         return (entry(block, "input"), {}) if has_entry(block, "input") else None
     function = entry(_items(m, "tool_calls", c.slot)[c.slot], "function")
-    if isinstance(function, dict) and has_entry(function, "arguments"):
+    if is_dict(function) and has_entry(function, "arguments"):
         return entry(function, "arguments"), "{}"
     return None
 
@@ -554,7 +554,7 @@ def _reasoning_required(state: _State, i: int) -> bool:
     after it that is no reasoning): one sent with its ``id`` (``fc_…``, ``msg_…``), which
     OpenAI refuses without the reasoning item before it."""
     following = next((m for m in state.messages[i + 1 :] if peek_item(m)[1] != REASONING), None)
-    return isinstance(following, dict) and str_value(entry(following, "id")) is not None
+    return is_dict(following) and str_value(entry(following, "id")) is not None
 
 
 def _thinking(state: _State, m: Any) -> list[int] | None:

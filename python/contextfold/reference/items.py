@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._contract import content_and_calls, role_of, where
-from .._js import entry, has_entry, plain, str_value
+from .._js import entry, has_entry, is_str, plain, str_value
 from ..errors import MessageTypeError
 
 MESSAGE = "message"
@@ -28,7 +28,7 @@ _ROLES = {CALL: "assistant", REASONING: "assistant", OUTPUT: "tool", OTHER: ""}
 def marks_responses(message: Any) -> bool:
     """True for an entry that marks its transcript as Responses items: a ``type`` and no
     ``role``, or a ``message``, ``function_call`` or ``function_call_output`` item."""
-    if not isinstance(message, dict) or not has_entry(message, "type"):
+    if not issubclass(type(message), dict) or not has_entry(message, "type"):
         return False
     kind = plain(entry(message, "type"))
     return not has_entry(message, "role") or (
@@ -52,7 +52,7 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
     """``(role, kind)`` of a Responses item, after checking it: a dict; its ``type``, when
     present, a str; a message item as a chat message; a call's or output's ``call_id``,
     when present, a str."""
-    if not isinstance(item, dict):
+    if not issubclass(type(item), dict):
         raise MessageTypeError(f"{where(index)}: expected a dict, got {type(item).__name__}", index, "")
     kind = MESSAGE
     if has_entry(item, "type"):
@@ -67,7 +67,7 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
         content_and_calls(item, index)
         return ("system" if role == "developer" else role), kind
     call_id = entry(item, "call_id", "")  # absent: nothing to check
-    if kind in (CALL, OUTPUT) and not isinstance(call_id, str):
+    if kind in (CALL, OUTPUT) and not is_str(call_id):
         got = type(call_id).__name__
         raise MessageTypeError(f"{where(index)}, field 'call_id': expected str, got {got}", index, "call_id")
     return _ROLES[kind], kind
@@ -78,7 +78,7 @@ def peek_item(item: Any) -> tuple[str, str]:
     in items.rs): what :func:`check_item` gives for a well-formed item; otherwise an entry
     that is not a dict, or whose ``type`` is not a str, is an other item, and a role that
     is not a str reads as ``""`` (no special role)."""
-    if not isinstance(item, dict):
+    if not issubclass(type(item), dict):
         return "", OTHER
     kind = MESSAGE
     if has_entry(item, "type"):

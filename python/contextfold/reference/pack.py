@@ -28,7 +28,7 @@ from .._contract import (
     is_volatile_content,
     prompt_message,
 )
-from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
+from .._js import JS_SPACES, entry, is_dict, is_list, list_value, listed, plain, str_value, utf16_len
 from ..errors import MessageError
 from .count_cache import resolved
 from .edits import apply_edits, frozen
@@ -47,7 +47,7 @@ def _blocks(message: dict[str, Any]) -> list[Any] | None:
 
 
 def _block_is(block: Any, kind: str) -> bool:
-    return isinstance(block, dict) and str_value(entry(block, "type")) == kind
+    return issubclass(type(block), dict) and str_value(entry(block, "type")) == kind
 
 
 def _has_block(message: dict[str, Any], kind: str) -> bool:
@@ -76,7 +76,7 @@ def _newest_shape(messages: list[Any]) -> str | None:
     ``tool_result``, ``"openai"`` when its ``tool_calls`` is a non-empty list or its role
     is ``tool``); None when no entry shows one."""
     for m in reversed(messages):
-        if not isinstance(m, dict):
+        if not issubclass(type(m), dict):
             continue
         if marks_responses(m):
             return "responses"
@@ -140,8 +140,8 @@ def _line(message: dict[str, Any]) -> str:
     calls = entry(message, "tool_calls")
     if is_list(calls):
         for call in listed(calls):
-            function = entry(call, "function") if isinstance(call, dict) else None
-            name = str_value(entry(function, "name")) if isinstance(function, dict) else None
+            function = entry(call, "function") if issubclass(type(call), dict) else None
+            name = str_value(entry(function, "name")) if is_dict(function) else None
             if name is not None:
                 names.append(_lossy(name))
     blocks = _blocks(message)
@@ -158,7 +158,7 @@ def _line(message: dict[str, Any]) -> str:
         parts.append(content)
     elif type(content) is list:
         for block in content:
-            if isinstance(block, dict):
+            if issubclass(type(block), dict):
                 for key in ("text", "content"):
                     if (text := str_value(entry(block, key))) is not None:
                         parts.append(text)
@@ -713,7 +713,7 @@ def _newest_compaction(messages: list[Any], responses: bool) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         # Only a list content (or a Responses item) can hold one: most cost one lookup.
-        if isinstance(m, dict) and (responses or is_list(entry(m, "content"))) and _is_compaction(m, responses):
+        if issubclass(type(m), dict) and (responses or is_list(entry(m, "content"))) and _is_compaction(m, responses):
             return i
     return None
 
@@ -721,7 +721,7 @@ def _newest_compaction(messages: list[Any], responses: bool) -> int | None:
 def _is_compaction(entry_: Any, responses: bool) -> bool:
     """A message with an Anthropic ``compaction`` block, or (``responses``) a Responses
     ``compaction`` item."""
-    if not isinstance(entry_, dict):
+    if not issubclass(type(entry_), dict):
         return False
     if responses and str_value(entry(entry_, "type")) == "compaction":
         return True

@@ -322,7 +322,7 @@ _THINKING = ("thinking", "redacted_thinking")
 
 
 def _kind_of(block: Any) -> Any:
-    return entry(block, "type") if isinstance(block, dict) else None
+    return entry(block, "type") if issubclass(type(block), dict) else None
 
 
 def _json(value: Any) -> str:

@@ -77,7 +77,7 @@ class TranscriptOnDemand:
         if self.responses:
             return peek_item(self.messages[i])[0]
         m = self.messages[i]
-        return (str_value(entry(m, "role")) or "") if isinstance(m, dict) else ""
+        return (str_value(entry(m, "role")) or "") if issubclass(type(m), dict) else ""
 
     def peek(self, i: int) -> tuple[str, str]:
         """``(role, kind)``, read leniently."""
