@@ -124,3 +124,10 @@ class LyingInt(_LiesAboutItsValue, int):
 
 class LyingFloat(_LiesAboutItsValue, float):
     __hash__ = float.__hash__
+
+
+def claiming(kind: type) -> Any:
+    """An object whose ``__class__`` claims ``kind`` (so ``isinstance`` believes it),
+    though it is none: ``kind``'s own methods refuse it."""
+    claimer = type(f"Claims{kind.__name__.title()}", (), {"__class__": property(lambda self: kind)})
+    return claimer()

@@ -22,7 +22,7 @@ import pytest
 from contextfold import _backend, _contract
 
 from .conftest import ctrl_c_at_start, native_required
-from .hostile_types import LyingDict, LyingFloat, LyingInt, LyingList, LyingStr, OddHashKey
+from .hostile_types import LyingDict, LyingFloat, LyingInt, LyingList, LyingStr, OddHashKey, claiming
 
 
 @pytest.mark.usefixtures("switch_interval_of_a_microsecond")
@@ -1367,13 +1367,6 @@ def test_a_list_emptied_by_a_collection_as_a_call_takes_it_is_no_crash(backend_n
     assert done.stdout.strip() == "ok"
 
 
-def _claiming(kind: type) -> Any:
-    """An object whose ``__class__`` claims ``kind`` (``isinstance`` believes it), though
-    it is none: ``kind``'s own methods refuse it."""
-    claimer = type(f"Claims{kind.__name__.title()}", (), {"__class__": property(lambda self: kind)})
-    return claimer()
-
-
 def _call_with(name: str, arguments: Any = "{}") -> dict[str, Any]:
     return {
         "role": "assistant",
@@ -1383,28 +1376,28 @@ def _call_with(name: str, arguments: Any = "{}") -> dict[str, Any]:
 
 
 _CLAIMED_AT: dict[str, Callable[[], Any]] = {
-    "message": lambda: _claiming(dict),
-    "role": lambda: {"role": _claiming(str), "content": "x"},
-    "content": lambda: {"role": "user", "content": _claiming(str)},
-    "part": lambda: {"role": "user", "content": [_claiming(dict)]},
-    "part type": lambda: {"role": "user", "content": [{"type": _claiming(str), "text": "x"}]},
-    "part number": lambda: {"role": "user", "content": [{"type": "x", "n": _claiming(int)}]},
+    "message": lambda: claiming(dict),
+    "role": lambda: {"role": claiming(str), "content": "x"},
+    "content": lambda: {"role": "user", "content": claiming(str)},
+    "part": lambda: {"role": "user", "content": [claiming(dict)]},
+    "part type": lambda: {"role": "user", "content": [{"type": claiming(str), "text": "x"}]},
+    "part number": lambda: {"role": "user", "content": [{"type": "x", "n": claiming(int)}]},
     "tool_use input": lambda: {
         "role": "assistant",
-        "content": [{"type": "tool_use", "id": "t", "input": _claiming(dict)}],
+        "content": [{"type": "tool_use", "id": "t", "input": claiming(dict)}],
     },
-    "tool_result id": lambda: {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _claiming(str)}]},
-    "call": lambda: {"role": "assistant", "content": None, "tool_calls": [_claiming(dict)]},
+    "tool_result id": lambda: {"role": "user", "content": [{"type": "tool_result", "tool_use_id": claiming(str)}]},
+    "call": lambda: {"role": "assistant", "content": None, "tool_calls": [claiming(dict)]},
     "call function": lambda: {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "c", "function": _claiming(dict)}],
+        "tool_calls": [{"id": "c", "function": claiming(dict)}],
     },
-    "call name": lambda: _call_with(_claiming(str)),
-    "call arguments": lambda: _call_with("f", _claiming(str)),
-    "tool_call_id": lambda: {"role": "tool", "tool_call_id": _claiming(str), "content": "x"},
-    "item type": lambda: {"type": _claiming(str), "call_id": "c", "output": "x"},
-    "item call_id": lambda: {"type": "function_call_output", "call_id": _claiming(str), "output": "x"},
+    "call name": lambda: _call_with(claiming(str)),
+    "call arguments": lambda: _call_with("f", claiming(str)),
+    "tool_call_id": lambda: {"role": "tool", "tool_call_id": claiming(str), "content": "x"},
+    "item type": lambda: {"type": claiming(str), "call_id": "c", "output": "x"},
+    "item call_id": lambda: {"type": "function_call_output", "call_id": claiming(str), "output": "x"},
 }
 
 _CLAIM_READERS: dict[str, Callable[[list[Any]], object]] = {
@@ -1431,41 +1424,103 @@ def test_a_value_claiming_a_builtin_type_is_read_as_what_it_is(at: str, newest: 
     from contextfold import reference
 
     native = native_required()
+    history = _conversation(4)
+    claimed = _CLAIMED_AT[at]()
+    messages = [*history, claimed] if newest else [history[0], claimed, *history[1:]]
     for reader, read in _CLAIM_READERS.items():
-        outcomes = []
-        for impl in (native, reference):
-            history = _conversation(4)
-            messages = [*history, _CLAIMED_AT[at]()] if newest else [history[0], _CLAIMED_AT[at](), *history[1:]]
+        outcomes: list[object] = []
+        for impl in (native, reference):  # the same objects to both: results compare equal
             with _backend.using(impl):
                 try:
-                    read(messages)
-                    outcomes.append("read")
+                    result = read(messages)
+                    outcomes.append(("read", result.tolist() if hasattr(result, "tolist") else result))
                 except (cf.MessageTypeError, cf.MessageValueError) as error:
-                    outcomes.append(f"{type(error).__name__}: {error}")
+                    outcomes.append((type(error).__name__, str(error), error.index, error.field))
         assert outcomes[0] == outcomes[1], reader
+    assert messages == ([*history, claimed] if newest else [history[0], claimed, *history[1:]])
 
 
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: cf.pack_handoff([], target_context_tokens=_claiming(int)),
-        lambda: cf.pack_handoff([], target_context_tokens=100, reserve_output_tokens=_claiming(int)),
-        lambda: cf.pack_handoff([], target_context_tokens=100, pinned=[_claiming(int)]),
-        lambda: cf.pack_handoff([], target_context_tokens=100, shape=_claiming(str)),
-        lambda: cf.ClearToolUses(keep=_claiming(int)),
-        lambda: cf.pack_many([], target_context_tokens=100, threads=_claiming(int)),
+        lambda: cf.pack_handoff([], target_context_tokens=claiming(int)),
+        lambda: cf.pack_handoff([], target_context_tokens=100, reserve_output_tokens=claiming(int)),
+        lambda: cf.pack_handoff([], target_context_tokens=100, pinned=[claiming(int)]),
+        lambda: cf.pack_handoff([], target_context_tokens=100, shape=claiming(str)),
+        lambda: cf.pack_handoff([], target_context_tokens=100, summary=claiming(str)),
+        lambda: cf.pack_handoff([], target_context_tokens=100, edits=claiming(list)),
+        lambda: cf.ClearToolUses(keep=claiming(int)),
+        lambda: cf.ClearToolUses(clear_tool_inputs=claiming(bool)),
+        lambda: cf.ClearToolUses(exclude_tools=claiming(tuple)),
+        lambda: cf.pack_many([], target_context_tokens=100, threads=claiming(int)),
     ],
-    ids=["window", "reserve", "pin", "shape", "edit field", "threads"],
+    ids=["window", "reserve", "pin", "shape", "summary", "edits", "edit field", "edit flag", "edit tools", "threads"],
 )
 def test_an_option_claiming_a_builtin_type_is_refused_by_name(backend: str, call: Callable[[], object]) -> None:
-    """An option whose ``__class__`` claims int or str is refused naming the option, not
-    with int's or str's own ``TypeError`` about a descriptor."""
+    """An option whose ``__class__`` claims int, str, bool or a sequence is refused naming
+    the option, not with that type's own ``TypeError`` about a descriptor (natively, a
+    summary claiming str was dropped without a word, and a flag claiming bool accepted
+    until the pack)."""
     with pytest.raises(cf.ArgumentError, match=r"^\w+(\.\w+| index)? must be"):
         call()
 
 
-def test_a_row_claiming_to_be_a_mapping_is_read_by_its_attributes() -> None:
-    """A stored row is a mapping or an object with fields, told apart by its type: one
-    whose ``__class__`` claims dict has no ``get``, and was an AttributeError."""
-    assert cf.last_consolidation_index([_claiming(dict)]) == -1
-    assert cf.scope_to_consolidation(rows := [_claiming(dict)]) == rows
+@pytest.mark.parametrize("where", ["system", "tools"])
+def test_a_prompt_claiming_a_builtin_type_is_refused_by_name(backend: str, where: str) -> None:
+    """``system=`` claiming str and ``tools=`` claiming list are refused by both backends
+    as the field they are (the reference read past them, to a raw TypeError or an error
+    naming a message's content)."""
+    value = claiming(str if where == "system" else list)
+    with pytest.raises(cf.MessageTypeError) as raised:
+        cf.pack_handoff([{"role": "user", "content": "x"}], target_context_tokens=100, **{where: value})
+    assert raised.value.field == where and str(raised.value).startswith(f"{where}: expected")
+
+
+_EDGE_CALLS: dict[str, tuple[Callable[[], object], type[Exception]]] = {
+    "estimate_tokens": (lambda: cf.estimate_tokens(claiming(str)), cf.MessageTypeError),
+    "count_tokens": (lambda: cf.count_tokens(claiming(str), "o200k_base"), cf.MessageTypeError),
+    "pack_request": (lambda: cf.pack_request(claiming(str), target_context_tokens=100), cf.ArgumentTypeError),
+    "rank_by_count": (lambda: cf.rank_by_count(claiming(list)), cf.ArgumentTypeError),
+    "canonical_path": (lambda: cf.canonical_path(claiming(str)), cf.ArgumentTypeError),
+    "summary_chunks": (lambda: cf.summary_chunks(claiming(list)), cf.ArgumentTypeError),
+    "CompactMemo": (lambda: cf.CompactMemo(note=claiming(str), covered_end=1), cf.ArgumentTypeError),
+    "consolidation_metadata": (lambda: cf.consolidation_metadata(auto=claiming(dict)), cf.ArgumentTypeError),
+    "set_task": (lambda: cf.WorkingMemory().set_task(claiming(str)), cf.ArgumentTypeError),
+    "observe": (lambda: cf.WorkingMemory().observe("read", claiming(str)), cf.ArgumentTypeError),
+    "SQLiteCodeMapStore": (lambda: cf.SQLiteCodeMapStore(claiming(str)), cf.ArgumentTypeError),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EDGE_CALLS))
+def test_the_python_edges_refuse_a_value_claiming_a_builtin_type(backend: str, name: str) -> None:
+    """The functions around the packers read their arguments by type too: each refused a
+    value claiming str, list or dict with that type's own error (or, natively, another)."""
+    call, error = _EDGE_CALLS[name]
+    with pytest.raises(error, match=r"expected|must be"):
+        call()
+
+
+def test_a_row_is_read_as_a_mapping_only_when_it_is_one() -> None:
+    """A stored row is a mapping or an object with fields: one whose ``__class__`` claims
+    dict without being one is read by its attributes (it was an AttributeError), while a
+    proxy that forwards a real mapping's ``get`` is still read through it."""
+    marker = cf.consolidation_metadata()
+    plain = claiming(dict)
+    assert cf.last_consolidation_index([{"metadata": None}, plain]) == -1
+    plain.metadata = marker
+    assert cf.last_consolidation_index([{"metadata": None}, plain]) == 1
+
+    class Proxy:
+        """Forwards everything, ``__class__`` included, to the dict it wraps."""
+
+        def __init__(self, wrapped: dict[str, Any]) -> None:
+            object.__setattr__(self, "_wrapped", wrapped)
+
+        __class__ = property(lambda self: type(self._wrapped))  # type: ignore[assignment]
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._wrapped, name)
+
+    assert cf.last_consolidation_index([{"metadata": None}, Proxy({"metadata": marker})]) == 1
+    assert cf.consolidated_facts_for([Proxy({"key": "codemap:src"})], ["src"]) != []
+    assert cf.consolidation_marker_of({"metadata": claiming(str)}) is None

@@ -181,7 +181,7 @@ def is_volatile_content(content: Any) -> bool:
 
 def check_system(system: Any) -> None:
     """A separate system prompt is None, a str or a list of blocks."""
-    if system is not None and not isinstance(system, (str, list)):
+    if system is not None and not issubclass(type(system), (str, list)):
         raise MessageTypeError(f"system: expected str, list or None, got {type(system).__name__}", None, "system")
 
 
@@ -189,7 +189,7 @@ def check_tools(tools: Any) -> None:
     """Tool definitions are None or a list of dicts."""
     if tools is None:
         return
-    if not isinstance(tools, list):
+    if not is_list(tools):
         raise MessageTypeError(f"tools: expected a list or None, got {type(tools).__name__}", None, "tools")
     for i, tool in enumerate(tools):
         if not issubclass(type(tool), dict):
@@ -429,9 +429,9 @@ def as_bytes(body: Any) -> bytes:
     buffer could change while it is read), a ``str`` encoded as UTF-8."""
     if type(body) is bytes:
         return body
-    if isinstance(body, (bytes, bytearray, memoryview)):
+    if issubclass(type(body), (bytes, bytearray, memoryview)):
         return bytes(body)
-    if isinstance(body, str):
+    if is_str(body):
         try:
             return body.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -512,7 +512,7 @@ class PackOptions:
             except TypeError:
                 raise ArgumentError(f"pinned must be an iterable of ints, got {type(pins).__name__}") from None
             pins = tuple(whole("pinned index", p) for p in each)
-        if self.summary is not None and not isinstance(self.summary, str):
+        if self.summary is not None and not is_str(self.summary):
             raise ArgumentError(f"summary must be a str or None, got {type(self.summary).__name__}")
         shape = spelled(self.shape, SHAPES)
         if shape is None:

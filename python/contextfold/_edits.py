@@ -40,11 +40,13 @@ def _count(owner: str, name: str, value: Any) -> int:
 def iterable_of(name: str, items: Any, what: str) -> Iterable[Any]:
     """``items``, refused when it is no iterable, or one str (or bytes), which iterates as
     characters: ``name must be an iterable of {what}``."""
-    if isinstance(items, (str, bytes)):
+    kind = type(items)  # by its type: `__class__` may claim one it is not
+    if issubclass(kind, (str, bytes)):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, not a {type(items).__name__}")
-    if not isinstance(items, Iterable):
+    if not issubclass(kind, Iterable):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {type(items).__name__}")
-    return items
+    iterable: Iterable[Any] = items
+    return iterable
 
 
 def text_field(owner: str, name: str, value: Any) -> str:
@@ -98,7 +100,7 @@ class ClearToolUses:
             trigger = _count(owner, "trigger", trigger)
         tools = iterable_of(f"{owner}.exclude_tools", exclude_tools, "str")
         names = tuple(text_field(owner, f"exclude_tools[{i}]", name) for i, name in enumerate(tools))
-        if not isinstance(clear_tool_inputs, bool):
+        if type(clear_tool_inputs) is not bool:  # by its type: `__class__` may claim bool
             raise ArgumentTypeError(f"{owner}.clear_tool_inputs must be a bool, got {type(clear_tool_inputs).__name__}")
         set_field = object.__setattr__
         set_field(self, "trigger", trigger)
@@ -144,7 +146,7 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
     :class:`ClearThinking` values, returned as a tuple (applied in its order)."""
     if edits is None:
         return ()
-    if isinstance(edits, (str, bytes)) or not isinstance(edits, Sequence):
+    if issubclass(type(edits), (str, bytes)) or not issubclass(type(edits), Sequence):
         raise ArgumentTypeError(f"edits must be a list or tuple of edits, got {type(edits).__name__}")
     out: list[Edit] = []
     for i, edit in enumerate(edits):

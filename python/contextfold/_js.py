@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, TypeGuard, TypeVar
 
@@ -45,6 +45,7 @@ __all__ = [
     "json_length",
     "list_value",
     "listed",
+    "mapping_get",
     "plain",
     "read_once",
     "str_value",
@@ -90,6 +91,16 @@ def is_dict(value: object) -> TypeGuard[dict[Any, Any]]:
 def is_str(value: object) -> TypeGuard[str]:
     """Whether ``value`` is a str (or a subclass) by its type, as :func:`is_list`."""
     return issubclass(type(value), str)
+
+
+def mapping_get(value: object) -> Callable[..., Any] | None:
+    """``value``'s own ``get`` when it is a mapping (a proxy that forwards one included),
+    else None: an object whose ``__class__`` claims a mapping it does not implement
+    (``isinstance`` believes it) is read as the plain object it is."""
+    if not isinstance(value, Mapping):
+        return None
+    get = getattr(value, "get", None)
+    return get if callable(get) else None
 
 
 def is_int(value: object) -> TypeGuard[int]:

@@ -18,7 +18,7 @@ listed. The header lines are this library's own prose.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any, TypeVar
@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from . import _backend
 from ._contract import whole
 from ._edits import iterable_of
-from ._js import JS_SPACE_CHARS, collapse_spaces, js_trim, utf16_cut
+from ._js import JS_SPACE_CHARS, collapse_spaces, is_list, is_str, js_trim, mapping_get, utf16_cut
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -91,9 +91,7 @@ _NOT_WORD = re.compile(r"[^a-z0-9]+")
 def rank_by_count(items: Iterable[str]) -> list[tuple[str, int]]:
     """Each distinct item with how often it occurs: most frequent first, ties in plain
     code-point order (locale-independent, unlike the TypeScript host's ``localeCompare``)."""
-    return list(
-        _backend.impl.rank_by_count(items if isinstance(items, list) else list(iterable_of("items", items, "str")))
-    )
+    return list(_backend.impl.rank_by_count(items if is_list(items) else list(iterable_of("items", items, "str"))))
 
 
 def canonical_path(path: str) -> str:
@@ -112,7 +110,7 @@ def repo_path(path: str, root: str | None = None) -> str | None:
 
 
 def _text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
+    if not is_str(value):
         raise ArgumentTypeError(f"{name}: expected str, got {type(value).__name__}")
     return str.__str__(value)  # a subclass by the text it holds, not its __eq__
 
@@ -169,18 +167,19 @@ def _utc_day(at: datetime | date | None) -> str:
 
 def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
     fields = ("created", "edited", "deleted", "read", "searched")
-    if isinstance(snapshot, Mapping):
-        task = snapshot.get("task")
-        given = {f: snapshot.get(f) for f in fields}
+    get = mapping_get(snapshot)
+    if get is not None:
+        task = get("task")
+        given = {f: get(f) for f in fields}
     else:
         task = getattr(snapshot, "task", None)
         given = {f: getattr(snapshot, f, None) for f in fields}
     lists = {f: list(iterable_of(f"snapshot {f}", [] if v is None else v, "paths")) for f, v in given.items()}
     for name, items in lists.items():
         for i, item in enumerate(items):
-            if not isinstance(item, str):
+            if not is_str(item):
                 raise ArgumentTypeError(f"snapshot {name}[{i}]: expected str, got {type(item).__name__}")
-    if task is not None and not isinstance(task, str):
+    if task is not None and not is_str(task):
         raise ArgumentTypeError(f"snapshot task: expected str or None, got {type(task).__name__}")
     return task, lists
 
@@ -370,7 +369,8 @@ F = TypeVar("F")
 
 
 def _key_of(fact: Any) -> Any:
-    return fact.get("key") if isinstance(fact, Mapping) else getattr(fact, "key", None)
+    get = mapping_get(fact)
+    return get("key") if get is not None else getattr(fact, "key", None)
 
 
 def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = MAX_RECALLED_MAPS) -> list[F]:
@@ -385,7 +385,7 @@ def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = 
     seen: set[str] = set()
     for fact in facts:
         key = _key_of(fact)
-        area = consolidated_area(key) if isinstance(key, str) else None
+        area = consolidated_area(key) if is_str(key) else None
         if area is None or key in seen:
             continue
         if not any(area == d or d.startswith(f"{area}/") or area.startswith(f"{d}/") for d in areas):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._contract import batch_of, named_at, role_of, whole
-from ._js import compact_json, entry, is_dict, js_trim, plain, str_value, utf16_cut, utf16_len
+from ._js import compact_json, entry, is_str, js_trim, plain, str_value, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
@@ -85,7 +85,7 @@ class CompactMemo:
     covered_end: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.note, str):
+        if not is_str(self.note):
             raise ArgumentTypeError(f"note must be a str, got {type(self.note).__name__}")
         object.__setattr__(self, "covered_end", whole("covered_end", self.covered_end))
 
@@ -177,7 +177,7 @@ async def build_working_transcript(
         return fallback()
     held = [] if memo is None else [{"role": "assistant", "content": memo.note}]
     summary = await summarize([*held, *convo[start:end]])
-    if summary is not None and not isinstance(summary, str):
+    if summary is not None and not is_str(summary):
         raise ArgumentTypeError(f"summarize must return a str or None, got {type(summary).__name__}")
     if not summary:
         return fallback()
@@ -201,8 +201,8 @@ def render_for_summary(messages: Sequence[Message]) -> str:
         names = []
         if type(calls) is list:
             for call in calls:
-                function = entry(call, "function") if issubclass(type(call), dict) else None
-                name = str_value(entry(function, "name")) if is_dict(function) else None
+                function: Any = entry(call, "function") if issubclass(type(call), dict) else None
+                name = str_value(entry(function, "name")) if issubclass(type(function), dict) else None
                 if name is not None:
                     names.append(name)
         called = f" [called: {', '.join(names)}]" if type(calls) is list and calls else ""
@@ -216,7 +216,7 @@ def summary_chunks(messages: Sequence[Message], budget: int = TRANSCRIPT_SUMMARY
     """Consecutive chunks of at most ``budget`` tokens; a message larger than the budget is
     a chunk of its own. Nothing is lost: the chunks concatenate to ``messages``."""
     budget = whole("budget", budget)
-    if not isinstance(messages, Iterable):
+    if not issubclass(type(messages), Iterable):
         raise ArgumentTypeError(f"messages must be an iterable of messages, got {type(messages).__name__}")
     chunks: list[list[Message]] = []
     chunk: list[Message] = []
@@ -267,7 +267,7 @@ async def summarize_transcript(
             answer = await complete(request)
         except Exception:  # any failure of the model call reads as "no summary"
             return None
-        text = js_trim(answer or "") if isinstance(answer, str) or answer is None else ""
+        text = js_trim(answer or "") if is_str(answer) or answer is None else ""
         if not text:
             return None
         note = text

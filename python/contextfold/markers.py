@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from ._js import is_int
+from ._js import is_int, is_str, mapping_get
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -42,10 +42,11 @@ def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
     ``keep_from_id`` and ``folded``, either optional), an auto marker."""
     meta: dict[str, Any] = {"consolidation": True}
     if auto is not None:
-        if not isinstance(auto, Mapping):
+        get = mapping_get(auto)
+        if get is None:
             raise ArgumentTypeError(f"auto must be a mapping or None, got {type(auto).__name__}")
         meta["auto"] = True
-        keep_from = _id("keep_from_id", auto.get("keep_from_id", auto.get("keepFromId")))
+        keep_from = _id("keep_from_id", get("keep_from_id", get("keepFromId")))
         if keep_from is not None:
             meta["keepFromId"] = keep_from
         folded = _id("folded", auto.get("folded"))
@@ -65,8 +66,8 @@ def _id(name: str, value: Any) -> int | None:
 
 
 def _field(row: Any, name: str) -> Any:
-    # By its type: an object whose `__class__` claims a mapping has no `get` of its own.
-    return row.get(name) if issubclass(type(row), Mapping) else getattr(row, name, None)
+    get = mapping_get(row)
+    return get(name) if get is not None else getattr(row, name, None)
 
 
 def _reject_constant(name: str) -> Any:
@@ -77,7 +78,7 @@ def consolidation_marker_of(row: Any) -> dict[str, Any] | None:
     """The marker metadata of a stored message (a mapping or an object with ``metadata``),
     or None when it is not a marker."""
     text = _field(row, "metadata")
-    if not isinstance(text, str):
+    if not is_str(text):
         return None
     try:
         meta = json.loads(text, parse_constant=_reject_constant)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._contract import spelled, whole
-from ._js import collapse_spaces, js_trim, quoted
+from ._js import collapse_spaces, is_str, js_trim, mapping_get, quoted
 from .codemap import rank_by_count
 from .errors import ArgumentError, ArgumentTypeError
 
@@ -55,7 +55,7 @@ class WorkingMemory:
 
     def set_task(self, task: str) -> None:
         """What the run was asked (whitespace collapsed); a consolidation names it."""
-        if not isinstance(task, str):
+        if not is_str(task):
             raise ArgumentTypeError(f"task: expected str, got {type(task).__name__}")
         asked = collapse_spaces(task)
         if asked:
@@ -68,13 +68,14 @@ class WorkingMemory:
 
         Every call counts toward :attr:`size`; a blank path or query is not recorded.
         """
-        given: Any = kind.get("kind") if isinstance(kind, Mapping) else kind
+        get = mapping_get(kind)
+        given: Any = get("kind") if get is not None else kind
         name = spelled(given, _KINDS)
         if name is None:
             raise ArgumentError(f"unknown observation kind {quoted(given)}: expected one of {_KINDS}")
-        if isinstance(kind, Mapping):
-            path_or_query = kind.get("query" if name == "searched" else "path")
-        if not isinstance(path_or_query, str):
+        if get is not None:
+            path_or_query = get("query" if name == "searched" else "path")
+        if not is_str(path_or_query):
             what = "query" if name == "searched" else "path"
             raise ArgumentTypeError(f"observation {what}: expected str, got {type(path_or_query).__name__}")
         self._observations += 1

@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from ._edits import iterable_of, text_field
+from ._js import is_str
 from .codemap import (
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
@@ -136,7 +137,7 @@ class SQLiteCodeMapStore(CodeMapStore):
 
     def __init__(self, path: str | os.PathLike[str] = ":memory:", *, ttl: timedelta | None = DEFAULT_TTL) -> None:
         super().__init__(ttl)
-        if not isinstance(path, (str, os.PathLike)):
+        if not issubclass(type(path), (str, os.PathLike)):
             raise ArgumentTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         path = os.fspath(path)
         if not isinstance(path, str):
@@ -340,7 +341,7 @@ class RedisCodeMapStore(CodeMapStore):
         ttl: timedelta | None = DEFAULT_TTL,
     ) -> None:
         super().__init__(ttl)
-        if url is not None and not isinstance(url, str):
+        if url is not None and not is_str(url):
             raise ArgumentTypeError(f"url must be a str or None, got {type(url).__name__}")
         if client is None:
             try:

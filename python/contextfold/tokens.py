@@ -27,6 +27,7 @@ from ._contract import (
     sizers,
     whole,
 )
+from ._js import is_str
 from .errors import MessageTypeError
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
@@ -50,7 +51,7 @@ Message = dict[str, Any]
 
 def estimate_tokens(text: str) -> int:
     """⌈UTF-16 length / 4⌉: the default token estimate of ``text``."""
-    if not isinstance(text, str):
+    if not is_str(text):
         raise MessageTypeError(f"text: expected str, got {type(text).__name__}", None, "")
     return int(_backend.impl.estimate_tokens(text))
 
@@ -65,7 +66,7 @@ def count_tokens(text: str, encoding: EncodingName) -> int:
     texts; the reference counts through ``tiktoken`` (an ArgumentError when it is not
     installed or its encoding is not available offline).
     """
-    if not isinstance(text, str):
+    if not is_str(text):
         raise MessageTypeError(f"text: expected str, got {type(text).__name__}", None, "")
     return int(_backend.impl.count_tokens(text, encoding_name(encoding)))
 

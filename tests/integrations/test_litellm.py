@@ -12,6 +12,7 @@ import contextfold as cf
 import pytest
 
 from ..conftest import anthropic_corpus, openai_corpus
+from ..hostile_types import claiming
 from . import need
 from .pairing import assert_segments_whole, kept_positions, openai_segments
 
@@ -536,6 +537,14 @@ def test_the_hook_takes_every_pack_option_from_the_settings(monkeypatch: pytest.
         ({"window_cache_seconds": "a minute"}, "window_cache_seconds"),
         ({"window_cache_seconds": -1}, "window_cache_seconds"),
         ({"count_tokens_in": "yes"}, "count_tokens_in"),
+        # Values whose __class__ claims the type asked for (isinstance believes them):
+        ({"windows": {claiming(str): 8_000}}, "windows"),
+        ({"windows": claiming(dict)}, "windows"),
+        ({"edits": [claiming(dict)]}, "edits"),
+        ({"edits": claiming(list)}, "edits"),
+        ({"window_cache_seconds": claiming(int)}, "window_cache_seconds"),
+        ({"count_tokens_in": claiming(bool)}, "count_tokens_in"),
+        ({"summary": claiming(str)}, "summary"),
     ],
 )
 def test_bad_settings_fail_when_the_hook_is_built(
@@ -567,3 +576,22 @@ def test_trim_messages_sizes_images_as_token_counter_does() -> None:
     budget = cfl.token_counter(messages=messages) + 10  # chars/4, the image a flat count
     assert cfl.trim_messages(messages, max_tokens=budget) == messages
     assert len(cfl.trim_messages(messages, max_tokens=budget // 2)) < len(messages)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: cfl.token_counter(model="gpt-4o", text=object()), "text"),
+        (lambda: cfl.token_counter(model="gpt-4o", text=claiming(str)), "text"),
+        (lambda: cfl.token_counter(text="hi", custom_tokenizer=claiming(dict)), "custom_tokenizer"),
+        (lambda: cfl.model_encoding(claiming(str)), "model"),
+        (lambda: cfl.trim_messages([{"role": "user", "content": "hi"}], trim_ratio=claiming(float)), "trim_ratio"),
+    ],
+    ids=["text no str", "text claims str", "tokenizer claims dict", "model claims str", "ratio claims float"],
+)
+def test_the_drop_ins_refuse_bad_arguments_by_name(call: Any, named: str) -> None:
+    """A text that is neither a str nor an iterable of them, and arguments whose
+    ``__class__`` claims the type asked for, are contextfold errors naming the argument
+    (each was a raw TypeError or AttributeError)."""
+    with pytest.raises(cf.ContextfoldError, match=named):
+        call()

@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import contextfold as cf
 from contextfold._contract import OUTPUT_CAPS, SizingName, batch_of, first_count, whole
 from contextfold._edits import Edit
-from contextfold._js import quoted
+from contextfold._js import is_str, quoted
 
 from ._report import report_pack
 
@@ -100,17 +100,18 @@ def edits_from_settings(value: Any, setting: str = "edits") -> tuple[Edit, ...]:
     mappings ``{name: {field: value, …}}`` (names in :data:`EDITS_BY_NAME`, fields the
     edit class's keywords). A bad entry raises :class:`~contextfold.ArgumentError` naming
     ``setting[index]``."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+    kind = type(value)  # by its type: `__class__` may claim one it is not
+    if issubclass(kind, (str, bytes, Mapping)) or not issubclass(kind, Sequence):
         raise cf.ArgumentError(f"{setting} must be a list of edits, got {type(value).__name__}")
     edits: list[Any] = []
     for index, entry in enumerate(value):
-        if isinstance(entry, Mapping):
+        if issubclass(type(entry), Mapping):
             if len(entry) != 1 or next(iter(entry)) not in EDITS_BY_NAME:
                 raise cf.ArgumentError(
                     f"{setting}[{index}] must name one edit of {sorted(EDITS_BY_NAME)}, got {sorted(entry)}"
                 )
             ((name, fields),) = entry.items()
-            if fields is not None and not isinstance(fields, Mapping):
+            if fields is not None and not issubclass(type(fields), Mapping):
                 raise cf.ArgumentError(f"{setting}[{index}].{name} must map fields to values, got {quoted(fields)}")
             try:
                 entry = EDITS_BY_NAME[name](**dict(fields or {}))
@@ -127,11 +128,11 @@ def per_model(name: str, values: Any, minimum: int) -> dict[str, int]:
     numbers of at least ``minimum``; an error names ``name`` and the model."""
     if values is None:
         return {}
-    if not isinstance(values, Mapping):
+    if not issubclass(type(values), Mapping):
         raise cf.ArgumentError(f"{name} must map model names to token counts, got {type(values).__name__}")
     out = {}
     for model, size in values.items():
-        if not isinstance(model, str):
+        if not is_str(model):
             kind = type(model).__name__
             raise cf.ArgumentTypeError(f"{name} must map model names to token counts, got a key of type {kind}")
         model = str.__str__(model)

@@ -139,7 +139,7 @@ class PackingMiddleware:
             ("report_headers", report_headers),
             ("model_map", model_map),
         ):
-            if not isinstance(flag, bool):
+            if type(flag) is not bool:  # by its type: `__class__` may claim bool
                 raise cf.ArgumentError(f"{name} must be True or False, got {quoted(flag)}")
         self.count_tokens_in = count_tokens_in
         self.report_headers = report_headers

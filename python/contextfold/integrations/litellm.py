@@ -65,8 +65,13 @@ from typing import Any, Literal
 
 import contextfold as cf
 from contextfold._contract import DEFAULT_IMAGE_TOKENS, EncodingName, SizingName, whole
-from contextfold._edits import Edit
-from contextfold._js import compact_json, quoted  # JSON.stringify, as the packer sizes tools; errors name the field
+from contextfold._edits import Edit, iterable_of
+from contextfold._js import (  # JSON.stringify, as the packer sizes tools; errors name the field
+    compact_json,
+    is_str,
+    mapping_get,
+    quoted,
+)
 
 from ._common import (
     Estimator,
@@ -339,6 +344,13 @@ class ContextfoldHook(CustomLogger):
         return data
 
 
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` is an int or a float (a subclass included) but no bool, by its
+    type: an object whose ``__class__`` claims one is none."""
+    kind = type(value)
+    return kind is not bool and issubclass(kind, (int, float))
+
+
 def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict[str, Any], cf.PackOptions]:
     """``settings`` with each value checked, an error naming its key, and the packing
     options they make (window and reserve still 0: each request sets its own). The pack
@@ -365,10 +377,10 @@ def _checked(settings: dict[str, Any], estimate: Estimator | None) -> tuple[dict
             settings[key] = whole(key, settings[key], 1)
     settings["windows"] = per_model("windows", settings["windows"], 1)
     settings["default_reserve"] = whole("default_reserve", settings["default_reserve"])
-    if not isinstance(settings["count_tokens_in"], bool):
+    if type(settings["count_tokens_in"]) is not bool:  # by its type: `__class__` may claim bool
         raise cf.ArgumentError(f"count_tokens_in must be true or false, got {quoted(settings['count_tokens_in'])}")
     seconds = settings["window_cache_seconds"]
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+    if not _is_number(seconds) or not seconds >= 0:
         raise cf.ArgumentError(f"window_cache_seconds must be a number of seconds from 0, got {quoted(seconds)}")
     return settings, template
 
@@ -381,8 +393,9 @@ def _tokenizer_estimator(custom_tokenizer: Any) -> Callable[[str], int] | None:
     """An estimator from a LiteLLM ``custom_tokenizer`` ({"type", "tokenizer"}), or None."""
     if custom_tokenizer is None:
         return None
-    kind = custom_tokenizer.get("type") if isinstance(custom_tokenizer, Mapping) else None
-    tokenizer: Any = custom_tokenizer.get("tokenizer") if isinstance(custom_tokenizer, Mapping) else None
+    get = mapping_get(custom_tokenizer)
+    kind = get("type") if get is not None else None
+    tokenizer: Any = get("tokenizer") if get is not None else None
     if kind == "openai_tokenizer":
         return lambda text: len(tokenizer.encode(text, disallowed_special=()))
     if kind == "huggingface_tokenizer":
@@ -399,7 +412,7 @@ def model_encoding(model: str | None) -> EncodingName | None:
     """The OpenAI encoding ``model`` counts in: ``o200k_base`` for the gpt-4o, gpt-4.1,
     gpt-4.5, gpt-5 and o1/o3/o4 families, ``cl100k_base`` for gpt-4 and gpt-3.5, None for
     any other model (a provider prefix such as ``openai/`` or ``azure/`` is ignored)."""
-    if model is not None and not isinstance(model, str):
+    if model is not None and not is_str(model):
         raise cf.ArgumentTypeError(f"model must be a str or None, got {type(model).__name__}")
     name = (model or "").rsplit("/", 1)[-1].lower()
     if _O200K_MODELS.match(name):
@@ -456,7 +469,8 @@ def token_counter(
         total += cf.tokens_of(sized, estimate_tokens=estimate, sizing="provider", image_tokens=image_tokens)
         total += REPLY_PRIMING if count_response_tokens is False else 0  # LiteLLM's own test
     if text is not None:
-        total += sum(text_tokens(t, estimate) for t in ([text] if isinstance(text, str) else text))
+        texts = [text] if is_str(text) else iterable_of("text", text, "str")
+        total += sum(text_tokens(t, estimate) for t in texts)
     return total + tools_tokens({"tools": tools, "tool_choice": tool_choice}, estimate)
 
 
@@ -480,7 +494,7 @@ def trim_messages(
     ``(messages, max_tokens - token_counter of the result)``.
     """
     encoding = model_encoding(model)
-    if isinstance(trim_ratio, bool) or not isinstance(trim_ratio, (int, float)) or not 0 <= trim_ratio < math.inf:
+    if not _is_number(trim_ratio) or not 0 <= trim_ratio < math.inf:
         raise cf.ArgumentError(f"trim_ratio must be a number from 0 up, got {quoted(trim_ratio)}")
     if max_tokens is None:
         window = model_window(model) if model else None

@@ -341,8 +341,8 @@ def _exchanges(state: _State) -> Iterator[_CallSeen | _ResultSeen]:
         tool_calls = list_value(entry(m, "tool_calls")) if role == "assistant" else None
         for j, c in enumerate(tool_calls or ()):
             if issubclass(type(c), dict):
-                function = entry(c, "function")
-                name = str_value(entry(function, "name")) if is_dict(function) else None
+                function: Any = entry(c, "function")
+                name = str_value(entry(function, "name")) if issubclass(type(function), dict) else None
                 yield _CallSeen(i, j, False, str_value(entry(c, "id")), name)
         for j, block in enumerate(list_value(entry(m, "content")) or ()):
             block_kind = _kind(block)

@@ -28,7 +28,7 @@ from .._contract import (
     is_volatile_content,
     prompt_message,
 )
-from .._js import JS_SPACES, entry, is_dict, is_list, list_value, listed, plain, str_value, utf16_len
+from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
 from ..errors import MessageError
 from .count_cache import resolved
 from .edits import apply_edits, frozen
@@ -140,8 +140,8 @@ def _line(message: dict[str, Any]) -> str:
     calls = entry(message, "tool_calls")
     if is_list(calls):
         for call in listed(calls):
-            function = entry(call, "function") if issubclass(type(call), dict) else None
-            name = str_value(entry(function, "name")) if is_dict(function) else None
+            function: Any = entry(call, "function") if issubclass(type(call), dict) else None
+            name = str_value(entry(function, "name")) if issubclass(type(function), dict) else None
             if name is not None:
                 names.append(_lossy(name))
     blocks = _blocks(message)
