@@ -364,3 +364,50 @@ def test_a_snapshot_list_that_is_one_str_or_no_iterable_is_named(backend: str, c
         cf.consolidate(snapshot, min_files=1)
     with pytest.raises(cf.ArgumentTypeError, match=f"^snapshot created {words}$"):
         cf.consolidate(SimpleNamespace(**snapshot), min_files=1)
+
+
+def _seed_areas_of_paths_in(text: str) -> list[str]:
+    """``areas_of_paths_in`` with the seed's own regular expressions (quadratic on a long
+    run of letters or a long token in a backtracking engine): the oracle for short texts."""
+    import re
+
+    from contextfold._js import JS_SPACE_CHARS
+    from contextfold.codemap import _PATH_TOKEN
+
+    line = "[^\n\r\u2028\u2029]"
+    out: list[str] = []
+    for raw in _PATH_TOKEN.findall(re.sub(f"[a-zA-Z][a-zA-Z0-9+.-]*://[^{JS_SPACE_CHARS}]+", " ", text)):
+        token = re.sub(r"^[(]+|[.)]+\Z", "", raw)
+        if not token or token[0] in "\\/" or ".." in re.split(r"[\\/]", token):
+            continue
+        if not ("/" in token or "\\" in token or re.match(f"[^.]{{2,}}{line}*\\.[A-Za-z][A-Za-z0-9]{{0,7}}\\Z", token)):
+            continue
+        area = cf.area_of_path(token)
+        if area and area not in out:
+            out.append(area)
+        if len(out) >= 24:
+            break
+    return out
+
+
+_URL_PIECES = st.sampled_from(["a", "Z", "1", "+", ".", "-", ":", "/", "://", "http://", " ", "\t", "\u00a0", "(", ")"])
+_PATH_PIECES = st.sampled_from(["src/", "a.py", ".ts", "..", "\\", "@", "_", "x", "é"])
+
+
+@given(st.lists(st.one_of(_URL_PIECES, _PATH_PIECES), max_size=40).map("".join))
+@example("see http://a.b/c and src/x.py")
+@example("1+a.b-://x ://y 9://z q://")
+@example("((src/a.py).)")
+def test_paths_in_a_text_are_found_as_the_seeds_expressions_find_them(text: str) -> None:
+    assert cf.areas_of_paths_in(text) == _seed_areas_of_paths_in(text)
+
+
+@pytest.mark.parametrize(
+    "filler", ["a" * 1_000_000, ")" * 1_000_000 + "a", "." * 1_000_000 + "a", "9" * 1_000_000 + "://"]
+)
+def test_a_long_run_in_a_request_is_read_in_linear_time(filler: str) -> None:
+    """A pasted digest or blob in request text (``recall``'s input): the seed's expressions
+    rescan a run from each of its characters, hours for a million; read once here. No
+    time is asserted: the quadratic version simply would not finish the suite."""
+    assert cf.areas_of_paths_in(f"{filler} see src/app/main.py") == ["src/app"]
+    assert cf.SQLiteCodeMapStore().recall(f"why {filler}") == []

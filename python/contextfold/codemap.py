@@ -80,10 +80,13 @@ _LINE_BREAK = re.compile("[\n\r\u2028\u2029]")
 _ENTRY = re.compile(f"- ({_ANY}+?)(?: \\(([^()]*)\\))?\\Z")
 _MORE = re.compile(r"\(\+[0-9]+ more file\(s\) touched\)\Z")
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
-_URL = re.compile(f"[a-zA-Z][a-zA-Z0-9+.-]*://[^{JS_SPACE_CHARS}]+")
+# The seed finds URLs by `[a-zA-Z][a-zA-Z0-9+.-]*://\S+`: from every letter of a long run
+# a backtracking engine scans the run for `://` again, quadratic in a pasted digest. They
+# are found from each `://` instead (see _without_urls), the same matches in linear time.
+_URL_TAIL = re.compile(f"://[^{JS_SPACE_CHARS}]")
+_URL_END = re.compile(f"[{JS_SPACE_CHARS}]")
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 _PATH_TOKEN = re.compile(r"[A-Za-z0-9_.@()\-\\/]+")
-_TOKEN_EDGES = re.compile(r"^[(]+|[.)]+\Z")
-_BARE_FILE = re.compile(f"[^.]{{2,}}{_ANY}*\\.[A-Za-z][A-Za-z0-9]{{0,7}}\\Z")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _NOT_WORD = re.compile(r"[^a-z0-9]+")
 
@@ -315,11 +318,13 @@ def areas_of_paths_in(text: str) -> list[str]:
     """The areas of the repo-relative paths a text names (URLs, absolute paths and ``..``
     skipped; a bare file name needs a stem of two or more characters), at most 24."""
     out: list[str] = []
-    for raw in _PATH_TOKEN.findall(_URL.sub(" ", _text("text", text))):
-        token = _TOKEN_EDGES.sub("", raw)
+    for raw in _PATH_TOKEN.findall(_without_urls(_text("text", text))):
+        # The seed's `^[(]+|[.)]+$` and `[^.]{2,}.*\.ext$` (a stem of two, no dot in it
+        # first), spelled without the backtracking either costs on a long token.
+        token = raw.lstrip("(").rstrip(".)")
         if not token or token[0] in "\\/" or ".." in re.split(r"[\\/]", token):
             continue
-        if not ("/" in token or "\\" in token or _BARE_FILE.match(token)):
+        if not ("/" in token or "\\" in token or _is_bare_file(token)):
             continue
         area = area_of_path(token)
         if area and area not in out:
@@ -327,6 +332,38 @@ def areas_of_paths_in(text: str) -> list[str]:
         if len(out) >= _MAX_PATH_AREAS:
             break
     return out
+
+
+def _without_urls(text: str) -> str:
+    """``text`` with each URL (a scheme, ``://`` and what follows up to whitespace) made
+    one space, as the seed's ``text.replace(/[a-zA-Z][a-zA-Z0-9+.-]*:\\/\\/\\S+/g, " ")``
+    makes them: a URL starts at the first letter of the scheme characters right before
+    a ``://``, and ends at the next whitespace."""
+    parts: list[str] = []
+    done = 0  # text before this is written
+    at = 0
+    while (found := _URL_TAIL.search(text, at)) is not None:
+        colon = found.start()
+        start = colon
+        while start > done and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        while start < colon and not ("a" <= text[start].lower() <= "z"):
+            start += 1  # a URL starts with a letter: skip the digits and +.- before one
+        if start == colon:
+            at = colon + 1  # no scheme: a `://` inside what follows may still start one
+            continue
+        end = _URL_END.search(text, colon + 3)
+        stop = len(text) if end is None else end.start()
+        parts += (text[done:start], " ")
+        done = at = stop
+    return "".join(parts) + text[done:] if parts else text
+
+
+def _is_bare_file(token: str) -> bool:
+    """Whether ``token`` names a file by itself: two characters that are no dot, then
+    anything, then an extension."""
+    extension = _EXTENSION.search(token)
+    return extension is not None and extension.start() >= 2 and "." not in token[:2]
 
 
 def _squash(s: str) -> str:
