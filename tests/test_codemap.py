@@ -4,6 +4,7 @@ for ranking and paths, and consolidate → merge → files → removal round tri
 from __future__ import annotations
 
 import gc
+import re
 from datetime import date, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -369,8 +370,6 @@ def test_a_snapshot_list_that_is_one_str_or_no_iterable_is_named(backend: str, c
 def _seed_areas_of_paths_in(text: str) -> list[str]:
     """``areas_of_paths_in`` with the seed's own regular expressions (quadratic on a long
     run of letters or a long token in a backtracking engine): the oracle for short texts."""
-    import re
-
     from contextfold._js import JS_SPACE_CHARS
     from contextfold.codemap import _PATH_TOKEN
 
@@ -411,3 +410,44 @@ def test_a_long_run_in_a_request_is_read_in_linear_time(filler: str) -> None:
     time is asserted: the quadratic version simply would not finish the suite."""
     assert cf.areas_of_paths_in(f"{filler} see src/app/main.py") == ["src/app"]
     assert cf.SQLiteCodeMapStore().recall(f"why {filler}") == []
+
+
+_TRIM_PIECES = st.sampled_from([" ", "\t", "\n", "\u00a0", "\u2003", "\ufeff", "\x1c", "\x85", "a", "/", "./", "b.py"])
+
+
+def _seed_trim(text: str) -> str:
+    from contextfold._js import JS_SPACE_CHARS
+
+    return re.sub(f"^[{JS_SPACE_CHARS}]+|[{JS_SPACE_CHARS}]+\\Z", "", text)
+
+
+def _seed_area_of_path(path: str) -> str:
+    """``area_of_path`` with the seed's expressions (quadratic on a long inner run)."""
+    norm = re.sub(r"/+\Z", "", re.sub(r"^(\./)+", "", _seed_trim(path).replace("\\", "/")))
+    if not norm or not re.search(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z", norm):
+        return norm
+    slash = norm.rfind("/")
+    return norm[:slash] if slash > 0 else "(root)"
+
+
+@given(st.lists(_TRIM_PIECES, max_size=30).map("".join))
+def test_trims_and_areas_read_as_the_seeds_expressions_read_them(text: str) -> None:
+    """``String#trim`` and a path's area, as the seed's ``^\\s+|\\s+$`` and ``/+$`` read
+    them (JavaScript's spaces: U+FEFF in, U+001C and U+0085 out)."""
+    from contextfold._js import js_trim
+
+    assert js_trim(text) == _seed_trim(text)
+    assert cf.area_of_path(text) == _seed_area_of_path(text)
+
+
+@pytest.mark.parametrize("run", [" " * 1_000_000, "/" * 1_000_000])
+def test_a_long_run_inside_a_path_or_an_observation_is_read_in_linear_time(run: str) -> None:
+    """``\\s+$`` and ``/+$`` rescan a run inside the text from each of its characters:
+    hours for a million. No time is asserted: the quadratic version would not finish."""
+    from contextfold._js import js_trim
+
+    assert js_trim(f" a{run}b ") == f"a{run}b"
+    assert cf.area_of_path(f"src{run}x/a.py") == f"src{run}x"
+    memory = cf.WorkingMemory()
+    memory.observe("searched", f" a{run}b ")
+    assert memory.snapshot.searched == (f"a{run}b",)

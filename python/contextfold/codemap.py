@@ -305,7 +305,7 @@ def without_consolidated_files(content: str, paths: Iterable[str]) -> str | None
 def area_of_path(path: str) -> str:
     """The area of a repo-relative path: a file's directory, a directory itself (no
     extension), ``(root)`` for a file at the root, ``""`` for an empty path."""
-    norm = re.sub(r"/+\Z", "", re.sub(r"^(\./)+", "", js_trim(path).replace("\\", "/")))
+    norm = re.sub(r"^(\./)+", "", js_trim(path).replace("\\", "/")).rstrip("/")  # not /+$: quadratic
     if not norm:
         return ""
     if not _EXTENSION.search(norm):
