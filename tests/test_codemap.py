@@ -451,3 +451,28 @@ def test_a_long_run_inside_a_path_or_an_observation_is_read_in_linear_time(run: 
     memory = cf.WorkingMemory()
     memory.observe("searched", f" a{run}b ")
     assert memory.snapshot.searched == (f"a{run}b",)
+
+
+def test_a_path_utf8_cannot_hold_is_left_out_so_the_map_can_be_stored(backend: str) -> None:
+    """A file name ``os.listdir`` decoded with surrogate escapes (not UTF-8 on disk), or a
+    task holding a lone surrogate, made the whole area's map one every store refuses."""
+    import os
+
+    odd = os.fsdecode(b"src/caf\xe9.py")
+    memory = cf.WorkingMemory()
+    memory.set_task("fix caf\udce9")
+    for path in ("src/a.py", "src/b.py", "src/c.py", odd):
+        memory.observe("read", path)
+    made = cf.consolidate(memory.snapshot)
+    assert made is not None and odd not in made.content and "fix caf\ufffd" in made.content
+    store = cf.SQLiteCodeMapStore()
+    store.write(made)
+    assert [m.key for m in store.live()] == [made.key]
+
+
+@pytest.mark.parametrize("snapshot", [None, ["src/a.py", "src/b.py", "src/c.py"], 7])
+def test_a_snapshot_that_is_none_is_refused(backend: str, snapshot: Any) -> None:
+    """Neither a snapshot, a mapping nor an object with its fields: it read as a run that
+    touched nothing (None, no map, no error)."""
+    with pytest.raises(cf.ArgumentTypeError, match="snapshot must be a WorkingMemorySnapshot"):
+        cf.consolidate(snapshot)

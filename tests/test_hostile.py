@@ -5,6 +5,7 @@ patched classes, small thread stacks. Each case gives the same outcome on both b
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import gc
 import json
@@ -1524,3 +1525,154 @@ def test_a_row_is_read_as_a_mapping_only_when_it_is_one() -> None:
     assert cf.last_consolidation_index([{"metadata": None}, Proxy({"metadata": marker})]) == 1
     assert cf.consolidated_facts_for([Proxy({"key": "codemap:src"})], ["src"]) != []
     assert cf.consolidation_marker_of({"metadata": claiming(str)}) is None
+
+
+class _GrowsOnCompare:
+    """A key that hashes as "content" does, so a lookup of "content" compares it: each
+    compare appends another message like its own to ``victim`` (at most ``cap``)."""
+
+    def __init__(self, victim: list[Any], cap: int = 500) -> None:
+        self.victim, self.cap = victim, cap
+
+    def __hash__(self) -> int:
+        return hash("content")
+
+    building = False  # the new message's own "content" key compares with its grower
+
+    def __eq__(self, other: object) -> bool:
+        if not _GrowsOnCompare.building and len(self.victim) < self.cap:
+            _GrowsOnCompare.building = True
+            try:
+                self.victim.append({_GrowsOnCompare(self.victim, self.cap): 1, "role": "user", "content": "more"})
+            finally:
+                _GrowsOnCompare.building = False
+        return False
+
+
+def test_the_summariser_reads_the_transcript_once(backend: str) -> None:
+    """``summary_chunks``, ``render_for_summary`` and ``summarize_transcript`` read the
+    list once, when the call begins: a key whose compare appends a message while a
+    message is read added to what they walked (endlessly, without the cap here)."""
+    import asyncio
+
+    def growing() -> list[Any]:
+        messages: list[Any] = []
+        _GrowsOnCompare.building = True
+        messages.append({_GrowsOnCompare(messages): 1, "role": "user", "content": "hello"})
+        _GrowsOnCompare.building = False
+        return messages
+
+    assert [len(chunk) for chunk in cf.summary_chunks(growing(), 10)] == [1]
+    assert cf.render_for_summary(growing()).count("user:") == 1
+    asked: list[str] = []
+
+    async def complete(request: dict[str, Any]) -> str:
+        asked.append(request["user"])
+        return "noted"
+
+    assert asyncio.run(cf.summarize_transcript(complete, growing(), budget=10)) == "noted"
+    assert len(asked) == 1 and asked[0].count("user:") == 1
+
+
+class _ShownOtherwise(str):
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return "something else"
+
+    def __str__(self) -> str:
+        return "something else"
+
+
+def test_a_summary_subclass_is_read_by_the_text_it_holds(backend: str) -> None:
+    """``summary=`` as a str subclass is the text it holds on both backends: the reference
+    wrote it with an f-string (its own ``__format__``), natively its stored text."""
+    messages = [
+        {"role": "user", "content": "hi " * 50},
+        {"role": "assistant", "content": "yo " * 50},
+        {"role": "user", "content": "go"},
+    ]
+    pack = cf.pack_handoff(messages, target_context_tokens=60, summary=_ShownOtherwise("the real summary"))
+    assert pack.note is not None and "the real summary" in pack.note and "something else" not in pack.note
+    body = json.dumps({"messages": messages}).encode()
+    packed = cf.pack_request(body, target_context_tokens=60, summary=_ShownOtherwise("the real summary"))
+    assert b"the real summary" in packed.body and b"something else" not in packed.body
+
+
+class _IteratesOtherwise(list):  # type: ignore[type-arg]
+    def __iter__(self) -> Iterator[Any]:
+        return iter([])
+
+
+def test_a_list_subclass_argument_is_read_through_its_storage(backend: str) -> None:
+    """Lists given as arguments are read as stored on both backends: the reference
+    iterated ``rank_by_count``'s items and ``tools=`` by their own ``__iter__``."""
+    assert cf.rank_by_count(_IteratesOtherwise(["a", "b", "a"])) == [("a", 2), ("b", 1)]
+    with pytest.raises(cf.MessageTypeError, match=r"tools\[0\]: expected a dict, got str"):
+        cf.tokens_of([{"role": "user", "content": "x"}], tools=_IteratesOtherwise(["no tool"]))
+    with pytest.raises(cf.MessageTypeError, match=r"tools\[0\]: expected a dict, got str"):
+        cf.pack_handoff([{"role": "user", "content": "x"}], target_context_tokens=100, tools=_IteratesOtherwise(["x"]))
+
+
+_BAD_EDGE_CALLS: dict[str, tuple[Callable[[], object], str]] = {
+    "consolidated_area": (lambda: cf.consolidated_area(None), "key: expected str"),  # type: ignore[arg-type]
+    "consolidated_key": (lambda: cf.consolidated_key(None), "area: expected str"),  # type: ignore[arg-type]
+    "merge_consolidated": (lambda: cf.merge_consolidated("codemap:x", 5, "- a.py"), "prior: expected str"),  # type: ignore[arg-type]
+    "consolidated_files": (lambda: cf.consolidated_files(None), "content: expected str"),  # type: ignore[arg-type]
+    "area_of_path": (lambda: cf.area_of_path(None), "path: expected str"),  # type: ignore[arg-type]
+    "areas_named_in": (lambda: cf.areas_named_in("run store", ["a", None]), r"areas\[1\]: expected str"),  # type: ignore[list-item]
+    "volatile_tail str": (lambda: cf.volatile_tail("tests pass"), "sections must be an iterable"),
+    "volatile_tail int": (lambda: cf.volatile_tail([5]), r"sections\[0\] must be a str or None"),  # type: ignore[list-item]
+    "compact_tail_start": (lambda: cf.compact_tail_start(None, 1), "messages: expected a list"),  # type: ignore[arg-type]
+    "last_consolidation_index": (lambda: cf.last_consolidation_index(None), "rows must be an iterable"),  # type: ignore[arg-type]
+    "scope_to_consolidation": (lambda: cf.scope_to_consolidation(None), "rows must be an iterable"),  # type: ignore[arg-type]
+    "render_for_summary": (lambda: cf.render_for_summary(None), "messages must be an iterable"),  # type: ignore[arg-type]
+    "assemble_compacted prompt": (lambda: cf.assemble_compacted(None, [], "n", 0), "system_prompt must be a str"),  # type: ignore[arg-type]
+    "assemble_compacted note": (lambda: cf.assemble_compacted("s", [], None, 0), "note must be a str"),  # type: ignore[arg-type]
+    "consolidation_metadata": (
+        lambda: cf.consolidation_metadata({"keep_from_id": 10**5000}),
+        "keep_from_id must be a 64-bit int, got an int of 16610 bits",
+    ),
+    "consolidate at": (
+        lambda: cf.consolidate(
+            {"read": ["src/a.py", "src/b.py", "src/c.py"]},
+            at=datetime.datetime(9999, 12, 31, 23, tzinfo=datetime.timezone(datetime.timedelta(hours=-5))),
+        ),
+        "at is out of range in UTC",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_EDGE_CALLS))
+def test_the_code_map_and_compaction_edges_refuse_bad_arguments_by_name(backend: str, name: str) -> None:
+    """Each was a raw AttributeError, TypeError, ValueError or OverflowError from deep
+    inside (or, for a str of sections, one section a letter)."""
+    call, words = _BAD_EDGE_CALLS[name]
+    with pytest.raises(cf.ContextfoldError, match=words):
+        call()
+
+
+def test_facts_are_matched_against_every_area_of_an_iterator(backend: str) -> None:
+    """``areas`` is read once: an iterator was used up by the first fact."""
+    facts = [{"key": "codemap:a"}, {"key": "codemap:b"}]
+    assert cf.consolidated_facts_for(facts, iter(["b", "a"])) == facts
+
+
+def test_a_fold_assembles_from_the_messages_as_they_were_before_the_summariser_ran(backend: str) -> None:
+    """``build_working_transcript`` reads the messages' roles before it awaits the
+    summariser: a run that retagged the tail meanwhile silently lost it from the request
+    (the tail was found again, after the await, from the changed roles)."""
+    import asyncio
+
+    convo = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} " + "x" * 2_000} for i in range(100)]
+
+    async def summarize(messages: list[Any]) -> str:
+        for message in convo[60:]:
+            message["role"] = "tool"
+        return "the note"
+
+    state = cf.WorkingTranscriptState(convo)
+    out = asyncio.run(cf.build_working_transcript(state, "system", summarize))
+    assert state.compact_memo is not None
+    tail = convo[state.compact_memo.covered_end :]
+    assert len(tail) == 40 and all(a is b for a, b in zip(out[-len(tail) :], tail, strict=True))

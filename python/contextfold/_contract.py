@@ -191,7 +191,7 @@ def check_tools(tools: Any) -> None:
         return
     if not is_list(tools):
         raise MessageTypeError(f"tools: expected a list or None, got {type(tools).__name__}", None, "tools")
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(listed(tools)):  # a subclass through its storage, as sized
         if not issubclass(type(tool), dict):
             raise MessageTypeError(f"tools[{i}]: expected a dict, got {type(tool).__name__}", i, "tools")
 
@@ -512,8 +512,11 @@ class PackOptions:
             except TypeError:
                 raise ArgumentError(f"pinned must be an iterable of ints, got {type(pins).__name__}") from None
             pins = tuple(whole("pinned index", p) for p in each)
-        if self.summary is not None and not is_str(self.summary):
-            raise ArgumentError(f"summary must be a str or None, got {type(self.summary).__name__}")
+        summary = self.summary
+        if summary is not None:
+            if not is_str(summary):
+                raise ArgumentError(f"summary must be a str or None, got {type(summary).__name__}")
+            summary = str.__str__(summary)  # a subclass by the text it holds, as natively
         shape = spelled(self.shape, SHAPES)
         if shape is None:
             raise choice_error("shape", self.shape, SHAPES)
@@ -528,8 +531,9 @@ class PackOptions:
         # The choices as the plain strs they spell (a str enum's member compares and
         # hashes as its value would, but reads as itself).
         estimate = counting if isinstance(counting, str) else self.estimate_tokens
-        native = (budget, counting, images, self.summary, shape, chunk, pins, edits, step)
+        native = (budget, counting, images, summary, shape, chunk, pins, edits, step)
         for name, value in (
+            ("summary", summary),
             ("shape", shape),
             ("cut", cut),
             ("sizing", str.__str__(self.sizing)),

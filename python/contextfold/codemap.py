@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from . import _backend
 from ._contract import whole
 from ._edits import iterable_of
-from ._js import JS_SPACE_CHARS, collapse_spaces, is_list, is_str, js_trim, mapping_get, utf16_cut
+from ._js import JS_SPACE_CHARS, collapse_spaces, is_str, js_trim, list_value, mapping_get, utf16_cut
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -76,6 +76,7 @@ _GENERIC_SEGMENTS = frozenset(
 # as well as \n, `$` is `\Z`, `\d` is ASCII, `\s` is JavaScript's whitespace set.
 _ANY = "[^\n\r\u2028\u2029]"
 _LINE_BREAK = re.compile("[\n\r\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 """What `.` stops at: a path holding one cannot be a map's entry."""
 _ENTRY = re.compile(f"- ({_ANY}+?)(?: \\(([^()]*)\\))?\\Z")
 _MORE = re.compile(r"\(\+[0-9]+ more file\(s\) touched\)\Z")
@@ -94,7 +95,9 @@ _NOT_WORD = re.compile(r"[^a-z0-9]+")
 def rank_by_count(items: Iterable[str]) -> list[tuple[str, int]]:
     """Each distinct item with how often it occurs: most frequent first, ties in plain
     code-point order (locale-independent, unlike the TypeScript host's ``localeCompare``)."""
-    return list(_backend.impl.rank_by_count(items if is_list(items) else list(iterable_of("items", items, "str"))))
+    # A list read as stored (a subclass's own __iter__ never runs), as both backends read one.
+    listed = list_value(items)
+    return list(_backend.impl.rank_by_count(listed if listed is not None else list(iterable_of("items", items, "str"))))
 
 
 def canonical_path(path: str) -> str:
@@ -126,13 +129,20 @@ class ConsolidatedMemory:
     content: str
 
 
+def _texts(name: str, items: Any) -> list[str]:
+    """``items`` read once as plain strs (an iterator is not used up by a second walk),
+    each checked: ``name[i]: expected str``."""
+    return [_text(f"{name}[{i}]", item) for i, item in enumerate(iterable_of(name, items, "str"))]
+
+
 def consolidated_key(area: str) -> str:
     """The store key for an area: the same for every run on it, so their maps meet."""
-    return utf16_cut(f"{CONSOLIDATED_KEY_PREFIX}{area}", _MAX_KEY_UNITS)
+    return utf16_cut(f"{CONSOLIDATED_KEY_PREFIX}{_text('area', area)}", _MAX_KEY_UNITS)
 
 
 def consolidated_area(key: str) -> str | None:
     """The area a ``codemap:`` key is for, or None for any other key."""
+    key = _text("key", key)
     return key[len(CONSOLIDATED_KEY_PREFIX) :] if key.startswith(CONSOLIDATED_KEY_PREFIX) else None
 
 
@@ -162,10 +172,22 @@ def _utc_day(at: datetime | date | None) -> str:
     if at is None:
         at = datetime.now(timezone.utc)
     if isinstance(at, datetime):
-        at = (at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).date()
+        try:
+            at = (at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).date()
+        except OverflowError:  # past year 9999 in UTC
+            raise ArgumentError(f"at is out of range in UTC: {at.isoformat()}") from None
     elif not isinstance(at, date):
         raise ArgumentError(f"at must be a datetime, a date or None, got {type(at).__name__}")
     return at.isoformat()
+
+
+def _writable(text: str) -> bool:
+    """Whether UTF-8 can hold ``text``, as a store needs."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
@@ -174,6 +196,10 @@ def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
     if get is not None:
         task = get("task")
         given = {f: get(f) for f in fields}
+    elif not any(hasattr(snapshot, f) for f in (*fields, "task")):
+        # Neither a mapping nor an object with a snapshot's fields: it was an empty run.
+        kind = type(snapshot).__name__
+        raise ArgumentTypeError(f"snapshot must be a WorkingMemorySnapshot or a mapping of its fields, got {kind}")
     else:
         task = getattr(snapshot, "task", None)
         given = {f: getattr(snapshot, f, None) for f in fields}
@@ -208,8 +234,10 @@ def consolidate(
 
     def kept(items: list[str]) -> list[str]:
         # A map holds one entry a line: a path with a line break in it (one its readers'
-        # `.` stops at, U+2028 and U+2029 too) would write two.
-        return [p for p in (repo_path(raw, root) for raw in items) if p and not _LINE_BREAK.search(p)]
+        # `.` stops at, U+2028 and U+2029 too) would write two. One UTF-8 cannot hold (a
+        # name os.listdir decoded with surrogate escapes) would make the map unstorable.
+        paths = (repo_path(raw, root) for raw in items)
+        return [p for p in paths if p and not _LINE_BREAK.search(p) and (p.isascii() or _writable(p))]
 
     deleted = _unique(kept(lists["deleted"]))
     deleted_set = set(deleted)
@@ -222,7 +250,7 @@ def consolidate(
         return None
     shown = ranked[:_MAX_FILES]
     area = _area_of_files(ranked or deleted)
-    asked = utf16_cut(collapse_spaces(task or ""), _MAX_TASK_UNITS)
+    asked = _SURROGATE.sub("\ufffd", utf16_cut(collapse_spaces(task or ""), _MAX_TASK_UNITS))
     purpose = f' for a run asked: "{asked}"' if asked else ""
     lines = [
         f"Code map of `{area}`, recorded {_utc_day(at)}{purpose}.",
@@ -262,6 +290,8 @@ def merge_consolidated(key: str, prior: str | None, next: str) -> str:
     lines are ``next``'s. For a key that is not a code map, ``next`` as it is. Pass
     ``prior`` only while the stored map is live (not expired or superseded).
     """
+    key, next = _text("key", key), _text("next", next)
+    prior = None if prior is None else _text("prior", prior)
     if not key.startswith(CONSOLIDATED_KEY_PREFIX):
         return next
     header = [line for line in next.split("\n") if not _ENTRY.match(line) and not _MORE.match(line)]
@@ -283,7 +313,7 @@ def merge_consolidated(key: str, prior: str | None, next: str) -> str:
 
 def consolidated_files(content: str) -> list[str]:
     """The files a stored map lists, in order (never a ``(deleted)`` line)."""
-    return [path for path, note in _entries(content) if note != "deleted"]
+    return [path for path, note in _entries(_text("content", content)) if note != "deleted"]
 
 
 def without_consolidated_files(content: str, paths: Iterable[str]) -> str | None:
@@ -292,7 +322,7 @@ def without_consolidated_files(content: str, paths: Iterable[str]) -> str | None
     drop = {canonical_path(p).lower() for p in iterable_of("paths", paths, "paths")}
     lines = []
     left = 0
-    for line in content.split("\n"):
+    for line in _text("content", content).split("\n"):
         m = _ENTRY.match(line)
         if m:
             if canonical_path(m.group(1)).lower() in drop:
@@ -305,7 +335,7 @@ def without_consolidated_files(content: str, paths: Iterable[str]) -> str | None
 def area_of_path(path: str) -> str:
     """The area of a repo-relative path: a file's directory, a directory itself (no
     extension), ``(root)`` for a file at the root, ``""`` for an empty path."""
-    norm = re.sub(r"^(\./)+", "", js_trim(path).replace("\\", "/")).rstrip("/")  # not /+$: quadratic
+    norm = re.sub(r"^(\./)+", "", js_trim(_text("path", path)).replace("\\", "/")).rstrip("/")  # not /+$: quadratic
     if not norm:
         return ""
     if not _EXTENSION.search(norm):
@@ -386,7 +416,7 @@ def areas_named_in(text: str, areas: Iterable[str]) -> list[str]:
     """The stored areas a request names by word: ``runStore``, ``run-store``, ``run_store``
     and ``run store`` all name ``…/runStore``; generic (``src``, ``lib`` …) and short
     directory names never do. Deepest first, at most 8."""
-    areas = iterable_of("areas", areas, "areas")
+    areas = _texts("areas", areas)
     terms = _request_terms(_text("text", text))
     if not terms:
         return []
@@ -414,7 +444,7 @@ def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = 
     """The code-map facts whose area contains, or lies within, one of ``areas``: most
     specific first, at most ``max``. Facts are mappings or objects with a ``key``; the
     same objects come back."""
-    iterable_of("areas", areas, "areas")
+    areas = _texts("areas", areas)
     max = whole("max", max)
     if not areas:
         return []

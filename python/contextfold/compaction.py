@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._contract import batch_of, named_at, role_of, whole
-from ._js import compact_json, entry, is_str, js_trim, plain, str_value, utf16_cut, utf16_len
+from ._js import compact_json, entry, is_str, js_trim, listed, plain, str_value, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageError
 from .tokens import estimate_tokens, message_tokens, tokens_of
 from .window import (
@@ -34,7 +34,9 @@ from .window import (
     HISTORY_TOKEN_BUDGET,
     HISTORY_WINDOW,
     assemble_compacted,
+    assembled,
     compact_tail_start_for_budget,
+    fold_plan,
     verbatim_start,
     window_start,
     windowed,
@@ -121,10 +123,17 @@ def _live_memo(state: WorkingTranscriptState) -> CompactMemo | None:
     return memo if memo.covered_end <= len(state.transcript) else None
 
 
+def _transcript_of(state: Any) -> list[Message]:
+    """The state's transcript, read once (see :func:`_read_once`); the state checked."""
+    if not isinstance(state, WorkingTranscriptState):
+        raise ArgumentTypeError(f"state must be a WorkingTranscriptState, got {type(state).__name__}")
+    return _read_once(state.transcript, "state.transcript")
+
+
 def still_in_working_context(state: WorkingTranscriptState, message: Message) -> bool:
     """Whether ``message`` (by identity) is still sent verbatim: after the held note's
     coverage when there is one, else inside :func:`windowed`."""
-    convo = state.transcript
+    convo = _transcript_of(state)
     index = next((i for i, m in enumerate(convo) if m is message), -1)
     if index < 0:
         return False
@@ -155,7 +164,9 @@ async def build_working_transcript(
     """
     # Read once: the run may go on while the summariser is awaited, and what it adds or
     # takes away meanwhile belongs to the next request.
-    convo = batch_of(state.transcript)
+    convo = _transcript_of(state)
+    if not is_str(system_prompt):
+        raise ArgumentTypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
     system: Message = {"role": "system", "content": system_prompt}
     if _fits_verbatim(convo):
         state.compact_memo = None
@@ -176,16 +187,28 @@ async def build_working_transcript(
     if end <= start:
         return fallback()
     held = [] if memo is None else [{"role": "assistant", "content": memo.note}]
+    # The messages too are read before the summariser is awaited: a role the run changes
+    # meanwhile would move the tail or the directive of what was summarised.
+    plan, fallen_back = fold_plan(convo, end), fallback()
     summary = await summarize([*held, *convo[start:end]])
     if summary is not None and not is_str(summary):
         raise ArgumentTypeError(f"summarize must return a str or None, got {type(summary).__name__}")
     if not summary:
-        return fallback()
+        return fallen_back
     note = _NOTE_HEADER + summary
     state.compact_memo = CompactMemo(note, end)
     if on_folded is not None:
         on_folded(TranscriptFold(end - start, note, end))
-    return assemble_compacted(system_prompt, convo, note, end)
+    return assembled(system_prompt, convo, note, plan)
+
+
+def _read_once(messages: Any, name: str = "messages") -> list[Message]:
+    """The caller's messages read once, as a new list (a list subclass through its
+    storage): a key's ``__eq__`` or a summariser that grows the list meanwhile changes
+    nothing read, and cannot make a walk over it endless."""
+    if not issubclass(type(messages), Iterable) or issubclass(type(messages), (str, bytes)):
+        raise ArgumentTypeError(f"{name} must be an iterable of messages, got {type(messages).__name__}")
+    return batch_of(messages)
 
 
 def render_for_summary(messages: Sequence[Message]) -> str:
@@ -195,12 +218,12 @@ def render_for_summary(messages: Sequence[Message]) -> str:
     that is not a dict, or whose role is missing or not a str, is a
     :class:`~contextfold.MessageTypeError` naming it."""
     out = []
-    for i, m in enumerate(messages):
+    for i, m in enumerate(_read_once(messages)):
         role = role_of(m, i)  # a str, as every reader of a message takes it
         calls = plain(entry(m, "tool_calls"))
         names = []
         if type(calls) is list:
-            for call in calls:
+            for call in listed(calls):
                 function: Any = entry(call, "function") if issubclass(type(call), dict) else None
                 name = str_value(entry(function, "name")) if issubclass(type(function), dict) else None
                 if name is not None:
@@ -216,12 +239,10 @@ def summary_chunks(messages: Sequence[Message], budget: int = TRANSCRIPT_SUMMARY
     """Consecutive chunks of at most ``budget`` tokens; a message larger than the budget is
     a chunk of its own. Nothing is lost: the chunks concatenate to ``messages``."""
     budget = whole("budget", budget)
-    if not issubclass(type(messages), Iterable):
-        raise ArgumentTypeError(f"messages must be an iterable of messages, got {type(messages).__name__}")
     chunks: list[list[Message]] = []
     chunk: list[Message] = []
     used = 0
-    for i, m in enumerate(messages):
+    for i, m in enumerate(_read_once(messages)):
         try:
             cost = message_tokens(m)
         except MessageError as exc:
@@ -251,10 +272,11 @@ async def summarize_transcript(
     folding the next chunk onto the note so far. None when any call fails or answers
     nothing (the caller then falls back), never a note that skipped part of the history.
     One message longer than a whole call reads is clipped, with a marker."""
-    if not messages:
+    chunks = summary_chunks(messages, budget)  # the list read once, before any call awaits
+    if not chunks:
         return None
     note: str | None = None
-    for chunk in summary_chunks(messages, budget):
+    for chunk in chunks:
         given = chunk if note is None else [{"role": "assistant", "content": note}, *chunk]
         request: dict[str, Any] = {
             "system": TRANSCRIPT_SUMMARY_PROMPT,

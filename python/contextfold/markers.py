@@ -19,7 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from ._js import is_int, is_str, mapping_get
+from ._contract import batch_of
+from ._edits import iterable_of
+from ._js import is_int, is_str, mapping_get, shown
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -57,12 +59,16 @@ def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
 
 def _id(name: str, value: Any) -> int | None:
     """``value`` as a plain int or None: what a reader takes back (a float, NaN included,
-    or a bool would be written as no reader reads it)."""
+    or a bool would be written as no reader reads it), a 64-bit row id or count (an int
+    too long for JSON to write was json's own ValueError)."""
     if value is None:
         return None
     if not is_int(value):
         raise ArgumentError(f"{name} must be an int or None, got {type(value).__name__}")
-    return int.__int__(value)
+    number = int.__int__(value)
+    if not -(2**63) <= number < 2**63:
+        raise ArgumentError(f"{name} must be a 64-bit int, got {shown(number)}")
+    return number
 
 
 def _field(row: Any, name: str) -> Any:
@@ -96,6 +102,7 @@ def is_consolidation_marker(row: Any) -> bool:
 
 def last_consolidation_index(rows: Sequence[Any]) -> int:
     """Index of the newest marker, or -1."""
+    rows = batch_of(iterable_of("rows", rows, "rows"))
     for i in range(len(rows) - 1, -1, -1):
         if is_consolidation_marker(rows[i]):
             return i
@@ -106,7 +113,7 @@ def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:
     """What a reader should load (the same row objects, in a new list): unchanged without
     a marker; from a manual marker on; for an auto marker, the marker then every row from
     its ``keepFromId`` on, other markers left out."""
-    rows = list(rows)
+    rows = batch_of(iterable_of("rows", rows, "rows"))
     while True:
         idx = last_consolidation_index(rows)
         if idx < 0:

@@ -40,8 +40,9 @@ from ._contract import (
     pack_options,
     whole,
 )
-from ._js import entry, js_trim, str_value
-from .errors import ArgumentError, MessageTypeError
+from ._edits import iterable_of
+from ._js import entry, is_str, js_trim, str_value
+from .errors import ArgumentError, ArgumentTypeError, MessageTypeError
 from .tokens import Message
 
 if TYPE_CHECKING:
@@ -85,7 +86,12 @@ def volatile_tail(sections: Iterable[str | None]) -> dict[str, str] | None:
     Append it after the history; :func:`pack_handoff` keeps it last and never takes it
     for the directive.
     """
-    body = "\n\n".join(s for s in (js_trim(x or "") for x in sections) if s)
+    texts = []
+    for i, section in enumerate(iterable_of("sections", sections, "str or None")):
+        if section is not None and not is_str(section):
+            raise ArgumentTypeError(f"sections[{i}] must be a str or None, got {type(section).__name__}")
+        texts.append(js_trim(section or ""))
+    body = "\n\n".join(s for s in texts if s)
     return {"role": "user", "content": f"{VOLATILE_TAIL_TAG}\n{body}\n{VOLATILE_TAIL_CLOSE}"} if body else None
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from ._contract import I64_MAX, EncodingName, Estimator, sizers, whole
-from ._js import read_once
-from .errors import ArgumentError
+from ._js import is_list, is_str, read_once
+from .errors import ArgumentError, ArgumentTypeError
 from .tokens import Message
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
@@ -125,7 +125,10 @@ def verbatim_start(convo: Sequence[Message], i: int) -> int:
 
 def compact_tail_start(convo: Sequence[Message], n: int) -> int:
     """Start of a verbatim tail of about the last ``n`` messages."""
-    return verbatim_start(convo, len(convo) - whole("n", n, 0, None))
+    n = whole("n", n, 0, None)
+    convo = read_once(convo)
+    # Anything but a list is the backend's to refuse, as it refuses it everywhere.
+    return verbatim_start(convo, len(convo) - n if is_list(convo) else 0)
 
 
 def compact_tail_start_for_budget(
@@ -151,10 +154,25 @@ def pinned_directive_index(convo: Sequence[Message], tail_start: int) -> int:
 def assemble_compacted(system_prompt: str, convo: Sequence[Message], note: str, covered_end: int) -> list[Any]:
     """The request after a fold: system prompt, the note, the directive when the note
     covers it (the same object), then the verbatim messages from ``covered_end`` on."""
+    for name, text in (("system_prompt", system_prompt), ("note", note)):
+        if not is_str(text):
+            raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}")
     convo = read_once(convo)
+    return assembled(system_prompt, convo, note, fold_plan(convo, covered_end))
+
+
+def fold_plan(convo: Sequence[Message], covered_end: int) -> tuple[int, int]:
+    """Where :func:`assemble_compacted` takes the verbatim tail from, and the directive it
+    re-injects (-1: none), read from the messages now: a caller that awaits a summariser
+    in between assembles from what it read before."""
     tail = verbatim_start(convo, covered_end)
+    return tail, pinned_directive_index(convo, tail)
+
+
+def assembled(system_prompt: str, convo: Sequence[Message], note: str, plan: tuple[int, int]) -> list[Any]:
+    """:func:`assemble_compacted`'s request from a :func:`fold_plan` of ``convo``."""
+    tail, directive = plan
     out: list[Any] = [{"role": "system", "content": system_prompt}, {"role": "assistant", "content": note}]
-    directive = pinned_directive_index(convo, tail)
     if directive >= 0:
         out.append(convo[directive])
     out.extend(convo[tail:])
