@@ -389,7 +389,12 @@ def _seed_areas_of_paths_in(text: str) -> list[str]:
     return out
 
 
-_URL_PIECES = st.sampled_from(["a", "Z", "1", "+", ".", "-", ":", "/", "://", "http://", " ", "\t", "\u00a0", "(", ")"])
+_URL_PIECES = st.sampled_from(
+    [
+        *("a", "Z", "1", "+", ".", "-", ":", "/", "://", "http://", " ", "\t", "\u00a0", "(", ")"),
+        *("\u2028", "\ufeff", "\x85", "\x1c", "é", "\u212a", "\u3000"),  # JavaScript's spaces, and not
+    ]
+)
 _PATH_PIECES = st.sampled_from(["src/", "a.py", ".ts", "..", "\\", "@", "_", "x", "é"])
 
 
@@ -402,7 +407,7 @@ def test_paths_in_a_text_are_found_as_the_seeds_expressions_find_them(text: str)
 
 
 @pytest.mark.parametrize(
-    "filler", ["a" * 1_000_000, ")" * 1_000_000 + "a", "." * 1_000_000 + "a", "9" * 1_000_000 + "://"]
+    "filler", ["a" * 1_000_000, ")" * 1_000_000 + "a", "." * 1_000_000 + "a", "9" * 1_000_000 + "://x"]
 )
 def test_a_long_run_in_a_request_is_read_in_linear_time(filler: str) -> None:
     """A pasted digest or blob in request text (``recall``'s input): the seed's expressions

@@ -4,6 +4,7 @@ patched classes, small thread stacks. Each case gives the same outcome on both b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import functools
@@ -1614,6 +1615,13 @@ def test_a_list_subclass_argument_is_read_through_its_storage(backend: str) -> N
         cf.pack_handoff([{"role": "user", "content": "x"}], target_context_tokens=100, tools=_IteratesOtherwise(["x"]))
 
 
+async def _no_summary(messages: list[Any]) -> None:
+    return None
+
+
+_ASKED = {"role": "user", "content": "go"}
+
+
 _BAD_EDGE_CALLS: dict[str, tuple[Callable[[], object], str]] = {
     "consolidated_area": (lambda: cf.consolidated_area(None), "key: expected str"),  # type: ignore[arg-type]
     "consolidated_key": (lambda: cf.consolidated_key(None), "area: expected str"),  # type: ignore[arg-type]
@@ -1627,11 +1635,27 @@ _BAD_EDGE_CALLS: dict[str, tuple[Callable[[], object], str]] = {
     "last_consolidation_index": (lambda: cf.last_consolidation_index(None), "rows must be an iterable"),  # type: ignore[arg-type]
     "scope_to_consolidation": (lambda: cf.scope_to_consolidation(None), "rows must be an iterable"),  # type: ignore[arg-type]
     "render_for_summary": (lambda: cf.render_for_summary(None), "messages must be an iterable"),  # type: ignore[arg-type]
-    "assemble_compacted prompt": (lambda: cf.assemble_compacted(None, [], "n", 0), "system_prompt must be a str"),  # type: ignore[arg-type]
+    "assemble_compacted prompt": (
+        lambda: cf.assemble_compacted(None, [], "n", 0),
+        "system_prompt must be a str or a list",
+    ),  # type: ignore[arg-type]
     "assemble_compacted note": (lambda: cf.assemble_compacted("s", [], None, 0), "note must be a str"),  # type: ignore[arg-type]
     "consolidation_metadata": (
         lambda: cf.consolidation_metadata({"keep_from_id": 10**5000}),
-        "keep_from_id must be a 64-bit int, got an int of 16610 bits",
+        "keep_from_id is too long an int to write: an int of 16610 bits",
+    ),
+    "consolidated_facts_for": (lambda: cf.consolidated_facts_for(None, ["a"]), "facts must be an iterable"),  # type: ignore[arg-type]
+    "build_working_transcript": (
+        lambda: asyncio.run(cf.build_working_transcript(claiming(cf.WorkingTranscriptState), "s", _no_summary)),
+        "state must be a WorkingTranscriptState",
+    ),
+    "compact_memo": (
+        lambda: cf.still_in_working_context(cf.WorkingTranscriptState([_ASKED], claiming(cf.CompactMemo)), _ASKED),
+        "compact_memo must be a CompactMemo",
+    ),
+    "consolidate at claiming": (
+        lambda: cf.consolidate({"read": ["src/a.py", "src/b.py", "src/c.py"]}, at=claiming(datetime.datetime)),
+        "at must be a datetime",
     ),
     "consolidate at": (
         lambda: cf.consolidate(
@@ -1676,3 +1700,50 @@ def test_a_fold_assembles_from_the_messages_as_they_were_before_the_summariser_r
     assert state.compact_memo is not None
     tail = convo[state.compact_memo.covered_end :]
     assert len(tail) == 40 and all(a is b for a, b in zip(out[-len(tail) :], tail, strict=True))
+
+
+class _StripsOtherwise(str):
+    __slots__ = ()
+
+    def strip(self, chars: str | None = None) -> str:
+        return "LIE"
+
+
+def test_a_trimmed_str_subclass_is_read_by_the_text_it_holds(backend: str) -> None:
+    """Trims read the text a str subclass holds, its own ``strip`` never run (volatile
+    tail sections, observations, summariser answers)."""
+    tail = cf.volatile_tail([_StripsOtherwise(" tests pass ")])
+    assert tail is not None and tail["content"] == "<run-state>\ntests pass\n</run-state>"
+    memory = cf.WorkingMemory()
+    memory.observe("read", _StripsOtherwise(" src/a.py "))
+    assert memory.snapshot.read == ("src/a.py",)
+
+    async def complete(request: dict[str, Any]) -> str:
+        return _StripsOtherwise(" the note ")
+
+    assert asyncio.run(cf.summarize_transcript(complete, [{"role": "user", "content": "hi"}])) == "the note"
+
+
+def test_the_edges_take_what_they_took_before(backend: str) -> None:
+    """The checks refuse only what was never usable: a system prompt of content blocks, a
+    marker id past 64 bits, and rows given as an old-style sequence (``__getitem__``
+    only) are taken as before."""
+
+    class OldSequence:
+        def __init__(self, items: list[Any]) -> None:
+            self.items = items
+
+        def __len__(self) -> int:
+            return len(self.items)
+
+        def __getitem__(self, i: int) -> Any:
+            return self.items[i]
+
+    blocks = [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]
+    convo = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert cf.assemble_compacted(blocks, convo, "note", 1)[0] == {"role": "system", "content": blocks}
+    built = asyncio.run(cf.build_working_transcript(cf.WorkingTranscriptState(convo), blocks, _no_summary))
+    assert built[0] == {"role": "system", "content": blocks}
+    assert cf.consolidation_metadata({"folded": 2**64 - 1}).endswith('"folded":18446744073709551615}')
+    marker = {"metadata": cf.consolidation_metadata()}
+    assert cf.last_consolidation_index(OldSequence([{}, marker])) == 1

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
-from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits
+from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits, iterable_of
 from ._js import (
     OPAQUE,
     Visit,
@@ -88,6 +88,12 @@ def whole(name: str, value: Any, minimum: int | None = 0, maximum: int | None = 
 def thread_count(threads: int | None, name: str = "threads") -> int:
     """The threads a batch asks for: ``threads`` checked (at least 1), or one a CPU for None."""
     return (os.cpu_count() or 1) if threads is None else whole(name, threads, 1)
+
+
+def read_items(name: str, items: Any, what: str) -> list[Any]:
+    """``items`` checked as an iterable of ``what`` (:func:`iterable_of`) and read once
+    (:func:`batch_of`): a caller's list that grows while it is walked changes nothing."""
+    return batch_of(iterable_of(name, items, what))
 
 
 def batch_of(items: Iterable[Any]) -> list[Any]:

@@ -43,7 +43,8 @@ def iterable_of(name: str, items: Any, what: str) -> Iterable[Any]:
     kind = type(items)  # by its type: `__class__` may claim one it is not
     if issubclass(kind, (str, bytes)):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, not a {type(items).__name__}")
-    if not issubclass(kind, Iterable):
+    # What `iter()` takes: `__iter__`, or the old sequence protocol of `__getitem__`.
+    if not (hasattr(kind, "__iter__") or hasattr(kind, "__getitem__")):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {type(items).__name__}")
     iterable: Iterable[Any] = items
     return iterable

@@ -207,9 +207,10 @@ _TRIMMED = "".join(sorted(JS_SPACES))
 
 
 def js_trim(text: str) -> str:
-    """``String.prototype.trim``. Not by ``^\\s+|\\s+$``: the second half rescans a
-    run of spaces inside the text from each of its characters, quadratic in its length."""
-    return text.strip(_TRIMMED)
+    """``String.prototype.trim``, of the text a str (or subclass) holds. Not by
+    ``^\\s+|\\s+$``: the second half rescans a run of spaces inside the text from each
+    of its characters, quadratic in its length."""
+    return str.strip(text, _TRIMMED)
 
 
 _SPACE_RUN = re.compile(f"[{JS_SPACE_CHARS}]+")

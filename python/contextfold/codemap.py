@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import _backend
 from ._contract import whole
@@ -76,8 +76,9 @@ _GENERIC_SEGMENTS = frozenset(
 # as well as \n, `$` is `\Z`, `\d` is ASCII, `\s` is JavaScript's whitespace set.
 _ANY = "[^\n\r\u2028\u2029]"
 _LINE_BREAK = re.compile("[\n\r\u2028\u2029]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 """What `.` stops at: a path holding one cannot be a map's entry."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""What UTF-8 cannot hold: a store refuses a map with one."""
 _ENTRY = re.compile(f"- ({_ANY}+?)(?: \\(([^()]*)\\))?\\Z")
 _MORE = re.compile(r"\(\+[0-9]+ more file\(s\) touched\)\Z")
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
@@ -171,13 +172,16 @@ def _area_of_files(files: Sequence[str]) -> str:
 def _utc_day(at: datetime | date | None) -> str:
     if at is None:
         at = datetime.now(timezone.utc)
-    if isinstance(at, datetime):
+    kind = type(at)  # by its type: `__class__` may claim one
+    if issubclass(kind, datetime):
+        moment = cast(datetime, at)
         try:
-            at = (at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).date()
+            aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+            at = aware.astimezone(timezone.utc).date()
         except OverflowError:  # past year 9999 in UTC
-            raise ArgumentError(f"at is out of range in UTC: {at.isoformat()}") from None
-    elif not isinstance(at, date):
-        raise ArgumentError(f"at must be a datetime, a date or None, got {type(at).__name__}")
+            raise ArgumentError(f"at is out of range in UTC: {moment.isoformat()}") from None
+    elif not issubclass(kind, date):
+        raise ArgumentError(f"at must be a datetime, a date or None, got {kind.__name__}")
     return at.isoformat()
 
 
@@ -225,7 +229,8 @@ def consolidate(
 
     ``snapshot`` is a :class:`~contextfold.WorkingMemorySnapshot` or a mapping with its
     keys. Paths are made repo-relative to ``root`` and filtered (:func:`repo_path`; one
-    holding a line break is skipped too) before anything is counted. At most 12
+    holding a line break, or one UTF-8 cannot hold, is skipped too) before anything is
+    counted; a lone surrogate in the task is written as U+FFFD. At most 12
     changed/read files are listed; files the run deleted follow as ``(deleted)`` lines,
     which :func:`merge_consolidated` applies as removals. ``at`` dates the map (UTC; a naive datetime is read as UTC).
     """
@@ -446,6 +451,7 @@ def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = 
     same objects come back."""
     areas = _texts("areas", areas)
     max = whole("max", max)
+    facts = iterable_of("facts", facts, "facts")
     if not areas:
         return []
     scored: list[tuple[int, F]] = []

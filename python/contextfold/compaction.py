@@ -21,11 +21,11 @@ Anthropic or LiteLLM SDKs, e.g. for OpenAI::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._contract import batch_of, named_at, role_of, whole
+from ._contract import named_at, read_items, role_of, whole
 from ._js import compact_json, entry, is_str, js_trim, listed, plain, str_value, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageError
 from .tokens import estimate_tokens, message_tokens, tokens_of
@@ -35,6 +35,7 @@ from .window import (
     HISTORY_WINDOW,
     assemble_compacted,
     assembled,
+    check_prompt,
     compact_tail_start_for_budget,
     fold_plan,
     verbatim_start,
@@ -114,20 +115,22 @@ def _fits_verbatim(messages: Sequence[Message], extra_tokens: int = 0) -> bool:
     return len(messages) <= HISTORY_WINDOW and tokens_of(messages) + extra_tokens <= HISTORY_TOKEN_BUDGET
 
 
-def _live_memo(state: WorkingTranscriptState) -> CompactMemo | None:
+def _live_memo(state: WorkingTranscriptState, convo: list[Message]) -> CompactMemo | None:
+    """The state's held note when it covers no more than ``convo`` (the transcript as
+    read), else None."""
     memo = state.compact_memo
     if memo is None:
         return None
-    if not isinstance(memo, CompactMemo):
+    if not issubclass(type(memo), CompactMemo):
         raise ArgumentTypeError(f"compact_memo must be a CompactMemo or None, got {type(memo).__name__}")
-    return memo if memo.covered_end <= len(state.transcript) else None
+    return memo if memo.covered_end <= len(convo) else None
 
 
 def _transcript_of(state: Any) -> list[Message]:
     """The state's transcript, read once (see :func:`_read_once`); the state checked."""
-    if not isinstance(state, WorkingTranscriptState):
+    if not issubclass(type(state), WorkingTranscriptState):
         raise ArgumentTypeError(f"state must be a WorkingTranscriptState, got {type(state).__name__}")
-    return _read_once(state.transcript, "state.transcript")
+    return read_items("state.transcript", state.transcript, "messages")
 
 
 def still_in_working_context(state: WorkingTranscriptState, message: Message) -> bool:
@@ -137,7 +140,7 @@ def still_in_working_context(state: WorkingTranscriptState, message: Message) ->
     index = next((i for i, m in enumerate(convo) if m is message), -1)
     if index < 0:
         return False
-    memo = _live_memo(state)
+    memo = _live_memo(state, convo)
     if memo is not None:
         return index >= verbatim_start(convo, memo.covered_end)
     return index >= window_start(convo)
@@ -165,13 +168,12 @@ async def build_working_transcript(
     # Read once: the run may go on while the summariser is awaited, and what it adds or
     # takes away meanwhile belongs to the next request.
     convo = _transcript_of(state)
-    if not is_str(system_prompt):
-        raise ArgumentTypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+    check_prompt(system_prompt)
     system: Message = {"role": "system", "content": system_prompt}
     if _fits_verbatim(convo):
         state.compact_memo = None
         return [system, *windowed(convo)]
-    memo = _live_memo(state)
+    memo = _live_memo(state, convo)
     if memo is not None:
         remainder = convo[verbatim_start(convo, memo.covered_end) :]
         if _fits_verbatim(remainder, estimate_tokens(memo.note)):
@@ -202,15 +204,6 @@ async def build_working_transcript(
     return assembled(system_prompt, convo, note, plan)
 
 
-def _read_once(messages: Any, name: str = "messages") -> list[Message]:
-    """The caller's messages read once, as a new list (a list subclass through its
-    storage): a key's ``__eq__`` or a summariser that grows the list meanwhile changes
-    nothing read, and cannot make a walk over it endless."""
-    if not issubclass(type(messages), Iterable) or issubclass(type(messages), (str, bytes)):
-        raise ArgumentTypeError(f"{name} must be an iterable of messages, got {type(messages).__name__}")
-    return batch_of(messages)
-
-
 def render_for_summary(messages: Sequence[Message]) -> str:
     """The transcript as the summariser reads it: ``role [called: a, b]: content`` per
     message, separated by a blank line; non-string content as compact JSON. Values are
@@ -218,7 +211,9 @@ def render_for_summary(messages: Sequence[Message]) -> str:
     that is not a dict, or whose role is missing or not a str, is a
     :class:`~contextfold.MessageTypeError` naming it."""
     out = []
-    for i, m in enumerate(_read_once(messages)):
+    # Read once (a list subclass as stored): a key's `__eq__` that grows the list while
+    # a message is read changes nothing read, and cannot make the walk endless.
+    for i, m in enumerate(read_items("messages", messages, "messages")):
         role = role_of(m, i)  # a str, as every reader of a message takes it
         calls = plain(entry(m, "tool_calls"))
         names = []
@@ -242,7 +237,7 @@ def summary_chunks(messages: Sequence[Message], budget: int = TRANSCRIPT_SUMMARY
     chunks: list[list[Message]] = []
     chunk: list[Message] = []
     used = 0
-    for i, m in enumerate(_read_once(messages)):
+    for i, m in enumerate(read_items("messages", messages, "messages")):  # read once, as above
         try:
             cost = message_tokens(m)
         except MessageError as exc:

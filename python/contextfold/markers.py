@@ -19,8 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from ._contract import batch_of
-from ._edits import iterable_of
+from ._contract import read_items
 from ._js import is_int, is_str, mapping_get, shown
 from .errors import ArgumentError, ArgumentTypeError
 
@@ -51,7 +50,7 @@ def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
         keep_from = _id("keep_from_id", get("keep_from_id", get("keepFromId")))
         if keep_from is not None:
             meta["keepFromId"] = keep_from
-        folded = _id("folded", auto.get("folded"))
+        folded = _id("folded", get("folded"))
         if folded is not None:
             meta["folded"] = folded
     return json.dumps(meta, separators=(",", ":"))
@@ -59,15 +58,16 @@ def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
 
 def _id(name: str, value: Any) -> int | None:
     """``value`` as a plain int or None: what a reader takes back (a float, NaN included,
-    or a bool would be written as no reader reads it), a 64-bit row id or count (an int
-    too long for JSON to write was json's own ValueError)."""
+    or a bool would be written as no reader reads it)."""
     if value is None:
         return None
     if not is_int(value):
         raise ArgumentError(f"{name} must be an int or None, got {type(value).__name__}")
     number = int.__int__(value)
-    if not -(2**63) <= number < 2**63:
-        raise ArgumentError(f"{name} must be a 64-bit int, got {shown(number)}")
+    try:
+        str(number)  # as json writes it: past the interpreter's digit limit it cannot
+    except ValueError:
+        raise ArgumentError(f"{name} is too long an int to write: {shown(number)}") from None
     return number
 
 
@@ -102,7 +102,7 @@ def is_consolidation_marker(row: Any) -> bool:
 
 def last_consolidation_index(rows: Sequence[Any]) -> int:
     """Index of the newest marker, or -1."""
-    rows = batch_of(iterable_of("rows", rows, "rows"))
+    rows = read_items("rows", rows, "rows")
     for i in range(len(rows) - 1, -1, -1):
         if is_consolidation_marker(rows[i]):
             return i
@@ -113,7 +113,7 @@ def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:
     """What a reader should load (the same row objects, in a new list): unchanged without
     a marker; from a manual marker on; for an auto marker, the marker then every row from
     its ``keepFromId`` on, other markers left out."""
-    rows = batch_of(iterable_of("rows", rows, "rows"))
+    rows = read_items("rows", rows, "rows")
     while True:
         idx = last_consolidation_index(rows)
         if idx < 0:

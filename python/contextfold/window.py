@@ -151,14 +151,23 @@ def pinned_directive_index(convo: Sequence[Message], tail_start: int) -> int:
     return int(_backend.impl.pinned_directive_index(convo, _index("tail_start", tail_start)))
 
 
-def assemble_compacted(system_prompt: str, convo: Sequence[Message], note: str, covered_end: int) -> list[Any]:
+def assemble_compacted(
+    system_prompt: str | list[Any], convo: Sequence[Message], note: str, covered_end: int
+) -> list[Any]:
     """The request after a fold: system prompt, the note, the directive when the note
     covers it (the same object), then the verbatim messages from ``covered_end`` on."""
-    for name, text in (("system_prompt", system_prompt), ("note", note)):
-        if not is_str(text):
-            raise ArgumentTypeError(f"{name} must be a str, got {type(text).__name__}")
+    check_prompt(system_prompt)
+    if not is_str(note):
+        raise ArgumentTypeError(f"note must be a str, got {type(note).__name__}")
     convo = read_once(convo)
     return assembled(system_prompt, convo, note, fold_plan(convo, covered_end))
+
+
+def check_prompt(system_prompt: Any) -> None:
+    """A fold's system prompt: a str, or a list of content blocks (``cache_control``
+    marks on them included), the system message's content as given."""
+    if not issubclass(type(system_prompt), (str, list)):
+        raise ArgumentTypeError(f"system_prompt must be a str or a list of blocks, got {type(system_prompt).__name__}")
 
 
 def fold_plan(convo: Sequence[Message], covered_end: int) -> tuple[int, int]:
@@ -169,7 +178,7 @@ def fold_plan(convo: Sequence[Message], covered_end: int) -> tuple[int, int]:
     return tail, pinned_directive_index(convo, tail)
 
 
-def assembled(system_prompt: str, convo: Sequence[Message], note: str, plan: tuple[int, int]) -> list[Any]:
+def assembled(system_prompt: str | list[Any], convo: Sequence[Message], note: str, plan: tuple[int, int]) -> list[Any]:
     """:func:`assemble_compacted`'s request from a :func:`fold_plan` of ``convo``."""
     tail, directive = plan
     out: list[Any] = [{"role": "system", "content": system_prompt}, {"role": "assistant", "content": note}]
