@@ -919,11 +919,16 @@ def test_python_code_run_while_a_batch_error_is_noted() -> None:
     """)
 
 
-class _InterruptingStr(str):
-    """A body whose conversion to bytes is interrupted (Ctrl-C while it is encoded)."""
-
-    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+class _InterruptedNaming(type):
+    @property
+    def __name__(cls) -> str:  # type: ignore[override]
         raise KeyboardInterrupt
+
+
+class _InterruptingBody(metaclass=_InterruptedNaming):
+    """No body: the error converting it names its type, and naming it is interrupted (the
+    caller's own code, a metaclass's, is the one thing a conversion runs: a str or bytes
+    subclass is read as stored)."""
 
 
 def test_ctrl_c_while_a_body_is_converted_stops_the_batch(backend: str) -> None:
@@ -931,7 +936,7 @@ def test_ctrl_c_while_a_body_is_converted_stops_the_batch(backend: str) -> None:
     # exception of the body's and stops the batch (it was kept as a result, and the call
     # returned normally).
     good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
-    bodies = [good, _InterruptingStr(good), good]
+    bodies = [good, _InterruptingBody(), good]
     with pytest.raises(KeyboardInterrupt):
         cf.pack_requests(bodies, target_context_tokens=100)
     assert isinstance(cf.pack_requests([good, 3, good], target_context_tokens=100)[1], TypeError)  # type: ignore[list-item]
@@ -1747,3 +1752,44 @@ def test_the_edges_take_what_they_took_before(backend: str) -> None:
     assert cf.consolidation_metadata({"folded": 2**64 - 1}).endswith('"folded":18446744073709551615}')
     marker = {"metadata": cf.consolidation_metadata()}
     assert cf.last_consolidation_index(OldSequence([{}, marker])) == 1
+
+
+class _EncodesOtherwise(str):
+    __slots__ = ()
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b'{"messages": [{"role": "user", "content": "not what it holds"}]}'
+
+
+class _BytesOtherwise(bytes):
+    def __bytes__(self) -> bytes:
+        return b'{"messages": [{"role": "user", "content": "not what it holds"}]}'
+
+
+@pytest.mark.parametrize("kind", [_EncodesOtherwise, lambda text: _BytesOtherwise(text.encode())])
+def test_a_body_subclass_is_read_by_what_it_holds(backend: str, kind: Callable[[str], Any]) -> None:
+    """A str or bytes subclass body is packed from the text it holds: its own ``encode``
+    or ``__bytes__`` ran, and its result was trusted (a str from it reached the native
+    batch as a raw TypeError, and the reference's batch raised out whole)."""
+    text = json.dumps({"messages": [{"role": "user", "content": "what it holds"}]})
+    want = cf.pack_request(text, target_context_tokens=100)
+    assert cf.pack_request(kind(text), target_context_tokens=100) == want
+    assert cf.pack_requests([kind(text)], target_context_tokens=100) == [want]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: cf.pack_requests(None, target_context_tokens=100),
+        lambda: cf.pack_requests(b'{"messages": []}', target_context_tokens=100),
+        lambda: cf.pack_requests(bytearray(b'{"messages": []}'), target_context_tokens=100),
+        lambda: cf.pack_many(None, target_context_tokens=100),
+        lambda: cf.pack_many([[]], target_context_tokens=100, systems=5),
+    ],
+    ids=["bodies none", "one bytes body", "one bytearray body", "transcripts none", "systems int"],
+)
+def test_a_batch_that_is_no_batch_is_refused_by_name(backend: str, call: Callable[[], object]) -> None:
+    """A raw TypeError ("'NoneType' object is not iterable") named nothing; one body given
+    as the batch was packed byte by byte, a RequestError for each."""
+    with pytest.raises(cf.ArgumentTypeError, match=r"^(bodies|transcripts|systems) must be an iterable"):
+        call()

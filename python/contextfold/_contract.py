@@ -435,11 +435,12 @@ def as_bytes(body: Any) -> bytes:
     buffer could change while it is read), a ``str`` encoded as UTF-8."""
     if type(body) is bytes:
         return body
+    # Read as stored: a subclass's own `__bytes__` or `encode` never runs.
     if issubclass(type(body), (bytes, bytearray, memoryview)):
-        return bytes(body)
+        return bytes(memoryview(body))
     if is_str(body):
         try:
-            return body.encode("utf-8")
+            return str.encode(body, "utf-8")
         except UnicodeEncodeError as exc:
             raise RequestError(f"not UTF-8: the str holds a lone surrogate at index {exc.start}") from None
     raise ArgumentTypeError(f"body must be bytes, bytearray, memoryview or str, got {type(body).__name__}")

@@ -33,11 +33,11 @@ from ._contract import (
     HandoffPack,
     PackKeywords,
     PackOptions,
-    batch_of,
     elision_marker,
     handoff_budget,
     is_volatile_content,
     pack_options,
+    read_items,
     whole,
 )
 from ._edits import iterable_of
@@ -203,9 +203,9 @@ def pack_many(
     count = 0 if threads is None else whole("threads", threads, 1, None)  # 0: the backend picks
     # The batch is read once, here: a list another thread shortens or grows meanwhile
     # changes no result (it gave a silent prefix natively, and raised on the reference).
-    transcripts = batch_of(transcripts)
+    transcripts = read_items("transcripts", transcripts, "transcripts")
     if systems is not None:
-        systems = batch_of(systems)
+        systems = read_items("systems", systems, "system prompts")
         if len(systems) != len(transcripts):
             raise ArgumentError(f"systems has {len(systems)} entries for {len(transcripts)} transcripts")
     return _backend.impl.pack_many(transcripts, options, systems, tools, count)

@@ -51,11 +51,12 @@ from ._contract import (
     PackKeywords,
     PackOptions,
     as_bytes,
-    batch_of,
     bytes_options,
     pack_options,
+    read_items,
     thread_count,
 )
+from .errors import ArgumentTypeError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -102,4 +103,6 @@ def pack_requests(
     options = pack_options(options, keywords)
     bytes_options(options)
     count = thread_count(threads)
-    return _backend.impl.pack_requests(batch_of(bodies), options, count)
+    if issubclass(type(bodies), (bytearray, memoryview)):  # one body, not a batch of bytes
+        raise ArgumentTypeError(f"bodies must be an iterable of bodies, not a {type(bodies).__name__}")
+    return _backend.impl.pack_requests(read_items("bodies", bodies, "bodies"), options, count)

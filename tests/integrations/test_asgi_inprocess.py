@@ -22,7 +22,11 @@ JSON = [(b"content-type", b"application/json")]
 
 
 def forward(
-    chunks: list[bytes], headers: list[tuple[bytes, bytes]] = JSON, middleware: Any = None, **options: Any
+    chunks: list[bytes],
+    headers: list[tuple[bytes, bytes]] = JSON,
+    middleware: Any = None,
+    path: str = "/v1/chat/completions",
+    **options: Any,
 ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     """The body and headers the app behind the middleware gets for a POST sent in ``chunks``
     (through ``middleware``, a :class:`PackingMiddleware` built around ``app``, when given)."""
@@ -45,7 +49,7 @@ def forward(
         middleware = PackingMiddleware(app, **{"target_context_tokens": 300, **options})
     else:
         middleware.app = app
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers)}
+    scope = {"type": "http", "method": "POST", "path": path, "headers": list(headers)}
     asyncio.run(middleware(scope, receive, None))  # type: ignore[arg-type]
     return seen["body"], seen["headers"]
 
@@ -392,3 +396,38 @@ def test_pins_past_a_short_bodys_end_hold_from_the_turn_they_exist_on(caplog: py
     assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
     assert middleware.counters.snapshot()["requests"] == 2
     assert body == cf.pack_request(BODY, target_context_tokens=300, shape="openai", pinned=[2], sizing="provider").body
+
+
+def test_a_body_whose_dropped_middle_holds_a_bad_message_is_packed(caplog: pytest.LogCaptureFixture) -> None:
+    """Packing reads only what it keeps, so a malformed message it folds unread packs; the
+    count of what came in sized every message, outside the error handling: a raw
+    MessageTypeError out of the middleware, the app behind never called (a 500). What
+    came in is now unknown (None), and the packed body goes on."""
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    messages = [{"role": "user", "content": 5}, *[{"role": "user", "content": "x" * 400}] * 50]
+    body = json.dumps({"model": "m", "messages": [*messages, {"role": "user", "content": "q"}]}).encode()
+    want = cf.pack_request(body, target_context_tokens=1_000, shape="openai", sizing="provider")
+    assert want.dropped > 0 and 0 not in want.kept
+    out, _ = forward([body], target_context_tokens=1_000)
+    assert out == want.body
+    report = [r.contextfold for r in caplog.records if r.name == "contextfold.gateway"][-1]  # type: ignore[attr-defined]
+    assert report["tokens_in"] is None and report["folded"] is True
+
+
+def test_a_plain_string_input_is_one_message_to_the_pins(caplog: pytest.LogCaptureFixture) -> None:
+    """A Responses request whose ``input`` is a plain string holds one message: a pin past
+    it waits, as for any short request (it kept every pin, and packing refused it)."""
+    caplog.set_level("WARNING")
+    middleware = PackingMiddleware(lambda *_: None, target_context_tokens=300, pinned=[1])  # type: ignore[arg-type,return-value]
+    forward([json.dumps({"model": "m", "input": "hello"}).encode()], middleware=middleware, path="/v1/responses")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    assert middleware.counters.snapshot()["requests"] == 1
+
+
+def test_a_model_name_cannot_forge_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    """The request's ``model`` is the client's text: a line break in it is written
+    escaped, so it cannot start a log line of its own."""
+    caplog.set_level("INFO", logger="contextfold.gateway")
+    forward([json.dumps({"model": "m\nERROR contextfold.gateway forged", "messages": MESSAGES}).encode()])
+    line = [r.getMessage() for r in caplog.records if r.name == "contextfold.gateway"][-1]
+    assert "\n" not in line and "m\\nERROR contextfold.gateway forged" in line

@@ -595,3 +595,25 @@ def test_the_drop_ins_refuse_bad_arguments_by_name(call: Any, named: str) -> Non
     (each was a raw TypeError or AttributeError)."""
     with pytest.raises(cf.ContextfoldError, match=named):
         call()
+
+
+def test_a_request_whose_dropped_middle_holds_a_bad_message_is_packed_and_reported() -> None:
+    """The count of what came in sized every message after the request was rewritten: it
+    raised, the hook logged "forwarded unpacked" over a request it had packed, and nothing
+    was reported or counted. The count is now unknown (None) and the pack is reported."""
+    hook = cfl.ContextfoldHook(window=1_000)
+    messages = [{"role": "user", "content": 5}, *[{"role": "user", "content": "x" * 400} for _ in range(50)]]
+    data = {"model": "gpt-4o", "messages": [*messages, {"role": "user", "content": "q"}]}
+    pack = hook.pack_request(data)
+    assert pack is not None and pack.dropped > 0 and data["messages"] == pack.messages
+    assert data["metadata"]["contextfold"]["tokens_in"] is None
+    assert hook.counters.snapshot()["requests"] == 1
+
+
+def test_the_windows_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model names come from clients: every distinct one was remembered for good."""
+    monkeypatch.setattr(cfl, "model_window", lambda model: 8_000)
+    hook = cfl.ContextfoldHook()
+    for i in range(3_000):
+        hook.window_for(f"model-{i}")
+    assert len(hook._windows) <= 1_024

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -135,8 +136,8 @@ class PackReport:
             level,
             "contextfold %s %s %s: %d -> %d messages, %s -> %d tokens (budget %d)%s%s",
             self.adapter,
-            self.route,
-            self.model or "-",
+            printable(self.route),
+            printable(self.model or "-"),
             self.messages_in,
             self.messages_out,
             self.tokens_in,
@@ -229,6 +230,23 @@ def report_pack(pack: cf.HandoffPack, *, adapter: str, route: str) -> None:
     made = PackReport.of(pack, adapter=adapter, model=None, route=route, tokens_in=None if folded else pack.tokens)
     made.log(ADAPTER_LOG)
     made.annotate_span()
+
+
+def tokens_in(count: Callable[[], int]) -> int | None:
+    """The tokens a folded request came with, ``count()`` of it whole; None when that
+    fails. Packing reads only what it keeps, so a request whose dropped middle holds a
+    message no reader could size packs, and its whole size is unknown: telemetry, which
+    never fails a request (nor leaves it half rewritten)."""
+    try:
+        return count()
+    except Exception:
+        return None
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, as a log writes a caller's value: a line break or any other
+    unprintable character escaped, so a request's ``model`` cannot forge a log line."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def whole_request_options(options: cf.PackOptions) -> cf.PackOptions:

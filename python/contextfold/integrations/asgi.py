@@ -66,7 +66,7 @@ from contextfold._edits import Edit, iterable_of, text_field
 from contextfold._js import quoted
 
 from ._common import RequestOptions, gateway_sizing, per_model
-from ._report import PackCounters, PackReport, whole_request_options
+from ._report import PackCounters, PackReport, printable, tokens_in, whole_request_options
 
 __all__ = ["PackingMiddleware"]
 
@@ -198,19 +198,21 @@ class PackingMiddleware:
             )
             return body, None
         length = items if shape == "responses" else messages
-        # A body it cannot read as a list keeps every pin (packing then says what is wrong).
-        length = sys.maxsize if length is None else length
+        if length is None:
+            # A Responses `input` that is no list is one message (a plain string); any
+            # other body it cannot read as a list keeps every pin (packing says why).
+            length = 1 if shape == "responses" else sys.maxsize
         options = self.request_options.get(window, reserve, shape, length)
         try:
             packed = cf.pack_request(body, options=options)
         except cf.ContextfoldError as exc:  # unreadable: the server behind answers it, as it would have
-            log.warning("contextfold: %s body forwarded unpacked: %s", path, exc)
+            log.warning("contextfold: %s body forwarded unpacked: %s", printable(path), exc)
             return body, None
-        tokens_in: int | None = packed.tokens
+        counted: int | None = packed.tokens
         if packed.dropped or packed.applied_edits:
-            counted = self.count_tokens_in
-            tokens_in = cf.pack_request(body, options=whole_request_options(options)).tokens if counted else None
-        report = PackReport.of(packed, adapter="asgi", model=model, route=path, tokens_in=tokens_in)
+            whole = whole_request_options(options)
+            counted = tokens_in(lambda: cf.pack_request(body, options=whole).tokens) if self.count_tokens_in else None
+        report = PackReport.of(packed, adapter="asgi", model=model, route=path, tokens_in=counted)
         return packed.body, self.counters.record(report)
 
 

@@ -83,7 +83,7 @@ from ._common import (
     per_model,
     text_tokens,
 )
-from ._report import PackCounters, PackReport, whole_request_options
+from ._report import PackCounters, PackReport, printable, tokens_in, whole_request_options
 
 try:
     import litellm
@@ -94,6 +94,9 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 __all__ = ["ContextfoldHook", "proxy_handler_instance", "token_counter", "trim_messages"]
 
 log = logging.getLogger("contextfold.integrations.litellm")
+
+_WINDOWS_KEPT = 1_024
+"""Model windows the hook remembers at most: model names come from clients."""
 
 DEFAULT_TRIM_RATIO = 0.75
 """LiteLLM's ``trim_messages`` default: pack into 75% of the model's input window."""
@@ -273,6 +276,8 @@ class ContextfoldHook(CustomLogger):
         if cached is not None and now - cached[1] < self._settings["window_cache_seconds"]:
             return cached[0]
         window = model_window(model)
+        if len(self._windows) >= _WINDOWS_KEPT:  # model names come from clients: bounded
+            self._windows.clear()
         self._windows[model] = (window, now)
         return window
 
@@ -305,16 +310,14 @@ class ContextfoldHook(CustomLogger):
         system = system if shape != "openai" else None
         tools = data.get("tools") or None
         pack = cf.pack_handoff(transcript, options=options, system=system, tools=tools)
-        changed = bool(pack.dropped or pack.applied_edits)
-        tokens_in: int | None = pack.tokens
-        if changed:
+        counted: int | None = pack.tokens
+        if pack.dropped or pack.applied_edits:
+            whole = whole_request_options(options)
+            count = lambda: cf.pack_handoff(transcript, options=whole, system=system, tools=tools).tokens  # noqa: E731
+            counted = tokens_in(count) if settings["count_tokens_in"] else None
             data[key] = pack.messages
-            tokens_in = None
-            if settings["count_tokens_in"]:
-                whole_request = whole_request_options(options)
-                tokens_in = cf.pack_handoff(transcript, options=whole_request, system=system, tools=tools).tokens
         model = str(data.get("model") or "") or None
-        report = PackReport.of(pack, adapter="litellm", model=model, route=call_type or shape, tokens_in=tokens_in)
+        report = PackReport.of(pack, adapter="litellm", model=model, route=call_type or shape, tokens_in=counted)
         self.report(data, report)
         return pack
 
@@ -340,7 +343,7 @@ class ContextfoldHook(CustomLogger):
             try:
                 self.pack_request(data, shape=shape, call_type=kind)
             except cf.MessageError as exc:  # malformed messages: the provider answers them, as it would
-                log.warning("contextfold: %s request forwarded unpacked: %s", data.get("model"), exc)
+                log.warning("contextfold: %s request forwarded unpacked: %s", printable(str(data.get("model"))), exc)
         return data
 
 
