@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from ._js import is_int, is_str, shown, stored
 from .errors import ArgumentError, ArgumentTypeError
@@ -38,16 +38,15 @@ def _count(owner: str, name: str, value: Any) -> int:
 
 
 def iterable_of(name: str, items: Any, what: str) -> Iterable[Any]:
-    """``items``, refused when it is no iterable, or one str (or bytes), which iterates as
-    characters: ``name must be an iterable of {what}``."""
+    """``items``, refused when it is no iterable, or one str (or bytes-like value), which
+    iterates as characters: ``name must be an iterable of {what}``."""
     kind = type(items)  # by its type: `__class__` may claim one it is not
-    if issubclass(kind, (str, bytes)):
+    if issubclass(kind, (str, bytes, bytearray, memoryview)):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, not a {type(items).__name__}")
     # What `iter()` takes: `__iter__`, or the old sequence protocol of `__getitem__`.
     if not (hasattr(kind, "__iter__") or hasattr(kind, "__getitem__")):
         raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {type(items).__name__}")
-    iterable: Iterable[Any] = items
-    return iterable
+    return cast("Iterable[Any]", items)
 
 
 def text_field(owner: str, name: str, value: Any) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "collapse_spaces",
     "compact_json",
     "entry",
+    "field_of",
     "has_entry",
     "is_dict",
     "is_int",
@@ -101,6 +102,13 @@ def mapping_get(value: object) -> Callable[..., Any] | None:
         return None
     get = getattr(value, "get", None)
     return get if callable(get) else None
+
+
+def field_of(value: object, name: str) -> Any:
+    """Field ``name`` of a stored row or fact: a mapping's entry (:func:`mapping_get`), else
+    the object's attribute; None when it has neither."""
+    get = mapping_get(value)
+    return get(name) if get is not None else getattr(value, name, None)
 
 
 def is_int(value: object) -> TypeGuard[int]:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 from . import _backend
 from ._contract import whole
 from ._edits import iterable_of
-from ._js import JS_SPACE_CHARS, collapse_spaces, is_str, js_trim, list_value, mapping_get, utf16_cut
+from ._js import JS_SPACE_CHARS, collapse_spaces, field_of, is_str, js_trim, list_value, mapping_get, utf16_cut
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -196,17 +196,12 @@ def _writable(text: str) -> bool:
 
 def _snapshot_lists(snapshot: Any) -> tuple[str | None, dict[str, list[str]]]:
     fields = ("created", "edited", "deleted", "read", "searched")
-    get = mapping_get(snapshot)
-    if get is not None:
-        task = get("task")
-        given = {f: get(f) for f in fields}
-    elif not any(hasattr(snapshot, f) for f in (*fields, "task")):
+    if mapping_get(snapshot) is None and not any(hasattr(snapshot, f) for f in (*fields, "task")):
         # Neither a mapping nor an object with a snapshot's fields: it was an empty run.
         kind = type(snapshot).__name__
         raise ArgumentTypeError(f"snapshot must be a WorkingMemorySnapshot or a mapping of its fields, got {kind}")
-    else:
-        task = getattr(snapshot, "task", None)
-        given = {f: getattr(snapshot, f, None) for f in fields}
+    task = field_of(snapshot, "task")
+    given = {f: field_of(snapshot, f) for f in fields}
     lists = {f: list(iterable_of(f"snapshot {f}", [] if v is None else v, "paths")) for f, v in given.items()}
     for name, items in lists.items():
         for i, item in enumerate(items):
@@ -440,11 +435,6 @@ def areas_named_in(text: str, areas: Iterable[str]) -> list[str]:
 F = TypeVar("F")
 
 
-def _key_of(fact: Any) -> Any:
-    get = mapping_get(fact)
-    return get("key") if get is not None else getattr(fact, "key", None)
-
-
 def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = MAX_RECALLED_MAPS) -> list[F]:
     """The code-map facts whose area contains, or lies within, one of ``areas``: most
     specific first, at most ``max``. Facts are mappings or objects with a ``key``; the
@@ -457,7 +447,7 @@ def consolidated_facts_for(facts: Iterable[F], areas: Sequence[str], max: int = 
     scored: list[tuple[int, F]] = []
     seen: set[str] = set()
     for fact in facts:
-        key = _key_of(fact)
+        key = field_of(fact, "key")
         area = consolidated_area(key) if is_str(key) else None
         if area is None or key in seen:
             continue

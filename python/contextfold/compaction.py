@@ -33,7 +33,6 @@ from .window import (
     COMPACT_TAIL_TOKEN_BUDGET,
     HISTORY_TOKEN_BUDGET,
     HISTORY_WINDOW,
-    assemble_compacted,
     assembled,
     check_prompt,
     compact_tail_start_for_budget,
@@ -127,7 +126,8 @@ def _live_memo(state: WorkingTranscriptState, convo: list[Message]) -> CompactMe
 
 
 def _transcript_of(state: Any) -> list[Message]:
-    """The state's transcript, read once (see :func:`_read_once`); the state checked."""
+    """The state's transcript, read once (:func:`~contextfold._contract.read_items`); the
+    state checked."""
     if not issubclass(type(state), WorkingTranscriptState):
         raise ArgumentTypeError(f"state must be a WorkingTranscriptState, got {type(state).__name__}")
     return read_items("state.transcript", state.transcript, "messages")
@@ -173,30 +173,28 @@ async def build_working_transcript(
     if _fits_verbatim(convo):
         state.compact_memo = None
         return [system, *windowed(convo)]
+    # Every outcome is read from the messages before the summariser is awaited (below): a
+    # role the run changes meanwhile would move a tail or a directive.
     memo = _live_memo(state, convo)
-    if memo is not None:
-        remainder = convo[verbatim_start(convo, memo.covered_end) :]
-        if _fits_verbatim(remainder, estimate_tokens(memo.note)):
-            return assemble_compacted(system_prompt, convo, memo.note, memo.covered_end)
-
-    def fallback() -> list[Message]:
-        if memo is not None:
-            return assemble_compacted(system_prompt, convo, memo.note, memo.covered_end)
-        return [system, *windowed(convo)]
+    if memo is None:
+        fallback = [system, *windowed(convo)]
+    else:
+        held_plan = fold_plan(convo, memo.covered_end)
+        fallback = assembled(system_prompt, convo, memo.note, held_plan)
+        if _fits_verbatim(convo[held_plan[0] :], estimate_tokens(memo.note)):
+            return fallback
 
     start = 0 if memo is None else memo.covered_end
     end = compact_tail_start_for_budget(convo, COMPACT_TAIL_TOKEN_BUDGET)
     if end <= start:
-        return fallback()
+        return fallback
     held = [] if memo is None else [{"role": "assistant", "content": memo.note}]
-    # The messages too are read before the summariser is awaited: a role the run changes
-    # meanwhile would move the tail or the directive of what was summarised.
-    plan, fallen_back = fold_plan(convo, end), fallback()
+    plan = fold_plan(convo, end)
     summary = await summarize([*held, *convo[start:end]])
     if summary is not None and not is_str(summary):
         raise ArgumentTypeError(f"summarize must return a str or None, got {type(summary).__name__}")
     if not summary:
-        return fallen_back
+        return fallback
     note = _NOTE_HEADER + summary
     state.compact_memo = CompactMemo(note, end)
     if on_folded is not None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._contract import read_items
-from ._js import is_int, is_str, mapping_get, shown
+from ._js import field_of, is_int, is_str, mapping_get, shown
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -71,11 +71,6 @@ def _id(name: str, value: Any) -> int | None:
     return number
 
 
-def _field(row: Any, name: str) -> Any:
-    get = mapping_get(row)
-    return get(name) if get is not None else getattr(row, name, None)
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"not JSON: {name}")  # JSON.parse has no NaN or Infinity
 
@@ -83,7 +78,7 @@ def _reject_constant(name: str) -> Any:
 def consolidation_marker_of(row: Any) -> dict[str, Any] | None:
     """The marker metadata of a stored message (a mapping or an object with ``metadata``),
     or None when it is not a marker."""
-    text = _field(row, "metadata")
+    text = field_of(row, "metadata")
     if not is_str(text):
         return None
     try:
@@ -102,11 +97,16 @@ def is_consolidation_marker(row: Any) -> bool:
 
 def last_consolidation_index(rows: Sequence[Any]) -> int:
     """Index of the newest marker, or -1."""
-    rows = read_items("rows", rows, "rows")
+    return _newest_marker(read_items("rows", rows, "rows"))[0]
+
+
+def _newest_marker(rows: list[Any]) -> tuple[int, dict[str, Any]]:
+    """The newest marker's index (-1: none) and metadata (empty for none)."""
     for i in range(len(rows) - 1, -1, -1):
-        if is_consolidation_marker(rows[i]):
-            return i
-    return -1
+        meta = consolidation_marker_of(rows[i])
+        if meta is not None:
+            return i, meta
+    return -1, {}
 
 
 def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:
@@ -115,15 +115,14 @@ def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:
     its ``keepFromId`` on, other markers left out."""
     rows = read_items("rows", rows, "rows")
     while True:
-        idx = last_consolidation_index(rows)
+        idx, meta = _newest_marker(rows)
         if idx < 0:
             return rows
         marker = rows[idx]
-        meta = consolidation_marker_of(marker) or {}
         if meta.get("auto") is not True:
             return rows[idx:]
         keep_from = _int_or_none(meta.get("keepFromId"))
-        start = next((i for i, r in enumerate(rows) if keep_from is not None and _field(r, "id") == keep_from), -1)
+        start = next((i for i, r in enumerate(rows) if keep_from is not None and field_of(r, "id") == keep_from), -1)
         if 0 <= start <= idx:
             return [marker, *(r for r in rows[start:] if r is not marker and not is_consolidation_marker(r))]
         rows = [r for r in rows if r is not marker]  # unplaceable: ignore it, fall back

@@ -56,7 +56,6 @@ from ._contract import (
     read_items,
     thread_count,
 )
-from .errors import ArgumentTypeError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -103,6 +102,4 @@ def pack_requests(
     options = pack_options(options, keywords)
     bytes_options(options)
     count = thread_count(threads)
-    if issubclass(type(bodies), (bytearray, memoryview)):  # one body, not a batch of bytes
-        raise ArgumentTypeError(f"bodies must be an iterable of bodies, not a {type(bodies).__name__}")
     return _backend.impl.pack_requests(read_items("bodies", bodies, "bodies"), options, count)
