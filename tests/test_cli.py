@@ -126,6 +126,55 @@ def test_a_read_cut_in_a_line_packs_as_the_whole_text(impl: Any) -> None:
         assert cut[-1] + [(cut[1] + index, error) for index, error in later[-1]] == whole[-1], at
 
 
+def _with_unsizable_middle() -> list[dict[str, Any]]:
+    """A long run whose message 60, in the middle a 3,000-token pack drops unread, has no role."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    messages += [{"role": "assistant", "content": f"step {i} " + "x" * 400} for i in range(200)]
+    messages[60] = {"content": "no role"}
+    return [*messages, {"role": "user", "content": "go on"}]
+
+
+def test_a_line_pack_request_packs_is_packed_with_its_count_before_unknown(
+    impl: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The count of the tokens a line came with sizes every message, and refused the line
+    # for the one message packing drops unread: what pack_request packs was a "bad line".
+    messages = _with_unsizable_middle()
+    bodies = [json.dumps(messages).encode(), json.dumps({"messages": messages}).encode()]
+    good = [{"role": "user", "content": "hi"}]
+    options = cf.PackOptions(target_context_tokens=3_000)
+    lines = impl.pack_lines(b"\n".join([*bodies, json.dumps(good).encode()]), b"", options, 1)
+    # Message 60 is neither kept nor in the note: the lines pack as with a good one there.
+    fine = [{**m, "role": "assistant"} if i == 60 else m for i, m in enumerate(messages)]
+    expected = impl.pack_lines(f"{json.dumps(fine)}\n{json.dumps({'messages': fine})}\n".encode(), b"", options, 1)[0]
+    assert expected.split(b"\n")[1] == cf.pack_request(bodies[1], options=options).body
+    assert lines[0] == expected + json.dumps(good).encode() + b"\n"
+    packed, before, after, dropped, unfit, uncounted, errors = lines[2:]
+    assert (packed, before, dropped, unfit, uncounted, errors) == (3, cf.tokens_of(good), 2 * 174, 0, 2, [])
+    assert after == 2 * cf.pack_request(bodies[1], options=options).tokens + cf.tokens_of(good)
+    path = tmp_path / "middle.jsonl"
+    path.write_bytes(b"\n".join(bodies) + b"\n")
+    code, out, err = run(["pack", str(path), "--context-tokens", "3000"], capsys)
+    assert (code, out.encode()) == (0, expected)
+    assert "tokens 0 -> " in err and "tokens before left out 2 line(s)" in err
+
+
+def test_every_command_reads_a_line_as_pack_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # window and bench read lines with json.loads(bytes), which takes a surrogate encoded
+    # in UTF-8 that pack refuses as not UTF-8; a byte-order mark all three take.
+    path = tmp_path / "lines.jsonl"
+    surrogate = b'[{"role": "user", "content": "\xed\xa0\x80"}]'
+    path.write_bytes(surrogate + b'\n\xef\xbb\xbf[{"role": "user", "content": "bom"}]\n')
+    for command in (["pack", str(path), "--context-tokens", "100"], ["window", str(path)]):
+        code, out, err = run(command, capsys)
+        assert (code, len(out.splitlines())) == (1, 1 + (command[0] == "window")), command
+        assert re.search(r"^line 1: not UTF-8: .* at byte 30$", err, re.MULTILINE), (command, err)
+    assert [line.error for line in cli.read_lines(io.BytesIO(path.read_bytes()))] == [
+        "not UTF-8: invalid continuation byte at byte 30",
+        None,
+    ]
+
+
 def test_empty_input_and_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["pack", "-", "--context-tokens", "100"], capsys, stdin="")
     assert (code, out) == (0, "")

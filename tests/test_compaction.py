@@ -434,3 +434,80 @@ def test_render_for_summary_reads_values_as_stored() -> None:
     call = Tampered(function=Tampered(name=Loud("read_file")))
     message = Tampered(role=Loud("assistant"), content=Loud("done"), tool_calls=[call])
     assert cf.render_for_summary([message]) == "assistant [called: read_file]: done"
+
+
+@pytest.mark.parametrize(
+    ("summarize", "on_folded", "words"),
+    [
+        (None, None, "summarize must be callable, got NoneType"),
+        ("summarise", None, "summarize must be callable, got str"),
+        (never, 5, "on_folded must be callable or None, got int"),
+    ],
+)
+def test_a_summariser_or_fold_hook_that_cannot_be_called_is_refused_first(
+    summarize: Any, on_folded: Any, words: str
+) -> None:
+    # Raw "'str' object is not callable" before, and a hook that could not be called
+    # raised only after the state's memo had been replaced by the new fold.
+    calls: list[Any] = []
+
+    async def summarise(msgs: list[dict[str, Any]]) -> str:
+        calls.append(msgs)
+        return "summary"
+
+    state = cf.WorkingTranscriptState(long(100))
+    with pytest.raises(cf.ArgumentTypeError, match=words):
+        run(cf.build_working_transcript(state, "sys", summarise if summarize is never else summarize, on_folded))
+    assert (state.compact_memo, calls) == (None, [])
+
+
+def test_summarize_transcript_refuses_what_cannot_summarise() -> None:
+    # A zero budget clipped every message to nothing but the clip marker, and the model
+    # was asked to summarise that; a complete that could not be called read as "no summary".
+    messages = [{"role": "user", "content": "x" * 100}]
+
+    async def complete(_request: dict[str, Any]) -> str:
+        raise AssertionError("complete was called")
+
+    with pytest.raises(cf.ArgumentError, match="budget must be at least 1, got 0"):
+        run(cf.summarize_transcript(complete, messages, budget=0))
+    with pytest.raises(cf.ArgumentTypeError, match="complete must be callable, got NoneType"):
+        run(cf.summarize_transcript(None, messages))  # type: ignore[arg-type]
+
+
+def test_a_bool_row_id_is_no_keep_from_id() -> None:
+    # True == 1 in Python, so a row whose id was True was taken as the row keepFromId 1
+    # names; a stored id is compared as the number it is, never as a bool.
+    rows = [row(0, "a"), {"id": True, "content": "b", "metadata": None}, row(2, "c")]
+    note = row(3, "note", cf.consolidation_metadata({"keep_from_id": 1}))
+    assert cf.scope_to_consolidation([*rows, note]) == rows  # unplaceable: passed over
+    assert cf.scope_to_consolidation([*rows, row(1, "one"), note]) == [note, row(1, "one")]
+
+
+class CountedRow:
+    """A stored row that counts how often its metadata is read."""
+
+    reads = 0
+
+    def __init__(self, id: int, metadata: str | None) -> None:
+        self.id, self._metadata = id, metadata
+
+    @property
+    def metadata(self) -> str | None:
+        CountedRow.reads += 1
+        return self._metadata
+
+
+def test_unplaceable_auto_markers_are_passed_over_in_one_walk() -> None:
+    # Each unplaceable auto marker restarted the search for the newest marker and copied
+    # the rows: n of them read n*n/2 metadata fields (2,000 rows took seconds).
+    n = 400
+    unplaceable = cf.consolidation_metadata({"keep_from_id": -1})
+    rows = [CountedRow(i, unplaceable if i % 2 else None) for i in range(n)]
+    CountedRow.reads = 0
+    assert cf.scope_to_consolidation(rows) == [r for r in rows if r.id % 2 == 0]
+    assert CountedRow.reads <= 2 * n
+    placed = [*rows, CountedRow(n, cf.consolidation_metadata({"keep_from_id": 2})), CountedRow(n + 1, None)]
+    CountedRow.reads = 0
+    assert cf.scope_to_consolidation(placed) == [placed[-2], *(r for r in rows[2:] if r.id % 2 == 0), placed[-1]]
+    assert CountedRow.reads <= 2 * n

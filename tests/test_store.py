@@ -169,6 +169,18 @@ def test_a_redis_store_is_named_by_its_checked_prefix() -> None:
         cf.RedisCodeMapStore(url=5)  # type: ignore[arg-type]
 
 
+def test_a_redis_client_that_decodes_replies_is_refused() -> None:
+    # Its str replies failed every read with a bare AttributeError ('str' object has no
+    # attribute 'decode'), and a map that is not UTF-8 could not be skipped as corrupted.
+    redis = pytest.importorskip("redis")
+    words = "the client decodes replies to str: make it with decode_responses=False"
+    for client in (redis.Redis(decode_responses=True), redis.Redis.from_url(f"{REDIS_URL}?decode_responses=true")):
+        with pytest.raises(cf.ArgumentError, match=words):
+            cf.RedisCodeMapStore(client)
+    with pytest.raises(cf.ArgumentError, match=words):
+        cf.RedisCodeMapStore(url=f"{REDIS_URL}?decode_responses=true")
+
+
 @pytest.mark.parametrize("moment", ["listed", "watched"])
 def test_redis_expiry_keeps_a_map_written_meanwhile(moment: str) -> None:
     # expire() read the stale maps, then deleted each unconditionally: a replica's write

@@ -85,6 +85,14 @@ def whole(name: str, value: Any, minimum: int | None = 0, maximum: int | None = 
     return number
 
 
+def check_callable(name: str, value: Any, optional: bool = False) -> None:
+    """Refuse a ``value`` that cannot be called (None too, when ``optional``) before any
+    work starts, rather than with Python's bare error halfway through it."""
+    if not (callable(value) or (optional and value is None)):
+        allowed = "callable or None" if optional else "callable"
+        raise ArgumentTypeError(f"{name} must be {allowed}, got {type(value).__name__}")
+
+
 def thread_count(threads: int | None, name: str = "threads") -> int:
     """The threads a batch asks for: ``threads`` checked (at least 1), or one a CPU for None."""
     return (os.cpu_count() or 1) if threads is None else whole(name, threads, 1)

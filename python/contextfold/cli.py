@@ -61,14 +61,22 @@ class Line:
 
 def read_lines(stream: IO[bytes]) -> Iterator[Line]:
     """Every non-blank line, parsed, with its 1-based number; a line that cannot be read
-    (not JSON, nested past the recursion limit, an integer past the digit limit) is
-    reported in its :class:`Line`, and the lines after it are still read."""
+    as ``pack`` reads it (not UTF-8, not JSON, nested past the recursion limit, an integer
+    past the digit limit) is reported in its :class:`Line`, and the lines after it are
+    still read."""
     for number, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
         try:
-            row = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            # Strict UTF-8 (a leading byte-order mark aside): json.loads(bytes) would take
+            # a surrogate encoded in UTF-8, which the bytes path refuses.
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            yield Line(number, error=f"not UTF-8: {exc.reason} at byte {exc.start}")
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
             yield Line(number, error=f"not JSON: {exc}")
             continue
         except (RecursionError, ValueError) as exc:
@@ -90,6 +98,7 @@ class Summary:
     tokens_after: int = 0
     dropped: int = 0
     unfit: int = 0
+    uncounted: int = 0
     seconds: float = 0.0
 
 
@@ -188,7 +197,7 @@ def _pack(args: argparse.Namespace) -> int:
     with _open_input(args.file) as stream, _open_output(args.output, stream) as out, _progress() as advance:
         first_line = 1
         for block, rest in _blocks(stream, max(BLOCK, (os.cpu_count() or 1) * (BLOCK // 8))):
-            output, newlines, packed, before, after, dropped, unfit, errors = _backend.impl.pack_lines(
+            output, newlines, packed, before, after, dropped, unfit, uncounted, errors = _backend.impl.pack_lines(
                 block, rest, options, threads
             )
             out.write(output)
@@ -201,6 +210,7 @@ def _pack(args: argparse.Namespace) -> int:
             summary.tokens_after += after
             summary.dropped += dropped
             summary.unfit += unfit
+            summary.uncounted += uncounted
             first_line += newlines
             advance(packed + len(errors))
     summary.seconds = time.perf_counter() - started
@@ -209,6 +219,11 @@ def _pack(args: argparse.Namespace) -> int:
         f"packed {summary.transcripts} transcript(s) in {summary.seconds:.2f}s ({rate:,.0f}/s, {backend} backend): "
         f"tokens {summary.tokens_before:,} -> {summary.tokens_after:,}, {summary.dropped:,} message(s) dropped, "
         f"{summary.unfit} did not fit, {summary.failed} bad line(s)"
+        + (
+            f"; tokens before left out {summary.uncounted} line(s) that dropped a message no reader sizes"
+            if summary.uncounted
+            else ""
+        )
     )
     return 1 if summary.failed else 0
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._contract import named_at, read_items, role_of, whole
+from ._contract import check_callable, named_at, read_items, role_of, whole
 from ._js import compact_json, entry, is_str, js_trim, listed, plain, str_value, utf16_cut, utf16_len
 from .errors import ArgumentTypeError, MessageError
 from .tokens import estimate_tokens, message_tokens, tokens_of
@@ -162,13 +162,16 @@ async def build_working_transcript(
       re-injected right before the tail when the note covers it, and ``on_folded`` hears of
       it. Nothing new to fold: ``summarize`` is not called and the held note is kept. No
       summary (None or empty): the held note is kept, else the oldest turns are dropped.
-      Any answer but a str or None raises :class:`~contextfold.ArgumentTypeError`, as does
-      a ``compact_memo`` that is not a :class:`CompactMemo`.
+      Any answer but a str or None raises :class:`~contextfold.ArgumentTypeError`, as do
+      a ``compact_memo`` that is not a :class:`CompactMemo` and a ``summarize`` or
+      ``on_folded`` that cannot be called (refused before anything is read or changed).
     """
     # Read once: the run may go on while the summariser is awaited, and what it adds or
     # takes away meanwhile belongs to the next request.
     convo = _transcript_of(state)
     check_prompt(system_prompt)
+    check_callable("summarize", summarize)
+    check_callable("on_folded", on_folded, optional=True)
     system: Message = {"role": "system", "content": system_prompt}
     if _fits_verbatim(convo):
         state.compact_memo = None
@@ -264,7 +267,11 @@ async def summarize_transcript(
     """A note for ``messages``: one ``complete`` call per chunk of ``budget`` tokens, each
     folding the next chunk onto the note so far. None when any call fails or answers
     nothing (the caller then falls back), never a note that skipped part of the history.
-    One message longer than a whole call reads is clipped, with a marker."""
+    One message longer than a whole call reads is clipped, with a marker. ``budget`` is at
+    least 1 and ``complete`` must be callable (:class:`~contextfold.ArgumentError` and
+    :class:`~contextfold.ArgumentTypeError` otherwise)."""
+    check_callable("complete", complete)
+    budget = whole("budget", budget, 1)  # no room for input would clip every message away
     chunks = summary_chunks(messages, budget)  # the list read once, before any call awaits
     if not chunks:
         return None

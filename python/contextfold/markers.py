@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from numbers import Real
 from typing import Any, TypeVar
 
 from ._contract import read_items
-from ._js import field_of, is_int, is_str, mapping_get, shown
+from ._js import field_of, is_int, is_str, mapping_get, shown, stored
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
 ]
 
 Row = TypeVar("Row")
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if is_int(value) else None
 
 
 def consolidation_metadata(auto: Mapping[str, int | None] | None = None) -> str:
@@ -112,17 +109,44 @@ def _newest_marker(rows: list[Any]) -> tuple[int, dict[str, Any]]:
 def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:
     """What a reader should load (the same row objects, in a new list): unchanged without
     a marker; from a manual marker on; for an auto marker, the marker then every row from
-    its ``keepFromId`` on, other markers left out."""
+    its ``keepFromId`` on, other markers left out. A row is the one ``keepFromId`` names
+    when its ``id`` is a number (never a bool) equal to it, as JavaScript's ``===`` compares."""
     rows = read_items("rows", rows, "rows")
-    while True:
-        idx, meta = _newest_marker(rows)
-        if idx < 0:
-            return rows
+    passed_over: set[int] = set()  # the unplaceable auto markers, by identity
+    places: dict[Any, list[int]] | None = None
+    # One walk down from the newest row: a marker passed over leaves the rows below it as
+    # they were, so the next newest marker is further down, never behind.
+    for idx in range(len(rows) - 1, -1, -1):
         marker = rows[idx]
+        meta = None if id(marker) in passed_over else consolidation_marker_of(marker)
+        if meta is None:
+            continue
         if meta.get("auto") is not True:
-            return rows[idx:]
-        keep_from = _int_or_none(meta.get("keepFromId"))
-        start = next((i for i, r in enumerate(rows) if keep_from is not None and field_of(r, "id") == keep_from), -1)
+            return [r for r in rows[idx:] if id(r) not in passed_over]
+        places = _places_of_ids(rows) if places is None else places
+        start = _first_place(places, meta.get("keepFromId"), rows, passed_over)
         if 0 <= start <= idx:
             return [marker, *(r for r in rows[start:] if r is not marker and not is_consolidation_marker(r))]
-        rows = [r for r in rows if r is not marker]  # unplaceable: ignore it, fall back
+        passed_over.add(id(marker))  # unplaceable: ignore it, fall back
+    return [r for r in rows if id(r) not in passed_over]
+
+
+def _places_of_ids(rows: list[Any]) -> dict[Any, list[int]]:
+    """Where each numeric row id sits, newest place first (popped from the end)."""
+    places: dict[Any, list[int]] = {}
+    for i in range(len(rows) - 1, -1, -1):
+        key = field_of(rows[i], "id")
+        if is_int(key):
+            key = stored(key)
+        elif isinstance(key, bool) or not isinstance(key, Real):
+            continue
+        places.setdefault(key, []).append(i)
+    return places
+
+
+def _first_place(places: dict[Any, list[int]], keep_from: Any, rows: list[Any], passed_over: set[int]) -> int:
+    """The first row still in scope whose id is ``keep_from``, or -1."""
+    found = places.get(keep_from) if is_int(keep_from) else None
+    while found and id(rows[found[-1]]) in passed_over:
+        found.pop()  # a marker passed over stays passed over
+    return found[-1] if found else -1

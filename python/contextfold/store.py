@@ -330,7 +330,8 @@ class RedisCodeMapStore(CodeMapStore):
     :class:`StoreWarning` (and replaced by the next write to its key). A key under the
     prefix that holds another type (another program's: the index not a sorted set, a map
     not a hash) is a :class:`StoreError` naming it, and is never overwritten. ``client``
-    must return bytes (redis-py's default, ``decode_responses=False``)."""
+    must return bytes (redis-py's default, ``decode_responses=False``): a redis-py client
+    that decodes replies is an :class:`~contextfold.ArgumentError`."""
 
     def __init__(
         self,
@@ -351,6 +352,12 @@ class RedisCodeMapStore(CodeMapStore):
                     "RedisCodeMapStore needs the redis package: pip install 'contextfold[redis]'"
                 ) from None
             client = redis.Redis.from_url(url or "redis://localhost:6379/0")
+        encoder = getattr(client, "get_encoder", None)
+        if callable(encoder) and getattr(encoder(), "decode_responses", False):
+            raise ArgumentError(
+                "RedisCodeMapStore: the client decodes replies to str: make it with decode_responses=False "
+                "(redis-py's default), as a map that is not UTF-8 must be read to be skipped"
+            )
         self.client = client
         self.prefix = text_field("RedisCodeMapStore", "prefix", prefix)
         self.index = f"{self.prefix}index"

@@ -32,7 +32,7 @@ from .._contract import (
 )
 from .._edits import AppliedEdit
 from .._js import entry
-from ..errors import ArgumentError, ContextfoldError, MessageTypeError, RequestError
+from ..errors import ArgumentError, ContextfoldError, MessageError, MessageTypeError, RequestError
 from .pack import _prompt_tokens, pack_handoff
 from .tokens import message_tokens, tokens_in
 
@@ -402,11 +402,13 @@ def request_head(body: bytes) -> RequestHead | None:
 
 def pack_lines(
     block: bytes, rest: bytes, options: PackOptions, threads: int = 1
-) -> tuple[bytes, int, int, int, int, int, int, list[tuple[int, str]]]:
+) -> tuple[bytes, int, int, int, int, int, int, int, list[tuple[int, str]]]:
     """The non-blank lines of a JSONL block followed by ``rest`` (the end of its last
     line) packed: ``(output, newlines, packed, tokens_before, tokens_after, dropped,
-    unfit, errors)`` (``newlines``: how many the block and ``rest`` hold; ``errors``:
-    each bad line's index in the block and its message)."""
+    unfit, uncounted, errors)`` (``newlines``: how many the block and ``rest`` hold;
+    ``uncounted``: the packed lines whose tokens before are unknown, as a message the
+    pack dropped unread is one no reader sizes, left out of ``tokens_before``;
+    ``errors``: each bad line's index in the block and its message)."""
     lines = (block + rest).split(b"\n")
     numbered = [(index, line) for index, line in enumerate(lines) if line.strip()]
     output, _, totals, errors = _pack_rows([line for _, line in numbered], b"\n", options)
@@ -415,10 +417,11 @@ def pack_lines(
 
 def pack_rows(
     data: Buffer, offsets: Buffer, wide: bool, start: int, count: int, options: PackOptions, threads: int = 1
-) -> tuple[bytes, bytes, int, int, int, int, int, list[tuple[int, str]]]:
+) -> tuple[bytes, bytes, int, int, int, int, int, int, list[tuple[int, str]]]:
     """Rows ``start:start + count`` of an Arrow binary or string column (its ``data``
     and ``offsets`` buffers, as unsigned bytes; 64-bit offsets when ``wide``) packed:
-    ``(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, errors)``,
+    ``(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, uncounted,
+    errors)`` (``uncounted`` as :func:`pack_lines` has it),
     the packed column's buffers (offsets as wide as the input's, from 0; a bad row empty)
     and each bad row's index among the rows and its message."""
     values = memoryview(data)
@@ -446,14 +449,14 @@ def pack_rows(
 
 def _pack_rows(
     rows: list[bytes], end: bytes, options: PackOptions
-) -> tuple[list[bytes], list[int], tuple[int, int, int, int, int], list[tuple[int, str]]]:
+) -> tuple[list[bytes], list[int], tuple[int, int, int, int, int, int], list[tuple[int, str]]]:
     """Each row packed and followed by ``end`` (a bad one: nothing): ``(pieces, ends,
-    (packed, tokens_before, tokens_after, dropped, unfit), errors)``, ``ends`` where each
-    row ends in the joined pieces."""
+    (packed, tokens_before, tokens_after, dropped, unfit, uncounted), errors)``, ``ends``
+    where each row ends in the joined pieces."""
     estimate = bytes_options(options)
     output: list[bytes] = []
     ends: list[int] = []
-    size = packed = before = after = dropped = unfit = 0
+    size = packed = before = after = dropped = unfit = uncounted = 0
     errors: list[tuple[int, str]] = []
     for index, row in enumerate(rows):
         try:
@@ -464,9 +467,9 @@ def _pack_rows(
             output += (body, end)
             size += len(body) + len(end)
             packed, before, after = packed + 1, before + (tokens_before or 0), after + tokens
-            dropped, unfit = dropped + gone, unfit + (not fits)
+            dropped, unfit, uncounted = dropped + gone, unfit + (not fits), uncounted + (tokens_before is None)
         ends.append(size)
-    return output, ends, (packed, before, after, dropped, unfit), errors
+    return output, ends, (packed, before, after, dropped, unfit, uncounted), errors
 
 
 def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, transcripts: bool) -> Outcome:
@@ -500,7 +503,7 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
         options = replace(options, shape=shape)
     pack = pack_handoff(items, options, system, tools)
     n = len(items)
-    input_tokens = tokens_in(items, estimate, options.images, shape) if transcripts else None
+    input_tokens = _tokens_in(items, estimate, options.images, shape) if transcripts else None
     if pack.note is None and not pack.applied_edits and pack.kept == list(range(n)):
         return body, 0, pack.fits, pack.tokens, None, pack.kept, input_tokens, ()
     # The note is the message whose content is the note's text itself (edited messages
@@ -511,6 +514,15 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
     edited = {i: m for i, m in zip(pack.kept, kept_messages, strict=True) if m is not items[i]}
     out = parsed.splice(key, pack.kept, note, note_at, edited)
     return out, pack.dropped, pack.fits, pack.tokens, pack.note, pack.kept, input_tokens, pack.applied_edits
+
+
+def _tokens_in(items: list[Any], estimate: EncodingName | None, images: int | None, shape: str) -> int | None:
+    """Tokens of every message, or None when one the pack dropped unread cannot be sized
+    (the body packs all the same, as :func:`pack_request` packs it)."""
+    try:
+        return tokens_in(items, estimate, images, shape)
+    except MessageError:
+        return None
 
 
 def _one_message(

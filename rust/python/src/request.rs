@@ -158,7 +158,9 @@ pub fn pack_requests<'py>(
 
 /// Packs the non-blank lines of a JSONL block followed by `rest` (the end of its last
 /// line; each line a request body or a bare list of messages) on up to `threads` threads:
-/// `(output, newlines, packed, tokens_before, tokens_after, dropped, unfit, errors)`,
+/// `(output, newlines, packed, tokens_before, tokens_after, dropped, unfit, uncounted,
+/// errors)` (`uncounted`: packed lines whose tokens before are unknown, left out of
+/// `tokens_before`),
 /// where `output` holds the packed lines in order, each ended by a newline, and `errors`
 /// each bad line's index in the block and its message.
 #[pyfunction]
@@ -182,6 +184,7 @@ pub fn pack_lines<'py>(
         lines.totals.tokens_after,
         lines.totals.dropped,
         lines.totals.unfit,
+        lines.totals.uncounted,
         errors,
     )
         .into_pyobject(py)
@@ -189,7 +192,8 @@ pub fn pack_lines<'py>(
 
 /// Packs rows `start..start + count` of an Arrow binary or string column, read from its
 /// `data` and `offsets` buffers (64-bit offsets when `wide`), on up to `threads` threads:
-/// `(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, errors)`, the
+/// `(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, uncounted,
+/// errors)`, the
 /// packed column's buffers (offsets as wide as the input's, from 0; a bad row empty) and
 /// each bad row's index among the rows and its message.
 #[pyfunction]
@@ -226,6 +230,7 @@ pub fn pack_rows<'py>(
         totals.tokens_after,
         totals.dropped,
         totals.unfit,
+        totals.uncounted,
         errors,
     )
         .into_pyobject(py)

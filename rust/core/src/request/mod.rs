@@ -84,7 +84,9 @@ pub struct PackedBody {
     pub dropped: usize,
     /// The packed body; `None` when it is the input unchanged (everything fits).
     pub body: Option<Vec<u8>>,
-    /// Tokens of all input messages (the separate system prompt aside), when asked for.
+    /// Tokens of all input messages (the separate system prompt aside), when asked for
+    /// and known: `None` when a message packing dropped unread is one no reader can size
+    /// (the body still packs, as the object path packs it).
     pub input_tokens: Option<u128>,
 }
 
@@ -157,11 +159,10 @@ impl<'t, 'a> Body<'t, 'a> {
             // The sizes packing took are the input's: summed again from the transcript.
             let mut transcript = Transcript::read(&nodes, sizer, format).map_err(RequestError::Pack)?;
             let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
-            (packed, self.count_input.then(|| transcript.sum(0..n)).transpose().map_err(RequestError::Pack)?)
+            (packed, self.count_input.then(|| transcript.sum(0..n).ok()).flatten())
         } else {
-            let input = self.count_input.then(|| Transcript::read(&nodes, sizer.clone(), format)?.sum(0..n));
-            let input = input.transpose().map_err(RequestError::Pack)?;
-            (pack::pack_edited(&nodes, sizer, &options).map_err(RequestError::Pack)?, input)
+            let input = self.count_input.then(|| Transcript::read(&nodes, sizer.clone(), format).ok()?.sum(0..n).ok());
+            (pack::pack_edited(&nodes, sizer, &options).map_err(RequestError::Pack)?, input.flatten())
         };
         let unchanged = packed.note.is_none() && packed.edits.is_empty() && packed.kept.iter().copied().eq(0..n);
         let body = (!unchanged).then(|| splice(self.input, layout, &packed));
@@ -289,6 +290,9 @@ pub struct RowTotals {
     pub dropped: usize,
     /// Rows that do not fit even packed.
     pub unfit: usize,
+    /// Packed rows whose tokens before are unknown (see [`PackedBody::input_tokens`]):
+    /// `tokens_before` leaves them out.
+    pub uncounted: usize,
 }
 
 /// What packing a batch of rows gives.
@@ -328,7 +332,10 @@ pub fn pack_rows(rows: &[&[u8]], end: &[u8], options: &PackOptions, threads: usi
                 out.output.extend_from_slice(end);
                 let totals = &mut out.totals;
                 totals.packed += 1;
-                totals.tokens_before += packed.input_tokens.unwrap_or(0);
+                match packed.input_tokens {
+                    Some(tokens) => totals.tokens_before += tokens,
+                    None => totals.uncounted += 1,
+                }
                 totals.tokens_after += packed.packed.tokens;
                 totals.dropped += packed.dropped;
                 totals.unfit += usize::from(!packed.packed.fits);

@@ -571,12 +571,33 @@ fn rows_are_packed_in_order_each_with_its_end() {
                 tokens_after: one.packed.tokens,
                 dropped: one.dropped,
                 unfit: 0,
+                uncounted: 0,
             }
         );
         let lines = pack_rows(&rows, b"\n", &options(20), threads);
         assert_eq!(lines.output, [first.as_slice(), b"\n", body.as_bytes(), b"\n"].concat());
         assert_eq!(lines.ends.last(), Some(&lines.output.len()));
     }
+}
+
+#[test]
+fn a_row_that_drops_a_message_no_reader_sizes_packs_with_its_count_before_unknown() {
+    let run = |middle: serde_json::Value| {
+        let mut messages = vec![message("system", "s"), message("user", "task")];
+        messages.extend((0..200).map(|i| message("assistant", &format!("step {i} {}", "x".repeat(400)))));
+        messages[60] = middle;
+        messages.push(message("user", "go on"));
+        serde_json::Value::Array(messages).to_string()
+    };
+    let (bad, good) = (run(json!({"content": "no role"})), run(message("assistant", "fine")));
+    let rows: Vec<&[u8]> = vec![bad.as_bytes(), good.as_bytes()];
+    let packed = pack_rows(&rows, b"\n", &options(3_000), 1);
+    let one = pack_body(good.as_bytes(), &options(3_000), Root::RequestOrTranscript, true).unwrap();
+    let unread = pack_body(bad.as_bytes(), &options(3_000), Root::RequestOrTranscript, true).unwrap();
+    assert_eq!((unread.input_tokens, unread.body.as_ref(), unread.dropped), (None, one.body.as_ref(), 174));
+    assert!(packed.errors.is_empty());
+    assert_eq!((packed.totals.packed, packed.totals.uncounted), (2, 1));
+    assert_eq!(packed.totals.tokens_before, one.input_tokens.unwrap());
 }
 
 #[test]
