@@ -475,6 +475,45 @@ def test_a_closed_standard_error_loses_the_messages_not_the_run(tmp_path: Path) 
     assert out.read_text(encoding="utf-8") == good + "\n"
 
 
+def test_window_with_standard_error_closed_keeps_its_data_clean(tmp_path: Path) -> None:
+    # window wrote its bad lines with print(): with standard error closed (2>&-) they
+    # went to standard output, into the data; a reader that went away ended the run.
+    good = json.dumps([{"role": "user", "content": "hello"}])
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(["{bad" + "x" * 100] * 30_000 + [good]) + "\n", encoding="utf-8")
+    header = "line\tmessages\ttokens\twindow_start\twindow_messages\twindow_tokens\n"
+    last = f"30001\t1\t{cf.tokens_of(json.loads(good))}\t0\t1\t{cf.tokens_of(json.loads(good))}\n"
+    command = [sys.executable, "-m", "contextfold.cli", "window", str(path)]
+    closed = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    no_stderr = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, runpy, sys; os.close(2); sys.argv = sys.argv[1:]; runpy.run_module("
+            "'contextfold.cli', run_name='__main__')",
+            *command[2:],
+        ],
+        stdout=subprocess.PIPE,
+    )
+    for result in (closed, no_stderr):
+        assert (result.returncode, result.stdout.decode()) == (1, header + last)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None and proc.stdout is not None
+    proc.stderr.readline()  # the first bad line's message, then the reader goes away
+    proc.stderr.close()
+    assert (proc.stdout.read().decode(), proc.wait(timeout=60)) == (header + last, 1)
+
+
+def test_bench_leaves_out_a_peer_that_cannot_read_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A line contextfold packs and LangChain cannot convert ended the bench in a traceback.
+    pytest.importorskip("langchain_core")
+    path = tmp_path / "lines.jsonl"
+    path.write_text('[{"role": "user"}]\n[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
+    code, out, err = run(["bench", str(path), "--repeat", "1"], capsys)
+    assert code == 0 and "pack_handoff (reference)" in out and "langchain" not in out
+    assert "trim_messages (langchain) left out: it cannot read these transcripts (ValueError: " in err
+
+
 def test_threads_past_the_cpus_are_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Not an allocation sized by them: the reads follow the CPUs.
     path = tmp_path / "in.jsonl"

@@ -116,10 +116,36 @@ def test_ints_past_the_core_are_argument_errors_naming_them(call: Any, text: str
 
 @pytest.mark.parametrize("estimate", [ESTIMATE_MAX + 1, 2**64, 2**100])
 def test_an_estimate_past_the_core_is_an_estimator_error(estimate: int) -> None:
-    with pytest.raises(EstimatorError, match=rf"^estimate_tokens must return at most {ESTIMATE_MAX}, got {estimate}$"):
+    with pytest.raises(
+        EstimatorError, match=rf"^message 0: estimate_tokens must return at most {ESTIMATE_MAX}, got {estimate}$"
+    ):
         cf.tokens_of(turns(2), estimate_tokens=lambda _: estimate)
-    with pytest.raises(EstimatorError, match=r"^estimate_tokens must return at most"):
+    with pytest.raises(EstimatorError, match=r"^message 1: estimate_tokens must return at most"):  # newest first
         cf.pack_handoff(turns(2), target_context_tokens=9, estimate_tokens=lambda _: estimate)
+
+
+@pytest.mark.parametrize("images", [None, 85])
+@pytest.mark.parametrize("answer", [-1, "3", None])
+def test_an_estimate_that_is_no_count_names_its_message(backend: str, answer: Any, images: int | None) -> None:
+    # SPEC §10: the error named neither the message nor its index.
+    messages = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "x"},
+        {"role": "user", "content": "b"},
+    ]
+    sizing = {} if images is None else {"sizing": "provider", "image_tokens": images}
+    for call in (
+        lambda: cf.tokens_of(messages, estimate_tokens=lambda t: answer if t == "x" else 1, **sizing),
+        lambda: cf.pack_handoff(
+            messages, target_context_tokens=100, estimate_tokens=lambda t: answer if t == "x" else 1, **sizing
+        ),
+    ):
+        with pytest.raises(EstimatorError, match=r"^message 1: estimate_tokens must return a") as raised:
+            call()
+        assert raised.value.index == 1
+    with pytest.raises(EstimatorError, match=r"^estimate_tokens must return a") as raised:
+        cf.message_tokens(messages[1], estimate_tokens=lambda _: answer)
+    assert raised.value.index is None
 
 
 HUGE = 10**5000
@@ -162,13 +188,13 @@ TOO_LONG_TO_WRITE = [
         "estimate",
         lambda: cf.tokens_of(turns(2), estimate_tokens=lambda _: HUGE),
         EstimatorError,
-        f"estimate_tokens must return at most {ESTIMATE_MAX}, got an int of {HUGE_BITS} bits",
+        f"message 0: estimate_tokens must return at most {ESTIMATE_MAX}, got an int of {HUGE_BITS} bits",
     ),
     (
         "negative estimate",
         lambda: cf.pack_handoff(turns(2), target_context_tokens=9, estimate_tokens=lambda _: -HUGE),
         EstimatorError,
-        f"estimate_tokens must return a non-negative int, got a negative int of {HUGE_BITS} bits",
+        f"message 1: estimate_tokens must return a non-negative int, got a negative int of {HUGE_BITS} bits",
     ),
     (
         "elision marker",

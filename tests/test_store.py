@@ -381,3 +381,61 @@ def test_redis_keys_another_program_holds_are_a_store_error() -> None:
     for call in [*calls.values(), store.expire]:
         with pytest.raises(StoreError, match=r"index'? holds a string, not a zset"):
             call()
+
+
+@pytest.mark.parametrize("copied", [("maps.db", "maps.db-wal"), ("maps.db", "maps.db-wal", "maps.db-shm")])
+def test_a_read_only_database_serves_its_unsaved_writes_or_refuses(tmp_path: Path, copied: tuple[str, ...]) -> None:
+    # Read-only, the store opened the file immutable, which never reads the write-ahead
+    # log: writes not yet checkpointed into the file were served stale, with no warning.
+    live = tmp_path / "live"
+    live.mkdir()
+    with cf.SQLiteCodeMapStore(str(live / "maps.db")) as writer:
+        writer.write(mapped("src/a.ts"))  # closing the last connection saves it into the file
+    writer = cf.SQLiteCodeMapStore(str(live / "maps.db"))
+    writer.write(mapped("lib/x.ts"))
+    writer.write(mapped("src/new.ts"))
+    assert (live / "maps.db-wal").stat().st_size > 0  # held open: the writes wait in the log
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    for name in copied:
+        shutil.copy(live / name, snapshot / name)
+    written = writer.live()
+    writer.close()
+    assert [m.key for m in written] == ["codemap:lib", "codemap:src"] and "src/new.ts" in written[1].content
+    paths = [snapshot, *(snapshot / name for name in copied)]
+    with read_only(*paths):
+        if "maps.db-shm" in copied:  # SQLite reads the log through its index
+            store = cf.SQLiteCodeMapStore(str(snapshot / "maps.db"))
+            assert store.live() == written
+            store.close()
+        else:
+            with pytest.raises(StoreError, match=r"maps\.db-wal"):
+                cf.SQLiteCodeMapStore(str(snapshot / "maps.db"))
+
+
+def test_closing_an_in_memory_store_waits_for_a_thread_using_it() -> None:
+    # close() freed the one shared connection while another thread was inside a call
+    # on it: a segfault in CPython's sqlite3.
+    store = cf.SQLiteCodeMapStore(":memory:")
+    store.write(mapped("src/a.ts"))
+    inside, go_on = threading.Event(), threading.Event()
+    read: list[Any] = []
+
+    def clock() -> float:  # read inside the store's lock, as the query is made
+        inside.set()
+        go_on.wait(30)
+        return time.time()
+
+    store._clock = clock  # type: ignore[method-assign]
+    reader = threading.Thread(target=lambda: read.append(store.live()))
+    reader.start()
+    inside.wait(30)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.2)  # unfixed, close() is done by now; fixed, it waits for the reader
+    go_on.set()
+    reader.join(30)
+    closer.join(30)
+    assert [[m.key for m in maps] for maps in read] == [["codemap:src"]]
+    with pytest.raises(StoreError, match="closed"):
+        store.live()

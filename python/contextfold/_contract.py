@@ -288,16 +288,20 @@ def image_tokens_for(sizing: str, image_tokens: int) -> int | None:
 # Custom estimators --------------------------------------------------------------------
 
 
-def checked(estimate: Estimator, text: str) -> int:
-    """``estimate(text)``, verified to be an int from 0 to :data:`ESTIMATE_MAX`."""
+def checked(estimate: Estimator, text: str, index: int | None = None) -> int:
+    """``estimate(text)``, verified to be an int from 0 to :data:`ESTIMATE_MAX`; an
+    :class:`EstimatorError` names message ``index`` when the text is one's."""
     tokens = estimate(text)
+    problem = None
     if not is_int(tokens):
-        raise EstimatorError(f"estimate_tokens must return an int, got {type(tokens).__name__}")
-    tokens = stored(tokens)
-    if tokens < 0:
-        raise EstimatorError(f"estimate_tokens must return a non-negative int, got {shown(tokens)}")
-    if tokens > ESTIMATE_MAX:
-        raise EstimatorError(f"estimate_tokens must return at most {ESTIMATE_MAX}, got {shown(tokens)}")
+        problem = f"an int, got {type(tokens).__name__}"
+    elif (tokens := stored(tokens)) < 0:
+        problem = f"a non-negative int, got {shown(tokens)}"
+    elif tokens > ESTIMATE_MAX:
+        problem = f"at most {ESTIMATE_MAX}, got {shown(tokens)}"
+    if problem is not None:
+        named = "" if index is None else f"message {index}: "
+        raise EstimatorError(f"{named}estimate_tokens must return {problem}", index)
     return tokens
 
 
@@ -338,7 +342,7 @@ def estimator_sizers(estimate: Estimator, images: int | None = None) -> Sizers:
     blocks and left-out entries written as nothing) and each opaque block costs ``images``."""
 
     def per_message(index: int | None, message: Any, whole: bool) -> int:
-        return checked(estimate, estimator_text(message, index, whole)) + MESSAGE_OVERHEAD
+        return checked(estimate, estimator_text(message, index, whole), index) + MESSAGE_OVERHEAD
 
     def per_text(text: str) -> int:
         return checked(estimate, text)
@@ -350,7 +354,7 @@ def estimator_sizers(estimate: Estimator, images: int | None = None) -> Sizers:
     def per_message_billed(index: int | None, message: Any, whole: bool) -> int:
         opaque = Opaque()
         text = estimator_text(message, index, whole, opaque)
-        return opaque.billed(checked(estimate, text) + MESSAGE_OVERHEAD, image_cost)
+        return opaque.billed(checked(estimate, text, index) + MESSAGE_OVERHEAD, image_cost)
 
     return per_message_billed, per_text
 

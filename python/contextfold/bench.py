@@ -26,6 +26,9 @@ from .errors import ArgumentError, ContextfoldError
 
 Transcripts = list[list[dict[str, Any]]]
 
+PEERS = ("trim_messages (langchain)",)
+"""The implementations timed that are not contextfold's."""
+
 
 def _best(fn: Callable[[], Any], repeat: int) -> float:
     best = float("inf")
@@ -64,9 +67,9 @@ def _implementations(budget: int) -> dict[str, Callable[[Transcripts], Callable[
         found[f"windowed ({name})"] = window
     trimmer = langchain_trimmer(budget)
     if trimmer is None:
-        _say("trim_messages (langchain) left out: langchain-core is not installed (pip install langchain-core)")
+        _say(f"{PEERS[0]} left out: langchain-core is not installed (pip install langchain-core)")
     else:
-        found["trim_messages (langchain)"] = trimmer
+        found[PEERS[0]] = trimmer
     return found
 
 
@@ -99,6 +102,23 @@ def langchain_trimmer(budget: int) -> Callable[[Transcripts], Callable[[], Any]]
         return run
 
     return prepare
+
+
+def _prepared(
+    implementations: dict[str, Callable[[Transcripts], Callable[[], Any]]], groups: list[tuple[int, Transcripts]]
+) -> dict[str, list[Callable[[], Any]]]:
+    """Each implementation's run for each group, made before anything is timed. A peer
+    that cannot read a transcript contextfold packs is left out, and said so: its times
+    would be over other transcripts than ours."""
+    runs: dict[str, list[Callable[[], Any]]] = {}
+    for name, make in implementations.items():
+        try:
+            runs[name] = [make(transcripts) for _, transcripts in groups]
+        except (TypeError, ValueError) as exc:
+            if name not in PEERS:
+                raise
+            _say(f"{name} left out: it cannot read these transcripts ({type(exc).__name__}: {exc})")
+    return runs
 
 
 def _groups(args: argparse.Namespace) -> tuple[list[tuple[int, Transcripts]], int]:
@@ -146,11 +166,11 @@ def run_bench(args: argparse.Namespace) -> int:
     if not groups:
         _say("contextfold: no transcript to time")
         return 1
-    times: dict[str, list[tuple[int, float]]] = {name: [] for name in implementations}
-    for length, transcripts in groups:
-        for name, make in implementations.items():
-            seconds = _best(make(transcripts), repeat)
-            times[name].append((length, seconds / len(transcripts)))
+    runs = _prepared(implementations, groups)
+    times: dict[str, list[tuple[int, float]]] = {name: [] for name in runs}
+    for name, prepared in runs.items():
+        for (length, transcripts), run in zip(groups, prepared, strict=True):
+            times[name].append((length, _best(run, repeat) / len(transcripts)))
     total_messages = sum(length * len(ts) for length, ts in groups)
     total_transcripts = sum(len(ts) for _, ts in groups)
     table = Table(
@@ -163,7 +183,7 @@ def run_bench(args: argparse.Namespace) -> int:
     }
     for name, total in totals.items():
         native_name = name.split(" (")[0] + " (native)"
-        if name.startswith("trim_messages"):
+        if name in PEERS:
             native_name = "pack_handoff (native)"
         base = totals.get(native_name)
         ratio = f"{total / base:.1f}x" if base else "-"

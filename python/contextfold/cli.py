@@ -243,7 +243,7 @@ def _window(args: argparse.Namespace) -> int:
                 start = window_start(line.messages, window=args.window, token_budget=args.token_budget)
             except (ContextfoldError, TypeError, ValueError) as exc:
                 failed += 1
-                print(f"line {line.number}: {exc}", file=sys.stderr)
+                _say(f"line {line.number}: {exc}")
                 continue
             total, kept, n = int(sizes.sum()), int(sizes[start:].sum()), len(line.messages)
             out.write(f"{line.number}\t{n}\t{total}\t{start}\t{n - start}\t{kept}\n".encode())

@@ -54,7 +54,14 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 class EstimatorError(ContextfoldError, TypeError, ValueError):
-    """A custom token estimator returned something other than a non-negative int."""
+    """A custom token estimator returned something other than a non-negative int.
+
+    ``index`` is the position of the message it was sizing (``None`` for a single
+    message, a system prompt or tools)."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 class RequestError(ContextfoldError, ValueError):

@@ -129,7 +129,9 @@ class SQLiteCodeMapStore(CodeMapStore):
     every write is one ``BEGIN IMMEDIATE`` transaction.
 
     Opening never writes to an existing database, so a read-only file serves recall
-    (writes to it raise :class:`StoreError`). A row that is not a map (content that is
+    (writes to it raise :class:`StoreError`), its unsaved writes included: when they wait
+    in a write-ahead log SQLite cannot read there (no ``-shm`` file beside it, and none can
+    be made), opening is a :class:`StoreError`, never a stale read. A row that is not a map (content that is
     not UTF-8 text, a write time that is not a number) is skipped with a
     :class:`StoreWarning`, and replaced by the next write to its key. Any other SQLite
     failure, such as a file that is not a database, is a :class:`StoreError`.
@@ -183,13 +185,30 @@ class SQLiteCodeMapStore(CodeMapStore):
         if self.path == ":memory:":
             db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         elif self.read_only:
-            # immutable: a reader of a WAL database otherwise needs to create its -shm file
-            uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro&immutable=1"
-            db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            db = self._read_only_connection()
         else:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         db.text_factory = bytes  # decoded row by row, so one bad row cannot fail a whole read
         return db
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """A reader of a file it cannot write: as a plain reader when SQLite can read the
+        write-ahead log (its -shm index is there, or can be made), else as an immutable
+        file, which never reads the log, so refused when the log holds writes."""
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+        try:
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+        log = f"{self.path}-wal"
+        if os.path.exists(log) and os.path.getsize(log) > _WAL_HEADER:
+            raise StoreError(
+                f"code-map store {self.path}: the database is read-only and writes not yet saved into it wait "
+                f"in {log}, which only a reader that can make {self.path}-shm reads"
+            )
+        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=30, isolation_level=None)
 
     def _connection(self) -> _Locked:
         if self._shared is not None:
@@ -214,7 +233,8 @@ class SQLiteCodeMapStore(CodeMapStore):
         """Closes the calling thread's connection (an in-memory store's only one, after
         which it is unusable; a file store opens a new one when next used)."""
         if self._shared is not None:
-            self._shared.close()
+            with self._lock:  # a thread using it finishes first (freed under it, it crashed)
+                self._shared.close()
             return
         db = getattr(self._local, "db", None)
         if db is not None:
@@ -286,6 +306,9 @@ def _unwritable(error: sqlite3.OperationalError) -> bool:
     text = str(error)
     return "readonly" in text or "unable to open" in text
 
+
+_WAL_HEADER = 32
+"""Bytes of a write-ahead log that hold no write: its header."""
 
 _ROW = "key, content, written, typeof(key) = 'text' AND typeof(content) = 'text'"
 """The columns a map's row is read as: text comes as bytes, and whether it is text."""

@@ -492,35 +492,41 @@ def _clearing(state: _State, results: list[_Use], calls: list[_Call | None], pla
     """The messages of ``state`` with ``results`` replaced by ``placeholder`` and ``calls``'
     inputs emptied (each call once, in order)."""
     changed: dict[int, Any] = {}
+    copied: dict[tuple[int, str], list[Any]] = {}  # each list a changed message holds: copied once
 
     def current(i: int) -> Any:
         return changed.get(i, state.messages[i])
 
+    def replace(at: int, key: str, value: Any) -> None:
+        changed[at] = _with(current(at), key, value)
+        copied.pop((at, key), None)
+
+    def edit_item(at: int, key: str, j: int, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        items = copied.get((at, key))
+        if items is None:
+            items = copied[at, key] = list(_items(current(at), key, j))
+            changed[at] = _with(current(at), key, items)
+        items[j] = edit(items[j])
+
     for u in results:
-        m = current(u.at)
         if u.block is None:
-            changed[u.at] = _with(m, "output" if state.responses else "content", placeholder)
+            replace(u.at, "output" if state.responses else "content", placeholder)
         else:
-            blocks = list(_items(m, "content", u.block))
-            blocks[u.block] = _with(blocks[u.block], "content", placeholder)
-            changed[u.at] = _with(m, "content", blocks)
+            edit_item(u.at, "content", u.block, lambda block: _with(block, "content", placeholder))
     for c in dict.fromkeys(calls):
         assert c is not None  # emptier holds only for a tool use with a call
-        m = current(c.at)
         if c.slot is None:
-            key, empty = _CALL_INPUTS[_kind(m) or ""]
-            changed[c.at] = _with(m, key, empty)
+            replace(c.at, *_CALL_INPUTS[_kind(current(c.at)) or ""])
         elif c.block:
-            blocks = list(_items(m, "content", c.slot))
-            blocks[c.slot] = _with(blocks[c.slot], "input", {})
-            changed[c.at] = _with(m, "content", blocks)
+            edit_item(c.at, "content", c.slot, lambda block: _with(block, "input", {}))
         else:
-            tool_calls = list(_items(m, "tool_calls", c.slot))
-            call = tool_calls[c.slot]
-            function = cast("dict[str, Any]", entry(call, "function"))  # measured: _with says if it changed
-            tool_calls[c.slot] = _with(call, "function", _with(function, "arguments", "{}"))
-            changed[c.at] = _with(m, "tool_calls", tool_calls)
+            edit_item(c.at, "tool_calls", c.slot, _without_arguments)
     return changed
+
+
+def _without_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    function = cast("dict[str, Any]", entry(call, "function"))  # measured: _with says if it changed
+    return _with(call, "function", _with(function, "arguments", "{}"))
 
 
 # ClearThinking ------------------------------------------------------------------------
