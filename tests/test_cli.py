@@ -17,7 +17,7 @@ from contextfold import cli
 from contextfold.cli import main
 from contextfold.synthetic import responses_items
 
-from .conftest import anthropic_corpus, corpus_file, openai_corpus
+from .conftest import IMPLS, anthropic_corpus, corpus_file, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
 
 
@@ -571,6 +571,36 @@ def test_tokenizer_and_sizing_equal_pack_request(
     summary = " ".join(err.split())  # the console wraps long lines
     assert f"-> {sum(p.tokens for p in expected):,}," in summary
     assert f"{sum(p.dropped for p in expected):,} message(s) dropped" in summary
+
+
+def test_a_tokenizer_that_cannot_load_is_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On the reference backend without tiktoken's vocabulary, every line was a bad line,
+    # each block of lines trying to load it again (from the network).
+    from contextfold import _backend
+    from contextfold.reference import count_cache
+
+    loads = []
+
+    def unavailable(name: str) -> Any:
+        loads.append(name)
+        raise cf.ArgumentError(f"tiktoken encoding {name!r} is not available offline: no network")
+
+    monkeypatch.setattr(_backend, "impl", IMPLS["python"])
+    monkeypatch.setattr(count_cache, "tiktoken_count", unavailable)
+    forget = (count_cache.exact_count.cache_clear, count_cache._exact_sizers.cache_clear)  # what loaded before
+    for clear in forget:
+        clear()
+    try:
+        path = tmp_path / "in.jsonl"
+        path.write_text('[{"role": "user", "content": "hi"}]\n' * 3, encoding="utf-8")
+        code, out, err = run(["pack", str(path), "--context-tokens", "100", "--tokenizer", "o200k_base"], capsys)
+    finally:
+        for clear in forget:
+            clear()
+    assert (code, out, loads) == (2, "", ["o200k_base"])
+    assert err == "contextfold: tiktoken encoding 'o200k_base' is not available offline: no network\n"
 
 
 def test_edit_flags_pack_as_pack_request_with_edits(capsys: pytest.CaptureFixture[str]) -> None:

@@ -191,6 +191,8 @@ def _pack(args: argparse.Namespace) -> int:
         edits=_edits(args),
     )
     bytes_options(options)
+    if args.tokenizer is not None:  # loaded once: one that cannot load is one message, not every line bad
+        message_tokens_array([{"role": "user", "content": "x"}], estimate_tokens=args.tokenizer)
     threads = thread_count(args.threads, "--threads")
     summary = Summary()
     started = time.perf_counter()
