@@ -118,3 +118,11 @@ def test_the_reference_backend_leaves_the_extension_unloaded() -> None:
     # CONTEXTFOLD_BACKEND=python is the way round an extension that fails in a process.
     script = "import sys, contextfold\nassert 'contextfold._native' not in sys.modules\nprint(contextfold.__version__)"
     assert load(script, CONTEXTFOLD_BACKEND="python").strip() == contextfold.__version__
+
+
+def test_a_fresh_interpreter_names_the_backend_it_runs() -> None:
+    # SPEC §1: native is the default when the extension imports; CONTEXTFOLD_BACKEND=python forces the reference.
+    native_required()
+    script = "import contextfold\nprint(contextfold.backend)"
+    assert load(script).strip() == "native"
+    assert load(script, CONTEXTFOLD_BACKEND="python").strip() == "python"

@@ -33,7 +33,7 @@ def test_brief_sections_thresholds_and_counts(backend: str) -> None:
     memory = memory_with([("read", "a.py")] * 9)
     assert memory.brief() is None  # 9 observations
     memory.observe("read", "  ")  # counted, not recorded
-    assert memory.size == 10
+    assert memory.size == 10 and memory.snapshot.read == ("a.py",) * 9
     brief = memory.brief()
     assert brief is not None and "- a.py (9×)" in brief
     memory = memory_with(
@@ -481,3 +481,100 @@ def test_a_snapshot_that_is_none_is_refused(backend: str, snapshot: Any) -> None
     touched nothing (None, no map, no error)."""
     with pytest.raises(cf.ArgumentTypeError, match="snapshot must be a WorkingMemorySnapshot"):
         cf.consolidate(snapshot)
+
+
+def test_a_blank_path_or_query_is_counted_not_recorded() -> None:
+    # SPEC §6: a blank path or query is counted but not recorded.
+    memory = memory_with([("read", "a.py"), ("searched", "budget")])
+    before = memory.snapshot
+    for kind, blank in (("read", ""), ("edited", " \t"), ("searched", "  "), ("searched", "\ufeff\n")):
+        memory.observe(kind, blank)  # type: ignore[arg-type]
+    memory.observe({"kind": "created", "path": " "})
+    memory.observe({"kind": "searched", "query": ""})
+    assert memory.size == 2 + 6
+    assert memory.snapshot == before
+
+
+def test_no_brief_when_nothing_was_recorded() -> None:
+    # SPEC §6: brief() is None when nothing is recorded, whatever the count of observations.
+    memory = memory_with([("read", " ")] * 6 + [("searched", "")] * 6)
+    assert memory.size == 12 and memory.brief() is None
+    memory.observe("read", "a.py")  # one recorded: now there is something to say
+    assert memory.brief() is not None
+
+
+def test_deleted_lines_follow_the_listed_files_uncapped(backend: str) -> None:
+    # SPEC §6: at most 12 changed/read entries, then (deleted) lines uncapped, then the overflow line.
+    edited = [f"src/e{i:02}.ts" for i in range(15)]
+    deleted = [f"src/d{i:02}.ts" for i in range(20)]
+    made = cf.consolidate({"edited": edited, "deleted": deleted})
+    assert made is not None
+    lines = made.content.split("\n")[2:]
+    assert lines == [
+        *(f"- {p} (changed)" for p in edited[:12]),
+        *(f"- {p} (deleted)" for p in deleted),
+        "(+3 more file(s) touched)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "near"),
+    [
+        ("web/.next/server.js", "web/next/server.js"),
+        ("a/.turbo/cache.json", "a/turbo/cache.json"),
+        ("coverage/lcov.info", "coverages/lcov.info"),
+        ("x/.builderforce/y.ts", "x/builderforce/y.ts"),
+        ("package-lock.json", "package.json"),
+        ("a/bun.lockb", "a/bun.ts"),
+    ],
+)
+def test_build_output_and_lockfiles_are_rejected(backend: str, path: str, near: str) -> None:
+    # SPEC §6: .next, .turbo, coverage, .builderforce segments and lockfiles are rejected.
+    assert cf.repo_path(path) is None
+    assert cf.repo_path(near) == near  # a path that only looks like one is kept
+
+
+@pytest.mark.parametrize("root", ["", "./", "/"])
+def test_a_root_that_canonicalises_to_nothing_is_no_root(backend: str, root: str) -> None:
+    # SPEC §6: a root that canonicalises to "" or "/" means no root.
+    assert cf.repo_path("/abs/src/x.ts", root) is None  # absolute, and no root to be under
+    assert cf.repo_path("src/x.ts", root) == cf.repo_path("src/x.ts") == "src/x.ts"
+    made = cf.consolidate({"read": ["/abs/a.ts", "/abs/b.ts", "/abs/c.ts", "src/d.ts"]}, root=root, min_files=1)
+    assert made is not None and cf.consolidated_files(made.content) == ["src/d.ts"]
+
+
+def test_size_and_snapshot_are_read_only() -> None:
+    # SPEC §6: size and snapshot are read-only properties.
+    memory = memory_with([("read", "a.py")])
+    with pytest.raises(AttributeError):
+        memory.size = 5  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        memory.snapshot = cf.WorkingMemory().snapshot  # type: ignore[misc]
+    assert memory.size == 1 and memory.snapshot.read == ("a.py",)
+
+
+def test_an_overflow_line_needs_ascii_digits(backend: str) -> None:
+    # SPEC §12: \d is ASCII only: "(+٣ more file(s) touched)" is no overflow line, so it stays a header line.
+    nxt = "Header.\n- src/a.ts\n(+3 more file(s) touched)"
+    assert cf.merge_consolidated("codemap:src", None, nxt).split("\n") == ["Header.", "- src/a.ts"]
+    arabic = nxt.replace("3", "\u0663")
+    assert cf.merge_consolidated("codemap:src", None, arabic).split("\n") == [
+        "Header.",
+        "(+\u0663 more file(s) touched)",
+        "- src/a.ts",
+    ]
+
+
+def test_the_task_cut_counts_utf16_units_and_never_splits_a_pair(backend: str) -> None:
+    # SPEC §12: the 200-character task cut is in UTF-16 units; a cut inside a pair falls before it.
+    files = ["a/b.ts", "a/c.ts", "a/d.ts"]
+
+    def asked(task: str) -> str:
+        made = cf.consolidate({"task": task, "read": files})
+        assert made is not None
+        first = made.content.split("\n")[0]
+        return first[first.index('asked: "') + 8 : first.rindex('"')]
+
+    assert asked("a" * 199 + "😀b") == "a" * 199  # the pair would straddle unit 200
+    assert asked("😀" * 100 + "c") == "😀" * 100  # 200 units: an astral character counts 2
+    assert asked("a" * 200 + "b") == "a" * 200

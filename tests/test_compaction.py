@@ -121,12 +121,26 @@ def test_fold_report_and_reuse() -> None:
     assert len(folds) == 1 and out[1] == {"role": "assistant", "content": folds[0].note}
     memo = state.compact_memo
     assert memo is not None and memo.covered_end == folds[0].covered_end == folds[0].dropped_messages
-    assert out[2] is convo[-2] or out[2] is convo[memo.covered_end]  # the directive, when covered
+    # the directive (index 98) is in the tail, so nothing is re-injected: the tail follows the note
+    assert all(a is b for a, b in zip(out[2:], convo[memo.covered_end :], strict=True))
     # a live memo whose remainder fits is reused: no new call
     again = run(cf.build_working_transcript(state, "sys", summarize, folds.append))
     assert again == out and len(calls) == 1
     assert cf.still_in_working_context(state, convo[-1]) and not cf.still_in_working_context(state, convo[0])
-    assert not cf.still_in_working_context(state, {"role": "user", "content": "elsewhere"})
+    # by identity (SPEC §7): an equal copy of a message in the tail is not in the transcript
+    assert convo[-1] == dict(convo[-1]) and not cf.still_in_working_context(state, dict(convo[-1]))
+    # The directive covered by the note (one request, then a long run of replies) is
+    # re-injected, the same object, right before the tail.
+    convo = [{"role": "user", "content": "the task"}] + [
+        {"role": "assistant", "content": f"step {i} " + "x" * 400} for i in range(100)
+    ]
+    state = cf.WorkingTranscriptState(convo)
+    out = run(cf.build_working_transcript(state, "sys", summarize))
+    memo = state.compact_memo
+    assert memo is not None and memo.covered_end > 0
+    assert out[2] is convo[0]
+    assert len(out) == 3 + len(convo) - memo.covered_end
+    assert all(a is b for a, b in zip(out[3:], convo[memo.covered_end :], strict=True))
 
 
 def test_refold_summarises_the_note_plus_only_what_is_new() -> None:
@@ -511,3 +525,52 @@ def test_unplaceable_auto_markers_are_passed_over_in_one_walk() -> None:
     CountedRow.reads = 0
     assert cf.scope_to_consolidation(placed) == [placed[-2], *(r for r in rows[2:] if r.id % 2 == 0), placed[-1]]
     assert CountedRow.reads <= 2 * n
+
+
+def test_still_in_working_context_without_a_memo_follows_the_window(backend: str) -> None:
+    # SPEC §7: no memo: whether windowed(convo) still holds the message (by identity).
+    convo = long(100)  # 100 > 80 messages: the front is the first multiple of 20 past 100 - 80
+    state = cf.WorkingTranscriptState(convo)
+    start = 20
+    assert convo[start]["role"] == "user"
+    assert cf.still_in_working_context(state, convo[start])
+    assert not cf.still_in_working_context(state, convo[start - 1])
+    assert not cf.still_in_working_context(state, dict(convo[start]))  # an equal copy is another message
+
+
+def test_a_memo_is_reused_exactly_while_its_remainder_and_note_fit_the_budget(backend: str) -> None:
+    # SPEC §7: a memo's remainder fits when it fits verbatim with the note's estimate_tokens added.
+    def costing(i: int, tokens: int) -> dict[str, Any]:
+        return {"role": "assistant" if i % 2 else "user", "content": "x" * (4 * (tokens - 4))}
+
+    convo = [costing(i, 100) for i in range(10)] + [costing(i, 3_190) for i in range(20)]
+    assert cf.tokens_of(convo[10:]) == 63_800 and cf.tokens_of(convo) > cf.HISTORY_TOKEN_BUDGET
+    for note_tokens, reused in ((200, True), (201, False)):  # 64,000 and 64,001 with the note
+        note = "n" * (4 * note_tokens)
+        calls: list[list[dict[str, Any]]] = []
+
+        async def summarize(msgs: list[dict[str, Any]], calls: list[Any] = calls) -> str:
+            calls.append(msgs)
+            return "fresh"
+
+        state = cf.WorkingTranscriptState(convo, cf.CompactMemo(note, 10))
+        out = run(cf.build_working_transcript(state, "sys", summarize))
+        assert (not calls, out[1]["content"] == note) == (reused, reused), note_tokens
+        assert (state.compact_memo == cf.CompactMemo(note, 10)) is reused
+
+
+def test_the_summary_clip_counts_utf16_units_and_never_splits_a_pair(backend: str) -> None:
+    # SPEC §7 and §12: the input is clipped to budget*4 UTF-16 units; a cut inside a pair falls before it.
+    seen: list[str] = []
+
+    async def complete(req: dict[str, Any]) -> str:
+        seen.append(req["user"])
+        return "n"
+
+    for content in ("a" * 33 + "😀" + "b" * 20, "😀" * 17, "😀" * 18):  # "user: " is 6 of the 40 units
+        run(cf.summarize_transcript(complete, [{"role": "user", "content": content}], None, 10))
+    assert seen == [
+        "user: " + "a" * 33 + "\n[…clipped]",  # the pair at units 39-40 falls before the cut
+        "user: " + "😀" * 17,  # 40 units: not clipped
+        "user: " + "😀" * 17 + "\n[…clipped]",  # 42 units
+    ]

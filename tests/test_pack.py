@@ -3,6 +3,7 @@ transcripts, for both backends; plus the seed's volatile-tail cases and bad inpu
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import re
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from .conftest import anthropic_corpus, native_required, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
-from .strategies import item_transcripts, transcripts
+from .strategies import item_transcripts, text, transcripts
 
 
 def msg(role: str, tag: str) -> dict[str, Any]:
@@ -108,6 +109,56 @@ def check_contract(
         assert pack.note is None
 
 
+NOTE_HEADER = "Earlier conversation, folded to fit the context window (oldest first):"
+"""The listing note's first line: the note format documented in ``contextfold.pack``."""
+
+
+def marker_note_tokens(unlisted: int, estimate: Any = None) -> int:
+    """What a note listing no line costs: its header and the elision marker for ``unlisted``."""
+    body = NOTE_HEADER + (f"\n{cf.elision_marker(unlisted)}" if unlisted else "")
+    return cf.message_tokens({"role": "user", "content": body}, estimate_tokens=estimate)
+
+
+def volatile_from(messages: list[dict[str, Any]], pinned: list[int]) -> int:
+    """Where the volatile tail starts: the trailing <run-state> messages after the last pin."""
+    volatile = len(messages)
+    while volatile > max(pinned, default=-1) + 1 and cf.is_volatile_tail(messages[volatile - 1]):
+        volatile -= 1
+    return volatile
+
+
+def check_greedy_cut(
+    messages: list[dict[str, Any]], budget: int, pack: cf.HandoffPack, pinned: list[int], estimate: Any = None
+) -> None:
+    """SPEC §5.5 and §5.6 on a greedy result: the verbatim tail is maximal (the next older
+    segment, with a note of at least the marker when there is a note, would not fit), and
+    a listing note's lines are the handoff lines of the newest dropped history messages,
+    oldest first."""
+    if not pack.fits or pack.dropped == 0:
+        return
+    volatile = volatile_from(messages, pinned)
+    kept = set(pack.kept)
+    tail_kept = volatile < len(messages) and volatile in kept
+    room = budget - (cf.tokens_of(messages[volatile:], estimate_tokens=estimate) if tail_kept else 0)
+    prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    dropped = [i for i in range(prefix, volatile) if i not in kept]
+    if not dropped:
+        return  # only the volatile tail went
+    start = volatile
+    while start > prefix and start - 1 in kept:
+        start -= 1
+    older = next(seg for seg in segments_of(messages[:volatile]) if seg[-1] == start - 1)
+    assert not any(i in kept for i in older)
+    left = len(dropped) - len(older)
+    reserve = marker_note_tokens(left, estimate) if pack.note is not None and left > 0 else 0
+    grown = sorted(kept.intersection(range(volatile)).union(older))
+    assert cf.tokens_of([messages[i] for i in grown], estimate_tokens=estimate) + reserve > room
+    if pack.note is not None and pack.note.startswith(NOTE_HEADER):
+        lines = [line[2:] for line in pack.note.split("\n")[1:] if line.startswith("- ")]
+        newest = [cf.handoff_line(messages[i]) for i in dropped][len(dropped) - len(lines) :]
+        assert lines == newest
+
+
 def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
     """Packs with both backends; every field must be identical (9. deterministic)."""
     native = native_required()
@@ -138,6 +189,7 @@ def test_contract_on_generated_transcripts(messages: list[dict[str, Any]], budge
     pack = same_on_both(messages, target_context_tokens=budget, pinned=pinned, summary=summary)
     if summary is None or pack.note is None or pack.note.startswith("Earlier"):
         check_contract(messages, budget, pack, pinned)
+    check_greedy_cut(messages, budget, pack, pinned)  # SPEC §5.5, §5.6: a maximal tail, the newest lines
     chunked = same_on_both(messages, target_context_tokens=budget, pinned=pinned, cut="chunked")
     check_contract(messages, budget, chunked, pinned)
 
@@ -148,6 +200,10 @@ def test_contract_on_the_corpus(budget: int) -> None:
         for cut in ("greedy", "chunked"):
             pack = same_on_both(messages, target_context_tokens=budget, cut=cut)
             check_contract(messages, budget, pack, [])
+            if cut == "greedy":
+                check_greedy_cut(messages, budget, pack, [])
+            elif budget >= 4:
+                check_chunked_cut(messages, budget, pack, None)
     for row in anthropic_corpus():
         for cut in ("greedy", "chunked"):
             pack = same_on_both(row["messages"], target_context_tokens=budget, system=row.get("system"), cut=cut)
@@ -711,3 +767,176 @@ def test_nothing_to_pack_under_a_prompt_over_budget(backend: str) -> None:
         [],
         cf.message_tokens({"role": "system", "content": "s" * 400}),
     )
+
+
+# Outputs, pins, cut points and the Anthropic shape, point by point ---------------------
+
+
+def test_the_output_is_a_new_list_even_when_everything_fits(backend: str) -> None:
+    # SPEC §2: the caller's own message objects, in new lists (§5.1: unchanged at or under budget).
+    messages = [msg("system", "s"), msg("user", "ask"), msg("assistant", "answer")]
+    pack = cf.pack_handoff(messages, target_context_tokens=10_000)
+    assert pack.dropped == 0 and pack.messages is not messages
+    assert all(a is b for a, b in zip(pack.messages, messages, strict=True))
+    many = cf.pack_many([messages, messages], target_context_tokens=10_000)
+    assert all(p.messages is not messages for p in many) and many[0].messages is not many[1].messages
+    assert all(a is b for p in many for a, b in zip(p.messages, messages, strict=True))
+
+
+@settings(max_examples=300)
+@given(transcripts(), st.integers(0, 2500), st.one_of(st.none(), st.text(max_size=80)), st.data())
+def test_packing_never_mutates_its_input(
+    messages: list[dict[str, Any]], budget: int, summary: str | None, data: st.DataObject
+) -> None:
+    # SPEC §2: functions never mutate input (the list, its messages, nothing inside them).
+    pinned = data.draw(st.lists(st.integers(0, max(0, len(messages) - 1)), max_size=2)) if messages else []
+    before, members = copy.deepcopy(messages), list(messages)
+    for impl in (native_required(), reference):
+        with _backend.using(impl):
+            for cut in ("greedy", "chunked"):
+                options: dict[str, Any] = {
+                    "target_context_tokens": budget,
+                    "pinned": pinned,
+                    "summary": summary,
+                    "cut": cut,
+                }
+                pack = cf.pack_handoff(messages, **options)
+                assert pack.messages is not messages
+                assert cf.pack_many([messages], **options)[0].messages is not messages
+    assert messages == before and all(a is b for a, b in zip(messages, members, strict=True))
+
+
+def test_pins_on_roles_other_than_user_and_assistant_are_ignored(backend: str) -> None:
+    # SPEC §5.3: pinned indices are for user/assistant messages only; others are ignored.
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    messages = [
+        msg("system", "s"),
+        msg("user", "old ask"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r" * 400},
+        {"role": "system", "content": "a system message mid-transcript " + "m" * 400},
+        msg("assistant", "done"),
+        msg("user", "now fix it"),
+        msg("assistant", "fixed"),
+    ]
+    plain = cf.pack_handoff(messages, target_context_tokens=120)
+    assert plain.fits and not {2, 3, 4} & set(plain.kept)  # both would go unpinned
+    for pinned in ([3], [4], [3, 4]):  # a tool message, a system message after the first turn
+        assert cf.pack_handoff(messages, target_context_tokens=120, pinned=pinned) == plain
+    # the same exchange pinned by its assistant message is kept, whole
+    assert {2, 3} <= set(cf.pack_handoff(messages, target_context_tokens=120, pinned=[2]).kept)
+
+
+def check_chunked_cut(messages: list[dict[str, Any]], budget: int, pack: cf.HandoffPack, chunk: int | None) -> None:
+    """SPEC §5.10 on a chunked result (OpenAI shape, no pins): the tail starts on a cut point."""
+    if not pack.fits or pack.dropped == 0:
+        return
+    volatile = volatile_from(messages, [])
+    prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    kept = set(pack.kept)
+    if all(i in kept for i in range(prefix, volatile)):
+        return  # the history was kept whole: only the volatile tail went
+    size = chunk or budget // 4
+    cuts = {volatile}
+    running = 0
+    for seg in segments_of(messages[:volatile]):
+        if seg[0] >= prefix:
+            before = running
+            running += cf.tokens_of([messages[i] for i in seg])
+            if running // size > before // size:
+                cuts.add(seg[-1] + 1)
+    directive = next(
+        (
+            i
+            for i in range(volatile - 1, prefix - 1, -1)
+            if messages[i]["role"] == "user" and not cf.is_volatile_tail(messages[i])
+        ),
+        None,
+    )
+    core = next((seg for seg in segments_of(messages[:volatile]) if directive in seg), [])
+    # The tail's first message: the oldest kept history message outside the directive's
+    # segment, unless that segment opens the tail.
+    start = min((i for i in kept if prefix <= i < volatile and i not in core), default=volatile)
+    assert start in cuts or (core and core[-1] + 1 == start and core[0] in cuts), (start, sorted(cuts))
+
+
+@settings(max_examples=1_000)
+@given(transcripts(), st.integers(4, 2500), st.one_of(st.none(), st.integers(1, 400)))
+def test_the_chunked_tail_starts_on_a_cut_point(messages: list[dict[str, Any]], budget: int, chunk: int | None) -> None:
+    # SPEC §5.10: the tail starts where the running total from the first non-system message
+    # crosses a multiple of C = chunk_tokens or budget // 4 (the whole budget, a volatile
+    # tail's share included), moved forward to the next segment start.
+    pack = same_on_both(messages, target_context_tokens=budget, shape="openai", cut="chunked", chunk_tokens=chunk)
+    check_chunked_cut(messages, budget, pack, chunk)
+
+
+def _only_tool_results(message: dict[str, Any]) -> bool:
+    blocks = message.get("content")
+    return isinstance(blocks, list) and bool(blocks) and all(b.get("type") == "tool_result" for b in blocks)
+
+
+def _has_block(message: dict[str, Any], kind: str) -> bool:
+    blocks = message.get("content")
+    return isinstance(blocks, list) and any(isinstance(b, dict) and b.get("type") == kind for b in blocks)
+
+
+@st.composite
+def anthropic_transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Anthropic Messages turns: text turns, tool_use calls answered (or not) by a user turn
+    of tool_result blocks (some with text too), volatile tails; reused ids."""
+    out: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(0, 20))):
+        kind = draw(st.sampled_from(["user", "assistant", "exchange", "exchange", "volatile", "mixed"]))
+        if kind == "user":
+            out.append(
+                {"role": "user", "content": draw(st.one_of(text, text.map(lambda t: [{"type": "text", "text": t}])))}
+            )
+        elif kind == "assistant":
+            out.append({"role": "assistant", "content": [{"type": "text", "text": draw(text)}]})
+        elif kind == "volatile":
+            out.append({"role": "user", "content": "<run-state>\n" + draw(text) + "\n</run-state>"})
+        else:
+            ids = [f"t{draw(st.integers(0, 3))}" for _ in range(draw(st.integers(1, 2)))]
+            uses = [{"type": "tool_use", "id": i, "name": "grep", "input": {}} for i in ids]
+            out.append({"role": "assistant", "content": [{"type": "text", "text": draw(text)}, *uses]})
+            if draw(st.booleans()):
+                blocks = [{"type": "tool_result", "tool_use_id": i, "content": draw(text)} for i in ids]
+                if kind == "mixed":
+                    blocks.append({"type": "text", "text": "also " + draw(text)})
+                out.append({"role": "user", "content": blocks})
+    return out
+
+
+@settings(max_examples=1_000)
+@given(
+    anthropic_transcripts(), st.integers(0, 1500), st.one_of(st.none(), text), st.sampled_from(["greedy", "chunked"])
+)
+def test_anthropic_shape_on_generated_transcripts(
+    messages: list[dict[str, Any]], budget: int, system: str | None, cut: str
+) -> None:
+    # SPEC §5 (Anthropic shape): a tool_use turn and its tool_result turn are one segment;
+    # the directive is no tool_result-only turn; a separate system counts and is never dropped.
+    pack = same_on_both(messages, target_context_tokens=budget, system=system, cut=cut)
+    kept = set(pack.kept)
+    volatile = volatile_from(messages, [])
+    directive = next(
+        (
+            i
+            for i in range(volatile - 1, -1, -1)
+            if messages[i]["role"] == "user"
+            and not cf.is_volatile_tail(messages[i])
+            and not _only_tool_results(messages[i])
+        ),
+        None,
+    )
+    assert directive is None or directive in kept
+    for i in range(len(messages) - 1):
+        if _has_block(messages[i], "tool_use") and _has_block(messages[i + 1], "tool_result"):
+            assert (i in kept) == (i + 1 in kept), i
+    system_tokens = 0 if system is None else cf.message_tokens({"role": "system", "content": system})
+    note_tokens = 0 if pack.note is None else cf.message_tokens({"role": "user", "content": pack.note})
+    assert pack.tokens == cf.tokens_of([messages[i] for i in pack.kept]) + note_tokens + system_tokens
+    if pack.fits:
+        assert pack.tokens <= budget
+    if system_tokens > budget:
+        assert not pack.fits  # the prompt alone over budget: nothing fits

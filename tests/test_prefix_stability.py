@@ -43,3 +43,22 @@ def test_chunked_keeps_the_prefix_on_most_replayed_turns() -> None:
     assert chunked_folded > 100  # the replay really folds
     assert chunked_kept / chunked_folded >= 0.85, totals
     assert totals["chunked"][0] / chunked_folded > totals["greedy"][0] / totals["greedy"][1]
+
+
+def test_the_chunk_is_a_quarter_of_the_whole_budget_with_a_volatile_tail(backend: str) -> None:
+    # SPEC §5.10 and §5.7: C = budget // 4 of the whole budget, while the history is packed
+    # into the budget less the volatile tail, which goes back last.
+    history = [{"role": "system", "content": "s"}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i} " + "x" * 400} for i in range(60)
+    ]
+    budget = 2_000
+    for size in (200, 400, 600):
+        tail = cf.volatile_tail(["y" * (4 * size)])
+        assert tail is not None
+        share = cf.message_tokens(tail)
+        pack = cf.pack_handoff([*history, tail], target_context_tokens=budget, cut="chunked")
+        alone = cf.pack_handoff(history, target_context_tokens=budget - share, cut="chunked", chunk_tokens=budget // 4)
+        assert alone.fits and alone.dropped > 0
+        assert (pack.kept, pack.note) == ([*alone.kept, len(history)], alone.note)
+        # A quarter of the history's own share would put the cut elsewhere: the case decides.
+        assert cf.pack_handoff(history, target_context_tokens=budget - share, cut="chunked").kept != alone.kept

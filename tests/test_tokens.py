@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import re
 from typing import Any
@@ -9,7 +11,14 @@ from typing import Any
 import contextfold as cf
 import numpy as np
 import pytest
+from contextfold import _backend
 from contextfold._js import compact_json
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import IMPLS
+from .offline_tiktoken import tiktoken_encoding
+from .strategies import transcripts
 
 
 def test_estimate_counts_utf16_units(backend: str) -> None:
@@ -158,16 +167,38 @@ def test_messages_are_never_mutated(backend: str) -> None:
     assert repr(convo) == snapshot
 
 
+@settings(max_examples=300)
+@given(transcripts(), st.integers(-2, 40), st.integers(1, 3_000))
+def test_compaction_helpers_never_mutate_their_input(
+    convo: list[dict[str, Any]], covered_end: int, budget: int
+) -> None:
+    # SPEC §2: outputs are new lists holding the caller's own messages; input is never mutated.
+    before, members = copy.deepcopy(convo), list(convo)
+    for impl in IMPLS.values():
+        if impl is None:
+            continue  # the extension is not built: the reference alone
+        with _backend.using(impl):
+            out = cf.assemble_compacted("sys", convo, "note", covered_end)
+            assert out is not convo and all(any(m is c for c in convo) for m in out[2:])
+            chunks = cf.summary_chunks(convo, budget)
+            assert all(chunk is not convo for chunk in chunks)
+            assert all(a is b for a, b in zip((m for c in chunks for m in c), convo, strict=True))
+    cf.render_for_summary(convo)
+    assert convo == before and all(a is b for a, b in zip(convo, members, strict=True))
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
 def test_tiktoken_estimator_is_exact_or_says_why() -> None:
+    # SPEC §3: an exact tokenizer (tiktoken, its encoding available offline) is a named estimator.
     from contextfold.estimators import tiktoken_estimator
 
-    try:
-        estimate = tiktoken_estimator("cl100k_base")
-    except cf.ArgumentError as exc:
-        assert "tiktoken" in str(exc)  # not installed, or the encoding is not cached offline
-        return
-    assert estimate("hello world") == 2
+    estimate = tiktoken_estimator("cl100k_base")
+    assert estimate("hello world") == 2  # "hello", " world"
     assert cf.message_tokens({"role": "user", "content": "hello world"}, estimate_tokens=estimate) == 6
+    special = "<|endoftext|> naïve 😀"  # special-token text is plain text (SPEC §13: disallowed_special=())
+    assert estimate(special) == len(tiktoken_encoding("cl100k_base").encode(special, disallowed_special=())) > 1
+    with pytest.raises(cf.ArgumentError, match="tiktoken encoding 'no_such_encoding' is not available offline"):
+        tiktoken_estimator("no_such_encoding")
 
 
 def test_million_message_transcripts(backend: str) -> None:
@@ -320,3 +351,30 @@ def test_bad_sizing_options_are_named(backend: str, kwargs: dict[str, Any], text
     ):
         with pytest.raises(cf.ArgumentError, match=re.escape(text)):
             call()
+
+
+@pytest.mark.slow
+def test_a_100_mb_content_is_sized_packed_and_read_as_bytes(backend: str) -> None:
+    # SPEC §10: 100 MB contents are handled without a crash, on every path.
+    big = "a" * 100_000_000
+    assert cf.message_tokens({"role": "user", "content": big}) == 25_000_000 + 4
+    messages = [
+        {"role": "user", "content": big},
+        {"role": "assistant", "content": "read it"},
+        {"role": "user", "content": "now summarise"},
+    ]
+    whole = cf.pack_handoff(messages[:1], target_context_tokens=25_000_004)
+    assert whole.fits and whole.dropped == 0 and whole.tokens == 25_000_004
+    pack = cf.pack_handoff(messages, target_context_tokens=1_000)
+    assert pack.fits and pack.kept == [1, 2] and pack.dropped == 1
+    assert pack.note is not None and "\n- user: aaaa" in pack.note and len(pack.note) < 1_000
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    packed = cf.pack_request(body, target_context_tokens=1_000)
+    assert (packed.kept, packed.fits, packed.tokens, packed.dropped, packed.note) == (
+        pack.kept,
+        pack.fits,
+        pack.tokens,
+        pack.dropped,
+        pack.note,
+    )
+    assert json.loads(packed.body)["messages"] == pack.messages

@@ -8,6 +8,12 @@ from typing import Any
 import contextfold as cf
 import numpy as np
 import pytest
+from contextfold import _backend
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .conftest import IMPLS
+from .strategies import transcripts
 
 
 def convo_of(roles: str, size: int = 40) -> list[dict[str, Any]]:
@@ -156,3 +162,87 @@ def test_assemble_compacted_reinjects_the_directive(backend: str) -> None:
     assert out[1] == {"role": "assistant", "content": "note"}
     assert out[2] is convo[4]  # the last user turn, before the tail
     assert out[3:] == convo[7:]  # verbatim_start skips the tool message at 6
+
+
+def seed_window_start(convo: list[dict[str, Any]], window: int, token_budget: int) -> int:
+    """Seed 004's windowed() (transcript.ts), written out with chunks of window // 4
+    messages and token_budget // 4 tokens: the oracle for custom limits."""
+    message_chunk, token_chunk = window // 4, token_budget // 4
+    roles = [m["role"] for m in convo]
+    sizes = [cf.message_tokens(m) for m in convo]
+    last_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
+    if last_user < 0:
+        return 0 if sum(sizes) <= token_budget else len(convo) - 1
+    n = len(convo)
+    by_count = 0 if n <= window else -(-(n - window) // message_chunk) * message_chunk
+    remaining, dropped, next_cut, by_tokens = sum(sizes), 0, token_chunk, 0
+    if remaining > token_budget:
+        by_tokens = n
+        for i, size in enumerate(sizes):
+            dropped += size
+            remaining -= size
+            if dropped < next_cut:
+                continue
+            while dropped >= next_cut:
+                next_cut += token_chunk
+            if remaining <= token_budget:
+                by_tokens = i + 1
+                break
+    start = min(max(by_count, by_tokens), last_user)
+    while roles[start] != "user":
+        start += 1
+    return start
+
+
+# Long runs of short messages (up to 200, every role), so the message-count front matters too.
+long_runs = st.integers(0, 200).flatmap(
+    lambda n: st.lists(
+        st.builds(
+            lambda r, k: {"role": r, "content": "x" * k},
+            st.sampled_from(["user", "assistant", "tool", "system"]),
+            st.integers(0, 40),
+        ),
+        min_size=n,
+        max_size=n,
+    )
+)
+
+
+@settings(max_examples=1_000)
+@given(
+    st.one_of(transcripts(max_turns=60), long_runs),
+    st.integers(4, 100),
+    st.one_of(st.integers(4, 3_000), st.integers(4, 100_000)),
+)
+def test_custom_limits_move_the_front_in_quarter_chunks(
+    convo: list[dict[str, Any]], window: int, token_budget: int
+) -> None:
+    # SPEC §4: for custom values the chunks are window // 4 messages and token_budget // 4 tokens.
+    expected = seed_window_start(convo, window, token_budget)
+    for impl in IMPLS.values():
+        if impl is None:
+            continue  # the extension is not built: the reference alone
+        with _backend.using(impl):
+            assert cf.window_start(convo, window=window, token_budget=token_budget) == expected
+            assert cf.windowed(convo, window=window, token_budget=token_budget) == convo[expected:]
+
+
+@pytest.mark.parametrize("small", [0, 1, 2, 3])
+def test_limits_under_four_are_refused(backend: str, small: int) -> None:
+    # SPEC §4: custom window and token_budget must be at least 4 (the code and docs; a quarter of each is the chunk).
+    convo = convo_of("ua" * 10)
+    with pytest.raises(cf.ArgumentError):
+        cf.window_start(convo, token_budget=small)
+    with pytest.raises(cf.ArgumentError):
+        cf.windowed(convo, window=small)
+    assert 0 <= cf.window_start(convo, window=4, token_budget=4) < len(convo)  # 4 itself is taken
+
+
+def test_the_pinned_directive_may_be_a_volatile_tail(backend: str) -> None:
+    # SPEC §4: pinned_directive_index is the last user message, volatile tails NOT skipped.
+    tail = cf.volatile_tail(["branch: main"])
+    assert tail is not None and cf.is_volatile_tail(tail)
+    convo = [*convo_of("uaua"), tail]
+    assert cf.pinned_directive_index(convo, 5) == 4
+    out = cf.assemble_compacted("sys", convo, "note", 5)
+    assert len(out) == 3 and out[2] is tail
