@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -323,6 +324,23 @@ def _edits(args: argparse.Namespace) -> list[ClearToolUses | ClearThinking]:
     return edits
 
 
+_FLAGS = {
+    "target_context_tokens": "--context-tokens",
+    "reserve_output_tokens": "--reserve-output-tokens",
+    "image_tokens": "--image-tokens",
+    "chunk_tokens": "--chunk-tokens",
+    "ClearToolUses.keep": "--keep-tool-uses",
+    "ClearToolUses.trigger": "--clear-trigger",
+    "ClearToolUses.clear_at_least": "--clear-at-least",
+    "ClearToolUses.exclude_tools": "--exclude-tool",
+    "ClearToolUses.placeholder": "--placeholder",
+    "ClearThinking.keep": "--clear-thinking",
+}
+"""The flags, by the names the errors of the options they set give them."""
+
+_FLAG_NAMES = re.compile(r"\b(?:" + "|".join(re.escape(name) for name in _FLAGS) + r")\b")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="contextfold",
@@ -399,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stdout is not None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         _fail("standard output was closed")
+    except ArgumentError as exc:  # said with the flags as they were typed
+        _fail(_FLAG_NAMES.sub(lambda name: _FLAGS[name[0]], str(exc)))
     except (OSError, ContextfoldError, OverflowError) as exc:
         _fail(str(exc))
     except MemoryError:  # a line with no end (/dev/zero), or one past the memory there is
