@@ -159,6 +159,23 @@ def test_a_line_pack_request_packs_is_packed_with_its_count_before_unknown(
     assert "tokens 0 -> " in err and "tokens before left out 2 line(s)" in err
 
 
+@pytest.mark.parametrize("edits", [(), (cf.ClearToolUses(keep=0, trigger=0),)])
+def test_the_tokens_a_line_came_with_are_counted_as_tokens_of_counts_them(impl: Any, edits: Any) -> None:
+    # Natively the count took the format the pack decided from what it read (chat, the
+    # Responses item being in the dropped middle), so a line tokens_of sizes was
+    # "uncounted"; with edits, every bare list of Responses items was.
+    mixed: list[dict[str, Any]] = [{"role": "user", "content": "task"}, {"type": "reasoning", "id": "r", "summary": []}]
+    mixed += [{"role": "assistant" if i % 2 else "user", "content": "m" * 400} for i in range(20)]
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    mixed += [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": "c"}]
+    mixed.append({"role": "user", "content": "go"})
+    items = responses_items(openai_corpus()[0])
+    options = cf.PackOptions(target_context_tokens=500, edits=edits)
+    for line in (mixed, items):
+        packed = impl.pack_lines(json.dumps(line).encode(), b"", options, 1)
+        assert (packed[2], packed[3], packed[7], packed[8]) == (1, cf.tokens_of(line), 0, []), line[:2]
+
+
 def test_every_command_reads_a_line_as_pack_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # window and bench read lines with json.loads(bytes), which takes a surrogate encoded
     # in UTF-8 that pack refuses as not UTF-8; a byte-order mark all three take.
@@ -169,10 +186,10 @@ def test_every_command_reads_a_line_as_pack_does(tmp_path: Path, capsys: pytest.
         code, out, err = run(command, capsys)
         assert (code, len(out.splitlines())) == (1, 1 + (command[0] == "window")), command
         assert re.search(r"^line 1: not UTF-8: .* at byte 30$", err, re.MULTILINE), (command, err)
-    assert [line.error for line in cli.read_lines(io.BytesIO(path.read_bytes()))] == [
-        "not UTF-8: invalid continuation byte at byte 30",
-        None,
-    ]
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b'\xef\xbb\xbf[{"role": "user", "content": "\xff"}]\n')  # counted from the mark
+    for command in (["pack", str(marked), "--context-tokens", "100"], ["window", str(marked)]):
+        assert run(command, capsys)[2].startswith("line 1: not UTF-8: invalid byte at byte 33\n"), command
 
 
 def test_empty_input_and_stdin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -421,6 +438,18 @@ def test_bad_options_are_one_message_naming_the_flag(
     assert (code, out, err) == (2, "", f"contextfold: {said}\n")
 
 
+def test_what_the_user_typed_is_quoted_as_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Naming flags rewrote every error: a file or a value spelled like an option's name too.
+    monkeypatch.chdir(tmp_path)
+    Path("image_tokens.jsonl").write_text("[]\n", encoding="utf-8")
+    code, _, err = run(["pack", "image_tokens.jsonl", "--context-tokens", "9", "-o", "image_tokens.jsonl"], capsys)
+    assert code == 2 and "image_tokens.jsonl" in err and "--image-tokens" not in err
+    code, _, err = run(["bench", "--sizes", "chunk_tokens"], capsys)
+    assert code == 2 and "'chunk_tokens'" in err
+
+
 def test_an_output_that_is_the_input_is_refused_before_it_is_touched(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -528,14 +557,23 @@ def test_window_with_standard_error_closed_keeps_its_data_clean(tmp_path: Path) 
     assert (proc.stdout.read().decode(), proc.wait(timeout=60)) == (header + last, 1)
 
 
-def test_bench_leaves_out_a_peer_that_cannot_read_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ('[{"role": "user"}]', "ValueError"),
+        ('[{"role": "user", "content": "x"}, {"role": "tool", "content": "r"}]', "KeyError"),
+    ],
+)
+def test_bench_leaves_out_a_peer_that_cannot_read_a_line(
+    line: str, error: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A line contextfold packs and LangChain cannot convert ended the bench in a traceback.
     pytest.importorskip("langchain_core")
     path = tmp_path / "lines.jsonl"
-    path.write_text('[{"role": "user"}]\n[{"role": "user", "content": "hi"}]\n', encoding="utf-8")
+    path.write_text(f'{line}\n[{{"role": "user", "content": "hi"}}]\n', encoding="utf-8")
     code, out, err = run(["bench", str(path), "--repeat", "1"], capsys)
     assert code == 0 and "pack_handoff (reference)" in out and "langchain" not in out
-    assert "trim_messages (langchain) left out: it cannot read these transcripts (ValueError: " in err
+    assert f"trim_messages (langchain) left out: it cannot read these transcripts ({error}: " in err
 
 
 def test_threads_past_the_cpus_are_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -439,3 +439,28 @@ def test_closing_an_in_memory_store_waits_for_a_thread_using_it() -> None:
     assert [[m.key for m in maps] for maps in read] == [["codemap:src"]]
     with pytest.raises(StoreError, match="closed"):
         store.live()
+
+
+def test_closing_an_in_memory_store_from_the_thread_using_it_does_not_wait_for_itself() -> None:
+    # A signal handler that closes the store runs on the thread inside the call: the
+    # store's lock, taken again by that thread, waited for itself forever.
+    store = cf.SQLiteCodeMapStore(":memory:")
+    store.write(mapped("src/a.ts"))
+
+    def clock() -> float:  # read inside the store's lock, as a handler would run there
+        store.close()
+        return time.time()
+
+    store._clock = clock  # type: ignore[method-assign]
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            store.live()
+        except StoreError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)
+    assert not reader.is_alive() and len(outcome) == 1 and "closed" in str(outcome[0])

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import _backend, pack_handoff, windowed
-from ._contract import whole
-from .cli import _say, read_lines
+from ._contract import handoff_budget, whole
+from .cli import _say, flags_named, read_lines
 from .errors import ArgumentError, ContextfoldError
 
 Transcripts = list[list[dict[str, Any]]]
@@ -114,7 +114,7 @@ def _prepared(
     for name, make in implementations.items():
         try:
             runs[name] = [make(transcripts) for _, transcripts in groups]
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:  # whatever the peer raises for a transcript it cannot read
             if name not in PEERS:
                 raise
             _say(f"{name} left out: it cannot read these transcripts ({type(exc).__name__}: {exc})")
@@ -161,6 +161,8 @@ def _sizes(text: str) -> list[int]:
 def run_bench(args: argparse.Namespace) -> int:
     repeat = whole("--repeat", args.repeat, 1)
     console = Console()
+    with flags_named():  # checked once: a bad budget is one message, not every line bad
+        handoff_budget(args.context_tokens)
     implementations = _implementations(args.context_tokens)
     groups, bad = _groups(args)
     if not groups:

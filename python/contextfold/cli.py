@@ -69,14 +69,14 @@ def read_lines(stream: IO[bytes]) -> Iterator[Line]:
         if not raw.strip():
             continue
         try:
-            # Strict UTF-8 (a leading byte-order mark aside): json.loads(bytes) would take
-            # a surrogate encoded in UTF-8, which the bytes path refuses.
-            text = raw.decode("utf-8-sig")
+            # Strict UTF-8, as pack reads it: json.loads(bytes) would take a surrogate
+            # encoded in UTF-8, which the bytes path refuses.
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield Line(number, error=f"not UTF-8: {exc.reason} at byte {exc.start}")
+            yield Line(number, error=f"not UTF-8: invalid byte at byte {exc.start}")
             continue
         try:
-            row = json.loads(text)
+            row = json.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as pack takes it
         except json.JSONDecodeError as exc:
             yield Line(number, error=f"not JSON: {exc}")
             continue
@@ -178,20 +178,48 @@ def _progress() -> Iterator[Callable[[int], None]]:
         yield lambda done: progress.advance(task, done)
 
 
+_FLAGS = {
+    "target_context_tokens": "--context-tokens",
+    "reserve_output_tokens": "--reserve-output-tokens",
+    "image_tokens": "--image-tokens",
+    "chunk_tokens": "--chunk-tokens",
+    "ClearToolUses.keep": "--keep-tool-uses",
+    "ClearToolUses.trigger": "--clear-trigger",
+    "ClearToolUses.clear_at_least": "--clear-at-least",
+    "ClearToolUses.exclude_tools": "--exclude-tool",
+    "ClearToolUses.placeholder": "--placeholder",
+    "ClearThinking.keep": "--clear-thinking",
+}
+"""The flags, by the names the errors of the options they set give them."""
+
+_FLAG_NAMES = re.compile(r"\b(?:" + "|".join(re.escape(name) for name in _FLAGS) + r")\b")
+
+
+@contextmanager
+def flags_named() -> Iterator[None]:
+    """The options' checks, said with the flags as they were typed (only around them: other
+    errors quote file names and values, which are not to be rewritten)."""
+    try:
+        yield
+    except ArgumentError as exc:
+        raise type(exc)(_FLAG_NAMES.sub(lambda name: _FLAGS[name[0]], str(exc))) from None
+
+
 def _pack(args: argparse.Namespace) -> int:
     # Options are checked once, before any line is read: a bad one is one message.
-    options = PackOptions(
-        target_context_tokens=args.context_tokens,
-        reserve_output_tokens=args.reserve_output_tokens,
-        estimate_tokens=args.tokenizer,
-        shape=args.shape,
-        cut=args.cut,
-        sizing=args.sizing,
-        image_tokens=args.image_tokens,
-        chunk_tokens=args.chunk_tokens,
-        edits=_edits(args),
-    )
-    bytes_options(options)
+    with flags_named():
+        options = PackOptions(
+            target_context_tokens=args.context_tokens,
+            reserve_output_tokens=args.reserve_output_tokens,
+            estimate_tokens=args.tokenizer,
+            shape=args.shape,
+            cut=args.cut,
+            sizing=args.sizing,
+            image_tokens=args.image_tokens,
+            chunk_tokens=args.chunk_tokens,
+            edits=_edits(args),
+        )
+        bytes_options(options)
     if args.tokenizer is not None:  # loaded once: one that cannot load is one message, not every line bad
         message_tokens_array([{"role": "user", "content": "x"}], estimate_tokens=args.tokenizer)
     threads = thread_count(args.threads, "--threads")
@@ -261,9 +289,10 @@ def _demo(args: argparse.Namespace) -> int:
 
     console = Console()
     run = agent_run(whole("--turns", args.turns, 0, 1_000))  # a table row a message: a screenful or a few
-    pack = pack_handoff(
-        run, target_context_tokens=args.context_tokens, reserve_output_tokens=args.reserve_output_tokens
-    )
+    with flags_named():
+        pack = pack_handoff(
+            run, target_context_tokens=args.context_tokens, reserve_output_tokens=args.reserve_output_tokens
+        )
     sizes = message_tokens_array(run)
     kept = set(pack.kept)
     table = Table(title=f"A {len(run)}-message agent run packed into {pack.budget:,} tokens", title_justify="left")
@@ -322,23 +351,6 @@ def _edits(args: argparse.Namespace) -> list[ClearToolUses | ClearThinking]:
     if args.clear_thinking is not None:
         edits.append(ClearThinking(keep=args.clear_thinking))
     return edits
-
-
-_FLAGS = {
-    "target_context_tokens": "--context-tokens",
-    "reserve_output_tokens": "--reserve-output-tokens",
-    "image_tokens": "--image-tokens",
-    "chunk_tokens": "--chunk-tokens",
-    "ClearToolUses.keep": "--keep-tool-uses",
-    "ClearToolUses.trigger": "--clear-trigger",
-    "ClearToolUses.clear_at_least": "--clear-at-least",
-    "ClearToolUses.exclude_tools": "--exclude-tool",
-    "ClearToolUses.placeholder": "--placeholder",
-    "ClearThinking.keep": "--clear-thinking",
-}
-"""The flags, by the names the errors of the options they set give them."""
-
-_FLAG_NAMES = re.compile(r"\b(?:" + "|".join(re.escape(name) for name in _FLAGS) + r")\b")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -417,8 +429,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stdout is not None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         _fail("standard output was closed")
-    except ArgumentError as exc:  # said with the flags as they were typed
-        _fail(_FLAG_NAMES.sub(lambda name: _FLAGS[name[0]], str(exc)))
     except (OSError, ContextfoldError, OverflowError) as exc:
         _fail(str(exc))
     except MemoryError:  # a line with no end (/dev/zero), or one past the memory there is

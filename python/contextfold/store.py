@@ -152,7 +152,7 @@ class SQLiteCodeMapStore(CodeMapStore):
         self.path = path
         self.read_only = False
         self._local = threading.local()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a signal handler may close() mid-call on the same thread
         self._shared = self._open() if path == ":memory:" else None
         with self._sqlite_errors():
             try:
@@ -192,23 +192,17 @@ class SQLiteCodeMapStore(CodeMapStore):
         return db
 
     def _read_only_connection(self) -> sqlite3.Connection:
-        """A reader of a file it cannot write: as a plain reader when SQLite can read the
-        write-ahead log (its -shm index is there, or can be made), else as an immutable
-        file, which never reads the log, so refused when the log holds writes."""
-        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
-        try:
-            db.execute("SELECT 1 FROM sqlite_master LIMIT 1")
-            return db
-        except sqlite3.OperationalError:
-            db.close()
+        """A reader of a file it cannot open to write (where SQLite can read the write-ahead
+        log, the plain connection already reads it): the file as immutable, which never
+        reads the log, so refused when the log may hold writes not yet saved into it."""
         log = f"{self.path}-wal"
         if os.path.exists(log) and os.path.getsize(log) > _WAL_HEADER:
             raise StoreError(
-                f"code-map store {self.path}: the database is read-only and writes not yet saved into it wait "
-                f"in {log}, which only a reader that can make {self.path}-shm reads"
+                f"code-map store {self.path}: the database is read-only and {log} may hold writes not yet "
+                f"saved into it, which only a reader that can make {self.path}-shm reads"
             )
-        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=30, isolation_level=None)
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro&immutable=1"
+        return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
 
     def _connection(self) -> _Locked:
         if self._shared is not None:
@@ -288,7 +282,7 @@ class SQLiteCodeMapStore(CodeMapStore):
 class _Locked:
     """A connection, used under a lock when it is shared (an in-memory database)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock | None) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock | None) -> None:
         self.db, self.lock = db, lock
 
     def __enter__(self) -> sqlite3.Connection:

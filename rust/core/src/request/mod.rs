@@ -27,6 +27,7 @@ pub use scan::{Root, ScanError};
 use crate::edits::Edited;
 use crate::encoding::ExactTokens;
 use crate::error::CoreError;
+use crate::items::{marks_responses, Format};
 use crate::json::{JsonNode, JsonType};
 use crate::pack::{self, Counting, Dialect, Note, PackOptions, Packed};
 use crate::provider::Sizing;
@@ -155,14 +156,14 @@ impl<'t, 'a> Body<'t, 'a> {
         let nodes: Vec<Node<'t, 'a>> = items.collect();
         let n = nodes.len();
         let format = pack::format_for(options.dialect);
+        let spare = self.count_input.then(|| sizer.clone());
         let (packed, input_tokens) = if options.edits.is_empty() {
-            // The sizes packing took are the input's: summed again from the transcript.
             let mut transcript = Transcript::read(&nodes, sizer, format).map_err(RequestError::Pack)?;
             let packed = pack::pack(&mut transcript, &options).map_err(RequestError::Pack)?;
-            (packed, self.count_input.then(|| transcript.sum(0..n).ok()).flatten())
+            (packed, spare.and_then(|sizer| input_tokens(&nodes, Some(&mut transcript), sizer, format)))
         } else {
-            let input = self.count_input.then(|| Transcript::read(&nodes, sizer.clone(), format).ok()?.sum(0..n).ok());
-            (pack::pack_edited(&nodes, sizer, &options).map_err(RequestError::Pack)?, input.flatten())
+            let input = spare.and_then(|sizer| input_tokens(&nodes, None, sizer, format));
+            (pack::pack_edited(&nodes, sizer, &options).map_err(RequestError::Pack)?, input)
         };
         let unchanged = packed.note.is_none() && packed.edits.is_empty() && packed.kept.iter().copied().eq(0..n);
         let body = (!unchanged).then(|| splice(self.input, layout, &packed));
@@ -185,6 +186,26 @@ impl<'t, 'a> Body<'t, 'a> {
         let packed = Packed { kept: vec![0], note: None, fits, tokens, edits: crate::edits::Plan::default() };
         Ok(PackedBody { packed, dropped: 0, body: None, input_tokens: self.count_input.then_some(u128::from(own)) })
     }
+}
+
+/// Tokens of every entry as `tokens_of` reads them, the format decided over all of them
+/// (a packing read decides from the entries it reads); `None` when one cannot be sized.
+/// The sizes `packing` took serve when it read the entries in that same format.
+fn input_tokens<'m, N: JsonNode, S: MessageSizer<N>>(
+    nodes: &'m [N],
+    packing: Option<&mut Transcript<'m, N, S>>,
+    sizer: S,
+    format: Format,
+) -> Option<u128> {
+    let responses = match format {
+        Format::Responses => true,
+        Format::Chat => false,
+        Format::Auto => nodes.iter().any(|m| m.json_type() == JsonType::Object && marks_responses(&m.message_fields())),
+    };
+    if let Some(read) = packing.filter(|t| !t.is_undecided() && t.is_responses() == responses) {
+        return read.sum(0..nodes.len()).ok();
+    }
+    Transcript::read_all(nodes, sizer, format).ok()?.sum(0..nodes.len()).ok()
 }
 
 /// Bodies [`pack_bodies_with`] hands over at once, at least (the last run aside).

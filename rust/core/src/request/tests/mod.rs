@@ -601,6 +601,25 @@ fn a_row_that_drops_a_message_no_reader_sizes_packs_with_its_count_before_unknow
 }
 
 #[test]
+fn the_tokens_a_row_came_with_are_read_in_the_format_every_entry_decides() {
+    // The pack reads chat messages only (the reasoning item sits in the dropped middle);
+    // the count, as tokens_of, reads Responses items, as the reasoning item marks them.
+    let mut entries = vec![message("user", "task"), json!({"type": "reasoning", "id": "r", "summary": []})];
+    entries.extend((0..20).map(|i| message(if i % 2 == 1 { "assistant" } else { "user" }, &"m".repeat(400))));
+    entries.push(message("user", "go"));
+    let row = Value::Array(entries).to_string();
+    let everything = pack_body(row.as_bytes(), &options(1_000_000), Root::RequestOrTranscript, true).unwrap();
+    let whole = everything.packed.tokens; // nothing dropped: every entry read, as Responses items
+    assert_eq!((everything.dropped, everything.input_tokens), (0, Some(whole)));
+    for edits in [vec![], vec![crate::edits::Edit::ClearToolUses(crate::edits::ClearToolUses::default())]] {
+        let options = PackOptions { edits, ..options(500) };
+        let packed = pack_body(row.as_bytes(), &options, Root::RequestOrTranscript, true).unwrap();
+        assert!(packed.dropped > 0);
+        assert_eq!(packed.input_tokens, Some(whole));
+    }
+}
+
+#[test]
 fn a_block_cut_anywhere_and_its_rest_pack_as_the_whole_text() {
     let long = json!([message("user", &"q ".repeat(300)), message("assistant", "a"), message("user", "now")]);
     let text = format!("{long}\n \n{{bad\n{{\"messages\": [], \"id\": 2}}\n\n{long}");
