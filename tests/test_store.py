@@ -6,11 +6,13 @@ from __future__ import annotations
 import enum
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from datetime import timedelta
@@ -464,3 +466,93 @@ def test_closing_an_in_memory_store_from_the_thread_using_it_does_not_wait_for_i
     reader.start()
     reader.join(60)
     assert not reader.is_alive() and len(outcome) == 1 and "closed" in str(outcome[0])
+
+
+def test_redis_a_transaction_that_keeps_failing_gives_up() -> None:
+    # redis-py reports a connection lost while watching as WatchError, which was retried
+    # forever: a value over the server's proto-max-bulk-len resent 1.1 MB 544 times in 5 s.
+    redis = pytest.importorskip("redis")
+    store = redis_store()
+    tries: list[int] = []
+
+    class Failing(redis.Redis):  # type: ignore[misc]
+        def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+            pipe = super().pipeline(*args, **kwargs)
+
+            def execute(*args: Any, **kwargs: Any) -> Any:
+                tries.append(1)
+                raise redis.WatchError("A ConnectionError occurred while watching one or more keys")
+
+            pipe.execute = execute
+            return pipe
+
+    failing = cf.RedisCodeMapStore(Failing.from_url(REDIS_URL), prefix=store.prefix)
+    with pytest.raises(StoreError, match=r"gave up on '.*codemap:src' after 64 attempts"):
+        failing.write(mapped("src/a.ts"))
+    assert len(tries) == cf.store.TRANSACTION_ATTEMPTS == 64
+    assert store.live() == []
+
+
+def test_redis_a_store_without_ttl_keeps_a_map_another_gave_one() -> None:
+    # HSET keeps a key's timeout: a map a store with a ttl wrote expired, in Redis, under
+    # a store without one.
+    timed = redis_store(timedelta(seconds=100))
+    timed.write(mapped("src/a.ts"))
+    name = f"{timed.prefix}codemap:src"
+    assert 0 < timed.client.ttl(name) <= 100
+    cf.RedisCodeMapStore(timed.client, prefix=timed.prefix, ttl=None).write(mapped("src/b.ts"))
+    assert timed.client.ttl(name) == -1  # no timeout
+
+
+def test_redis_the_key_index_is_refused_not_written_over_the_index() -> None:
+    # It was written as a hash over the store's own sorted set, and every call after
+    # raised "another program writes under this prefix".
+    store = redis_store()
+    store.write(mapped("src/a.ts"))
+    with pytest.raises(cf.ArgumentError, match="the key 'index' names the store's index, not a map"):
+        store.write(cf.ConsolidatedMemory("index", "- a/b.ts"))
+    assert [m.key for m in store.live()] == ["codemap:src"]
+
+
+def test_redis_failures_are_store_errors() -> None:
+    # A refused connection (or a timeout, or the server out of memory) came out as redis-py's own exception.
+    redis = pytest.importorskip("redis")
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    store = cf.RedisCodeMapStore(redis.Redis(port=port, socket_connect_timeout=5), prefix="gone:")
+    for call in (store.live, lambda: store.write(mapped("src/a.ts")), store.expire, lambda: store.recall("src")):
+        with pytest.raises(StoreError, match=r"^code-map store gone:: ConnectionError: "):
+            call()
+
+
+@pytest.mark.parametrize("written", [b"nan", b"inf", b"-inf", b"1000"])
+def test_redis_a_map_is_live_as_a_write_judges_it(written: bytes) -> None:
+    # live() judged by the index's score and a write by the map's own time: a map it
+    # listed was dropped by the next write, with no warning.
+    store = redis_store()
+    store.write(mapped("src/a.ts", "src/b.ts"))
+    store.client.hset(f"{store.prefix}codemap:src", "written", written)
+    number = written != b"nan" and written != b"inf" and written != b"-inf"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert store.live() == []  # 1000: written in 1970, long expired
+        assert cf.consolidated_files(store.write(mapped("src/c.ts"))) == ["src/c.ts"]
+    assert [w.category for w in said] == ([] if number else [StoreWarning, StoreWarning])
+
+
+def test_redis_live_reads_every_map_in_one_round_trip() -> None:
+    redis = pytest.importorskip("redis")
+    store = redis_store()
+    for area in range(20):
+        store.write(mapped(f"area{area}/a.ts"))
+    commands: list[Any] = []
+
+    class Counting(redis.Redis):  # type: ignore[misc]
+        def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+            commands.append(args[0])
+            return super().execute_command(*args, **kwargs)
+
+    counted = cf.RedisCodeMapStore(Counting.from_url(REDIS_URL), prefix=store.prefix)
+    assert len(counted.live()) == 20
+    assert commands == ["ZRANGEBYSCORE"]  # the maps' HMGETs go as one pipeline

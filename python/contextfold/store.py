@@ -13,6 +13,7 @@ replicas; needs the ``redis`` package).
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -53,6 +54,11 @@ class StoreWarning(UserWarning):
 
 DEFAULT_TTL = timedelta(days=30)
 """How long a map stays live after its last write."""
+
+TRANSACTION_ATTEMPTS = 64
+"""How often a Redis store tries one write or expiry before it gives up with a
+:class:`StoreError`: each retry means another writer changed the map meanwhile (or, as
+redis-py reports it, the connection failed while it was watched)."""
 
 
 class CodeMapStore(ABC):
@@ -327,9 +333,11 @@ def _stored_map(key: bytes, content: bytes | None, written: Any, where: str, don
         if content is None:
             raise ValueError("its content is not text")
         try:
-            float(written)
+            finite = math.isfinite(float(written))
         except (TypeError, ValueError):
-            raise ValueError(f"its write time is {written!r}, not a number") from None
+            finite = False
+        if not finite:
+            raise ValueError(f"its write time is {written!r}, not a number")
         return ConsolidatedMemory(key.decode("utf-8"), content.decode("utf-8"))
     except ValueError as e:
         reason = f"it is not UTF-8 ({e.reason} at byte {e.start})" if isinstance(e, UnicodeDecodeError) else str(e)
@@ -346,7 +354,9 @@ class RedisCodeMapStore(CodeMapStore):
     not UTF-8, or whose write time is not a number, is skipped with a
     :class:`StoreWarning` (and replaced by the next write to its key). A key under the
     prefix that holds another type (another program's: the index not a sorted set, a map
-    not a hash) is a :class:`StoreError` naming it, and is never overwritten. ``client``
+    not a hash) is a :class:`StoreError` naming it, and is never overwritten, as is any
+    other Redis failure (a transaction that keeps failing gives up after
+    ``TRANSACTION_ATTEMPTS``); the key ``"index"`` names the index, never a map. ``client``
     must return bytes (redis-py's default, ``decode_responses=False``): a redis-py client
     that decodes replies is an :class:`~contextfold.ArgumentError`."""
 
@@ -381,14 +391,16 @@ class RedisCodeMapStore(CodeMapStore):
 
     def _update(self, key: str, change: Any) -> str | None:
         name = self.prefix + key
+        if name == self.index:
+            raise ArgumentError(f"code-map store {self.prefix}: the key {key!r} names the store's index, not a map")
         with self._types_checked(name.encode("utf-8")):
             return self._transaction(name, key, change)
 
     def _transaction(self, name: str, key: str, change: Any) -> str | None:
-        """``_update`` as an optimistic transaction, retried until no other writer intervened."""
+        """``_update`` as an optimistic transaction, retried while another writer intervened."""
         import redis
 
-        while True:
+        for _ in self._attempts(name):
             with self.client.pipeline() as pipe:
                 try:
                     pipe.watch(name)
@@ -408,24 +420,36 @@ class RedisCodeMapStore(CodeMapStore):
                         pipe.zrem(self.index, key)
                     else:
                         pipe.hset(name, mapping={"content": new, "written": repr(now)})
-                        if self.ttl is not None:
+                        if self.ttl is None:
+                            pipe.persist(name)  # HSET keeps a timeout a store with a ttl set
+                        else:
                             pipe.expire(name, max(1, int(self.ttl.total_seconds())))
                         pipe.zadd(self.index, {key: now})
                     pipe.execute()
                     return new  # type: ignore[no-any-return]
                 except redis.WatchError:
                     continue  # another writer got there first: read again and merge again
+        raise AssertionError("unreachable: _attempts raises when they run out")
 
     def live(self) -> list[ConsolidatedMemory]:
+        cutoff = self._cutoff(self._clock())
         with self._types_checked():
-            keys = self.client.zrangebyscore(self.index, self._cutoff(self._clock()), "+inf")
+            keys = sorted(self.client.zrangebyscore(self.index, cutoff, "+inf"))
+        prefix = self.prefix.encode("utf-8")
+        with self.client.pipeline(transaction=False) as pipe:  # every map in one round trip
+            for key in keys:
+                pipe.hmget(prefix + key, "content", "written")
+            with self._types_checked():
+                replies = pipe.execute(raise_on_error=False)
         out = []
-        for key in sorted(keys):
-            name = self.prefix.encode("utf-8") + key
-            with self._types_checked(name):
-                content, written = self.client.hmget(name, "content", "written")
+        for key, reply in zip(keys, replies, strict=True):
+            if isinstance(reply, Exception):
+                with self._types_checked(prefix + key):
+                    raise reply
+            content, written = reply
             memory = None if content is None else _stored_map(key, content, written, self.prefix, "skipped")
-            if memory is not None:
+            # live as a write judges it: by the map's own write time (the index only lists)
+            if memory is not None and float(written) >= cutoff:
                 out.append(memory)
         return out
 
@@ -442,7 +466,7 @@ class RedisCodeMapStore(CodeMapStore):
         import redis
 
         name = self.prefix.encode("utf-8") + key
-        while True:
+        for _ in self._attempts(name.decode("utf-8", "backslashreplace")):
             with self.client.pipeline() as pipe:
                 try:
                     pipe.watch(name)  # a write changes the map with its index entry
@@ -456,6 +480,17 @@ class RedisCodeMapStore(CodeMapStore):
                     return True
                 except redis.WatchError:
                     continue  # written or expired meanwhile: look again
+        raise AssertionError("unreachable: _attempts raises when they run out")
+
+    def _attempts(self, name: str) -> Iterator[int]:
+        """The tries of one optimistic transaction on ``name``: redis-py reports a
+        connection lost while watching as another writer's change, so without a bound a
+        lasting failure was retried forever."""
+        yield from range(TRANSACTION_ATTEMPTS)
+        raise StoreError(
+            f"code-map store {self.prefix}: gave up on {name!r} after {TRANSACTION_ATTEMPTS} attempts: "
+            "other writers kept changing it, or the connection kept failing"
+        )
 
     @contextmanager
     def _types_checked(self, name: bytes | None = None) -> Iterator[None]:
@@ -467,7 +502,7 @@ class RedisCodeMapStore(CodeMapStore):
             yield
         except redis.ResponseError as e:
             if "WRONGTYPE" not in str(e):
-                raise
+                raise StoreError(f"code-map store {self.prefix}: {e}") from e
             wanted = {self.index.encode("utf-8"): "zset", **({} if name is None else {name: "hash"})}
             for key, kind in wanted.items():
                 held = self.client.type(key)
@@ -479,3 +514,5 @@ class RedisCodeMapStore(CodeMapStore):
                         "another program writes under this prefix"
                     ) from e
             raise StoreError(f"code-map store {self.prefix}: {e}") from e
+        except redis.RedisError as e:  # the connection, a timeout, the server's memory
+            raise StoreError(f"code-map store {self.prefix}: {type(e).__name__}: {e}") from e
