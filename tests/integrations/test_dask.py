@@ -162,6 +162,9 @@ def test_pack_lines_refuses_what_is_not_one_line(backend: str) -> None:
     assert [json.loads(line)[ERROR_KEY]["line"] for line in lines[1:3]] == [2, 3]
     with pytest.raises(cf.ArgumentError, match="errors"):
         pack_lines([BARE], target_context_tokens=100, errors="skip")  # type: ignore[arg-type]
+    for one in (BARE, BARE.decode()):  # packed character by character, one error line each
+        with pytest.raises(cf.ArgumentTypeError, match="lines must be an iterable of JSONL lines, not a "):
+            pack_lines(one, target_context_tokens=100)  # type: ignore[arg-type]
 
 
 def test_pack_lines_takes_every_pack_option(backend: str) -> None:

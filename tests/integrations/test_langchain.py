@@ -483,3 +483,75 @@ def test_a_shape_other_than_the_conversions_fails_when_the_adapter_is_built() ->
         lc.pack_messages(max_tokens=100, shape="anthropic")
     with pytest.raises(cf.ArgumentError, match="langgraph packs its messages as shape='openai'"):
         pre_model_hook(max_tokens=100, shape="anthropic")
+
+
+def test_streamed_chunks_pack_as_the_messages_they_are() -> None:
+    # Every *MessageChunk was refused ("cannot pack a 'AIMessageChunk' message"), where
+    # LangChain's own trim_messages and converters take them: streaming produces them.
+    from langchain_core.messages import (
+        AIMessageChunk,
+        ChatMessage,
+        ChatMessageChunk,
+        HumanMessageChunk,
+        SystemMessage,
+        SystemMessageChunk,
+        ToolMessageChunk,
+    )
+
+    call = {"name": "read_file", "args": {"path": "a.py"}, "id": "c1", "type": "tool_call"}
+    plain = [
+        SystemMessage("be brief"),
+        HumanMessage("read a.py"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("x" * 2_000, tool_call_id="c1"),
+        ChatMessage("and now?", role="user"),
+    ]
+    chunks = [
+        SystemMessageChunk("be brief"),
+        HumanMessageChunk("read a.py"),
+        AIMessageChunk("") + AIMessageChunk("", tool_calls=[call]),
+        ToolMessageChunk("x" * 2_000, tool_call_id="c1"),
+        ChatMessageChunk("and now?", role="user"),
+    ]
+    assert lc.to_dicts(chunks) == lc.to_dicts(plain)
+    packed, expected = lc.pack(chunks, max_tokens=300), lc.pack(plain, max_tokens=300)
+    assert packed.pack == expected.pack and packed.pack.dropped > 0
+    assert [m for m in packed.messages if m in chunks] == [chunks[k] for k in packed.pack.kept]
+
+
+def test_an_iterator_of_messages_is_read_once() -> None:
+    # It was read to convert it, then again, empty, to map the pack back: a raw IndexError.
+    messages = max(langchain_corpus(), key=len)
+    expected = lc.pack(messages, max_tokens=2_000)
+    packed = lc.pack(iter(messages), max_tokens=2_000)
+    assert packed.pack == expected.pack and packed.messages == expected.messages
+    assert lc.pack_messages((m for m in messages), max_tokens=2_000) == expected.messages
+    with pytest.raises(cf.ArgumentTypeError, match="messages must be an iterable of messages, not a str"):
+        lc.pack("hello", max_tokens=2_000)  # type: ignore[arg-type]
+
+
+def test_a_tracer_that_raises_fails_no_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The current span was looked up outside the guard that keeps telemetry from failing a pack.
+    from contextfold.integrations import _report
+
+    class Broken:
+        def get_current_span(self) -> Any:
+            raise RuntimeError("a tracer that fails")
+
+    messages = max(langchain_corpus(), key=len)
+    expected = lc.pack(messages, max_tokens=2_000).messages
+    monkeypatch.setattr(_report, "_opentelemetry_trace", lambda: Broken())
+    assert lc.pack(messages, max_tokens=2_000).messages == expected
+
+
+def test_langgraph_pre_model_hook_reads_a_pydantic_state() -> None:
+    # A state_schema of a pydantic model (AgentStatePydantic) failed: 'not subscriptable'.
+    from contextfold.integrations.langgraph import pre_model_hook
+    from pydantic import BaseModel
+
+    class State(BaseModel):
+        messages: list[Any]
+
+    messages = max(langchain_corpus(), key=len)
+    hook = pre_model_hook(max_tokens=2_000)
+    assert hook(State(messages=messages))["llm_input_messages"] == hook({"messages": messages})["llm_input_messages"]  # type: ignore[arg-type]

@@ -5,12 +5,12 @@ result mapped back to the caller's objects."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import contextfold as cf
-from contextfold._contract import OUTPUT_CAPS, SizingName, batch_of, first_count, whole
+from contextfold._contract import OUTPUT_CAPS, SizingName, first_count, read_items, whole
 from contextfold._edits import Edit
 from contextfold._js import is_str, quoted
 
@@ -218,8 +218,8 @@ converted dict (``converted`` before the edit, ``edited`` after)."""
 
 
 def pack_converted(
-    originals: Sequence[T],
-    converted: Sequence[dict[str, Any]],
+    originals: Iterable[T],
+    convert: Callable[[Sequence[T]], list[dict[str, Any]]],
     make_note: Callable[[dict[str, Any]], Any],
     make_edited: MakeEdited,
     options: cf.PackOptions,
@@ -229,23 +229,26 @@ def pack_converted(
     tools: list[dict[str, Any]] | None = None,
     route: str,
 ) -> Packed:
-    """Packs ``converted`` (one dict per original, same order, in ``conversion.shape``)
-    with what is sent beside them (``system``, ``tools``: counted as packing counts them)
-    and maps the result back (:func:`originals_of`). A pin past the end of a short
+    """Packs the originals, read once (any iterable), as ``convert`` makes them dicts (one
+    per original, same order, in ``conversion.shape``), with what is sent beside them
+    (``system``, ``tools``: counted as packing counts them), and maps the result back
+    (:func:`originals_of`). A pin past the end of a short
     transcript (an agent's first turns) waits for the message it names. The pack is
     reported (:func:`~contextfold.integrations._report.report_pack`) as
     ``conversion.adapter``'s at ``route``.
     """
     check_shape(options, conversion)
-    # Read once, as ``converted`` was: an estimator (or another thread) that changes the
-    # caller's list while packing runs changes nothing mapped back.
-    originals = batch_of(originals)
+    # Read once, then converted: an iterator is not read empty a second time, and an
+    # estimator (or another thread) that changes the caller's list while packing runs
+    # changes nothing mapped back.
+    listed = read_items("messages", originals, "messages")
+    converted = convert(listed)
     n = len(converted)
     if any(p >= n for p in options.pinned):
         options = replace(options, pinned=[p for p in options.pinned if p < n])
     pack = cf.pack_handoff(converted, options=options, shape=conversion.shape, system=system, tools=tools)
     report_pack(pack, adapter=conversion.adapter, route=route)
-    return Packed(originals_of(pack, originals, converted, make_note, make_edited), pack)
+    return Packed(originals_of(pack, listed, converted, make_note, make_edited), pack)
 
 
 def originals_of(

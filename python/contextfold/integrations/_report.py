@@ -151,12 +151,15 @@ class PackReport:
 
 def _recording_span() -> Any:
     """The current OpenTelemetry span when OpenTelemetry's API is installed and the span is
-    recording, else None."""
+    recording, else None (so too when the tracer raises: telemetry never fails a request)."""
     trace = _opentelemetry_trace()
     if trace is None:
         return None
-    span = trace.get_current_span()
-    return span if span.is_recording() else None
+    try:
+        span = trace.get_current_span()
+        return span if span.is_recording() else None
+    except Exception:  # a broken tracer or span
+        return None
 
 
 def _span_value(value: Any) -> Any:

@@ -31,6 +31,7 @@ from contextfold._contract import (  # add_note: exc.add_note, also on Python 3.
     as_bytes,
     bytes_options,
     pack_options,
+    read_items,
     thread_count,
     whole,
 )
@@ -88,7 +89,7 @@ def pack_lines(
     count = thread_count(threads)
     bodies: list[bytes] = []
     refused: dict[int, Exception] = {}
-    for index, line in enumerate(lines):
+    for index, line in enumerate(read_items("lines", lines, "JSONL lines")):  # one str is no batch
         try:
             body = as_bytes(line)
             body = body[:-1] if body.endswith(b"\n") else body

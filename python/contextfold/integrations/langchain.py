@@ -71,7 +71,19 @@ __all__ = [
 CONVERSION = Conversion("openai", "langchain")
 """What the messages are packed as: OpenAI-shape dicts (see the module doc)."""
 
-_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool", "function": "tool"}
+_ROLES = {
+    "system": "system",
+    "human": "user",
+    "ai": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    # what streaming produces: the same messages, typed by their class's name
+    "SystemMessageChunk": "system",
+    "HumanMessageChunk": "user",
+    "AIMessageChunk": "assistant",
+    "ToolMessageChunk": "tool",
+    "FunctionMessageChunk": "tool",
+}
 _CHAT_ROLES = {"system", "user", "assistant", "tool", "developer"}
 
 
@@ -88,7 +100,7 @@ def _to_dict(index: int, message: Any) -> dict[str, Any]:
     role = _ROLES.get(message.type)
     if role is None:
         chat_role = getattr(message, "role", None)
-        role = chat_role if message.type == "chat" and chat_role in _CHAT_ROLES else None
+        role = chat_role if message.type in ("chat", "ChatMessageChunk") and chat_role in _CHAT_ROLES else None
         if role is None:
             raise cf.MessageValueError(
                 f"message {index}: field 'type': cannot pack a {message.type!r} message", index, "type"
@@ -188,7 +200,7 @@ def pack_with(
         messages = messages.to_messages()
     return pack_converted(
         messages,
-        to_dicts(messages),
+        to_dicts,
         _note_message,
         _edited_message,
         options,

@@ -33,16 +33,19 @@ def pre_model_hook(
     *,
     max_tokens: int,
     **options: Unpack[WindowKeywords],
-) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """A hook returning ``{"llm_input_messages": packed}`` from the state's ``messages``.
+) -> Callable[[Mapping[str, Any] | Any], dict[str, Any]]:
+    """A hook returning ``{"llm_input_messages": packed}`` from the state's ``messages`` (a
+    dict's item, or a pydantic state's attribute).
 
     The agent's ``prompt`` (its system message) is added after the hook runs: leave room
     for it, and for the tool definitions, in ``reserve_output_tokens``.
     """
     packing = window_options(max_tokens, options, CONVERSION._replace(adapter="langgraph"))
 
-    def hook(state: Mapping[str, Any]) -> dict[str, Any]:
-        packed = pack_with(state["messages"], packing, adapter="langgraph", route="pre_model_hook")
+    def hook(state: Mapping[str, Any] | Any) -> dict[str, Any]:
+        # A state is a dict, or an object (a pydantic state_schema), as LangGraph reads it.
+        messages = state["messages"] if isinstance(state, Mapping) else state.messages
+        packed = pack_with(messages, packing, adapter="langgraph", route="pre_model_hook")
         return {"llm_input_messages": packed.messages}
 
     return hook

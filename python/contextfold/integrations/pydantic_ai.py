@@ -165,7 +165,7 @@ def pack(
 def _pack(messages: Sequence[ModelMessage], options: cf.PackOptions, route: str) -> Packed:
     return pack_converted(
         messages,
-        to_dicts(messages),
+        to_dicts,
         _note_message,
         _edited_message,
         options,
