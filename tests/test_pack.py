@@ -619,6 +619,32 @@ def test_bad_tools_are_named(backend: str, tools: Any, text: str) -> None:
             call()
 
 
+@pytest.mark.parametrize(
+    ("given", "text"),
+    [
+        ({"tools": [{"type": "function", "x": b"1"}]}, "tools: expected a JSON value ({}), got bytes"),
+        ({"tools": [{1: "a"}]}, "tools: expected str object keys, got int"),
+        ({"system": [{"type": "text", "text": {1, 2}}]}, "system: expected a JSON value ({}), got set"),
+    ],
+)
+def test_a_prompt_or_tools_value_with_no_json_form_is_named(backend: str, given: dict[str, Any], text: str) -> None:
+    # Sized as a message's content, it was named "message, field 'content'": no message.
+    text = text.format("None, bool, int, float, str, list or dict")
+    field = next(iter(given))
+    messages = [msg("user", "a")]
+    many = given if field == "tools" else {"systems": [given["system"]]}
+    calls = [
+        lambda: cf.pack_handoff(messages, target_context_tokens=10, **given),
+        lambda: cf.pack_many([messages], target_context_tokens=10, **many),
+    ]
+    if field == "tools":
+        calls.append(lambda: cf.tokens_of(messages, tools=given["tools"]))
+    for call in calls:
+        with pytest.raises(cf.MessageTypeError) as raised:
+            call()
+        assert (str(raised.value), raised.value.index, raised.value.field) == (text, None, field)
+
+
 @pytest.mark.parametrize("budget", [0, 2_000, 8_000, 32_000])
 def test_contract_on_the_corpus_as_responses_items(budget: int) -> None:
     """Real transcripts, converted to Responses items by ``synthetic.responses_items``."""

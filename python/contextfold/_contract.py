@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
@@ -208,6 +209,22 @@ def check_tools(tools: Any) -> None:
     for i, tool in enumerate(listed(tools)):  # a subclass through its storage, as sized
         if not issubclass(type(tool), dict):
             raise MessageTypeError(f"tools[{i}]: expected a dict, got {type(tool).__name__}", i, "tools")
+
+
+@contextmanager
+def named_prompt(name: str, sizing: Counting) -> Iterator[None]:
+    """Sizing a separate system prompt or the tools (``name``), as a system message's
+    content (:func:`prompt_message`): a value in it with no JSON form is named by that
+    argument, as the core names it, not as a message's content. With a custom estimator
+    (``sizing`` a pair) what its adapter raises passes through as raised, as what every
+    callback raises does natively."""
+    try:
+        yield
+    except MessageTypeError as exc:
+        if exc.index is not None or exc.field != "content" or isinstance(sizing, tuple):
+            raise
+        problem = str(exc).partition(": ")[2]  # what follows "message, field 'content'"
+        raise MessageTypeError(f"{name}: {problem}", None, name) from None
 
 
 def prompt_message(content: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ._contract import (
     check_tools,
     encoding_name,
     image_tokens_for,
+    named_prompt,
     prompt_message,
     sizers,
     whole,
@@ -159,7 +160,8 @@ def tokens_of(
     total = int(_backend.impl.tokens_of(messages, estimate, images))
     check_tools(tools)
     if tools is not None:
-        total += int(_backend.impl.message_tokens(prompt_message(tools), estimate, images))
+        with named_prompt("tools", estimate):
+            total += int(_backend.impl.message_tokens(prompt_message(tools), estimate, images))
     return total
 
 

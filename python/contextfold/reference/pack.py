@@ -9,7 +9,6 @@ entry only when it sizes it or lists it in the note (docs/packing.md).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -26,6 +25,7 @@ from .._contract import (
     check_tools,
     elision_marker,
     is_volatile_content,
+    named_prompt,
     prompt_message,
 )
 from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
@@ -523,7 +523,7 @@ def pack_handoff(
 ) -> HandoffPack:
     check_system(system)
     check_tools(tools)
-    system_tokens = _prompt_tokens((system, tools), options.sizers, options.images)
+    system_tokens = _prompt_tokens(system, tools, options.sizers, options.images)
     return _pack(messages, options, system_tokens)
 
 
@@ -729,11 +729,17 @@ def _is_compaction(entry_: Any, responses: bool) -> bool:
     return blocks is not None and any(_block_is(b, "compaction") for b in blocks)
 
 
-def _prompt_tokens(parts: Iterable[Any], sizing: Counting, image_tokens: int | None = None) -> int:
+def _prompt_tokens(system: Any, tools: Any, sizing: Counting, image_tokens: int | None = None) -> int:
     """What a separate system prompt and the tool definitions cost: each what a system
     message with that content costs (past a u64 the sum saturates, as the core's does:
-    nothing that large fits)."""
-    total = sum(message_tokens(prompt_message(p), sizing, image_tokens) for p in parts if p is not None)
+    nothing that large fits). A value in either with no JSON form is named by the
+    argument (:func:`named_prompt`)."""
+    total = 0
+    for name, part in (("system", system), ("tools", tools)):
+        if part is None:
+            continue
+        with named_prompt(name, sizing):
+            total += message_tokens(prompt_message(part), sizing, image_tokens)
     return min(U64_MAX, total)
 
 
@@ -744,11 +750,11 @@ def pack_many(
     A transcript's error carries a note naming it."""
     # The tools cost the same in every transcript: sized once; then each system prompt.
     check_tools(tools)
-    tools_tokens = _prompt_tokens((tools,), options.sizers, options.images)
+    tools_tokens = _prompt_tokens(None, tools, options.sizers, options.images)
     prompts = []
     for system in systems or [None] * len(transcripts):
         check_system(system)
-        prompts.append(min(U64_MAX, tools_tokens + _prompt_tokens((system,), options.sizers, options.images)))
+        prompts.append(min(U64_MAX, tools_tokens + _prompt_tokens(system, None, options.sizers, options.images)))
     out = []
     for i, (messages, system_tokens) in enumerate(zip(transcripts, prompts, strict=True)):
         try:

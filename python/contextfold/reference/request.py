@@ -537,5 +537,5 @@ def _one_message(
     packed (the body comes back as it is)."""
     check_pinned(options.pinned, 1)
     own = message_tokens({"role": "user", "content": text}, estimate, options.images)
-    tokens = own + _prompt_tokens((system, tools), estimate, options.images)
+    tokens = own + _prompt_tokens(system, tools, estimate, options.images)
     return body, 0, tokens <= options.budget, tokens, None, [0], own, ()

@@ -71,6 +71,20 @@ impl CoreError {
         CoreError::Internal(what)
     }
 
+    /// This error of sizing a separate system prompt or the tool definitions (each read as
+    /// a system message's content) named by that argument (`field`): no message is at
+    /// fault.
+    #[cold]
+    #[must_use]
+    pub fn in_prompt(self, field: &'static str) -> Self {
+        match self {
+            CoreError::Message { index: None, field: "content", problem: Problem::WrongType { expected, got } } => {
+                CoreError::Prompt { field, index: None, expected, got }
+            }
+            other => other,
+        }
+    }
+
     /// The same error, attributed to message `index` when it names no message yet.
     #[must_use]
     pub fn at(self, at: usize) -> Self {

@@ -181,8 +181,11 @@ pub fn prompt_tokens<N: JsonNode, S: MessageSizer<N>>(
         }
     }
     let mut total = 0u64;
-    for content in [system, tools].into_iter().flatten() {
-        total = total.saturating_add(crate::tokens::system_tokens(sizer, content)?);
+    for (name, content) in [(field, system), ("tools", tools)] {
+        if let Some(content) = content {
+            let tokens = crate::tokens::system_tokens(sizer, content).map_err(|e| e.in_prompt(name))?;
+            total = total.saturating_add(tokens);
+        }
     }
     Ok(total)
 }
