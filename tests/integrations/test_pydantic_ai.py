@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from typing import Any
 
 import contextfold as cf
@@ -209,6 +210,35 @@ def test_the_packed_history_becomes_the_runs_stored_history() -> None:
 def test_bad_input_names_the_index() -> None:
     with pytest.raises(cf.MessageTypeError, match="message 1: expected a pydantic_ai ModelRequest"):
         pai.pack([ModelRequest(parts=[UserPromptPart("hi")]), {"role": "user"}], max_tokens=100)  # type: ignore[list-item]
+
+
+def test_a_part_that_cannot_be_sent_names_its_message() -> None:
+    # A text that is no str failed in str.join, content pydantic cannot serialise with
+    # its own error: neither named the message.
+    class Opaque:
+        pass
+
+    hello = ModelRequest(parts=[UserPromptPart("hi")])
+    for bad, error, words in (
+        (
+            ModelResponse(parts=[TextPart(content=None)]),
+            cf.MessageTypeError,
+            "part 0's text must be a str, got NoneType",
+        ),  # type: ignore[arg-type]
+        (
+            ModelResponse(parts=[TextPart("a"), TextPart(content=5)]),
+            cf.MessageTypeError,
+            "part 1's text must be a str, got int",
+        ),  # type: ignore[arg-type]
+        (
+            ModelRequest(parts=[ToolReturnPart(tool_name="t", content=Opaque(), tool_call_id="a")]),
+            cf.MessageValueError,
+            "part 0 cannot be written as it is sent: ",
+        ),
+    ):
+        with pytest.raises(error, match=f"^message 1, field 'content': {re.escape(words)}") as raised:
+            pai.pack([hello, bad], max_tokens=100)
+        assert (raised.value.index, raised.value.field) == (1, "content")
 
 
 def test_arguments_are_sized_as_sent() -> None:

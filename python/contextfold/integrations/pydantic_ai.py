@@ -69,15 +69,31 @@ def to_dicts(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
 
 def _to_dict(index: int, message: Any) -> dict[str, Any]:
     if isinstance(message, ModelResponse):
-        return {"role": "assistant", "content": _content([_response_block(p) for p in message.parts])}
-    if isinstance(message, ModelRequest):
+        role, block_of = "assistant", _response_block
+    elif isinstance(message, ModelRequest):
         system = any(isinstance(p, SystemPromptPart) for p in message.parts)
-        return {"role": "system" if system else "user", "content": _content([_request_block(p) for p in message.parts])}
-    raise cf.MessageTypeError(
-        f"message {index}: expected a pydantic_ai ModelRequest or ModelResponse, got {type(message).__name__}",
-        index,
-        "",
-    )
+        role, block_of = "system" if system else "user", _request_block
+    else:
+        raise cf.MessageTypeError(
+            f"message {index}: expected a pydantic_ai ModelRequest or ModelResponse, got {type(message).__name__}",
+            index,
+            "",
+        )
+    return {"role": role, "content": _content([_block(index, k, p, block_of) for k, p in enumerate(message.parts)])}
+
+
+def _block(index: int, number: int, part: Any, block_of: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """Part ``number`` of message ``index`` as a block; one that cannot be sent as it is
+    (a text that is no str, content its own serialiser refuses) is named."""
+    where = f"message {index}, field 'content': part {number}"
+    try:
+        block = block_of(part)
+    except Exception as exc:  # the part's own serialiser (pydantic's) refused its content
+        raise cf.MessageValueError(f"{where} cannot be written as it is sent: {exc}", index, "content") from None
+    if block["type"] == "text" and not isinstance(block["text"], str):
+        got = type(block["text"]).__name__
+        raise cf.MessageTypeError(f"{where}'s text must be a str, got {got}", index, "content")
+    return block
 
 
 def _content(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
