@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import re
@@ -119,6 +120,13 @@ def test_edits_come_back_as_edited_copies_of_the_callers_messages(edits: list[An
         call = ToolCallPart("read_file", {"path": f"f{i}.py"}, tool_call_id=f"c{i}")
         thoughtful.append(ModelResponse(parts=[ThinkingPart(content="hmm " * 500), TextPart(content="ok"), call]))
         thoughtful.append(ModelRequest(parts=[ToolReturnPart("read_file", "x" * 2_000, tool_call_id=f"c{i}")]))
+    # A retry, as each major version writes it: sent with an instruction to fix the call,
+    # or as an error; cleared, each was sent otherwise than it was sized.
+    retried = ToolCallPart("read_file", {"path": "gone.py"}, tool_call_id="r0")
+    thoughtful[3:3] = [
+        ModelResponse(parts=[retried]),
+        ModelRequest(parts=[_retry("read_file", "no such file " * 50, "r0")]),
+    ]
     corpus_runs = [*corpus(), thoughtful]
     edited = 0
     for messages in corpus_runs:
@@ -138,6 +146,16 @@ def test_edits_come_back_as_edited_copies_of_the_callers_messages(edits: list[An
             edited += out is not messages[k]
     assert edited > 30  # the corpus really was edited, not passed through
     assert any(e.type == "clear_thinking" for e in direct.applied_edits) == (len(edits) == 2)
+
+
+def _retry(tool_name: str, content: str, tool_call_id: str) -> Any:
+    """A tool call's retry: a ToolReturnPart whose outcome says so (pydantic-ai 2), else the
+    RetryPromptPart pydantic-ai 1 has (deprecated in 2)."""
+    if "outcome" in {f.name for f in dataclasses.fields(ToolReturnPart)}:
+        return ToolReturnPart(tool_name, content, tool_call_id=tool_call_id, outcome="retried")
+    from pydantic_ai.messages import RetryPromptPart
+
+    return RetryPromptPart(content, tool_name=tool_name, tool_call_id=tool_call_id)
 
 
 def test_each_pack_is_reported(caplog: pytest.LogCaptureFixture) -> None:

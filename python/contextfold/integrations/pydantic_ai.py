@@ -27,7 +27,8 @@ The processor returns the caller's own ``ModelMessage`` objects, plus the note a
 ``ModelRequest`` (a ``UserPromptPart``) or a ``ModelResponse`` (a ``TextPart``), whichever
 keeps requests and responses alternating. A message a context edit changed (``edits=``)
 comes back as a copy with the edit applied: a ``ThinkingPart`` left out, a tool return's
-content or a call's ``args`` replaced.
+content or a call's ``args`` replaced (a cleared retry prompt, or a return whose outcome
+is an error, comes back as a plain ``ToolReturnPart`` of the text it was sized as).
 """
 
 from __future__ import annotations
@@ -150,12 +151,21 @@ def _edited_message(original: Any, converted: dict[str, Any], edited: dict[str, 
             parts.append(part)
         elif new is not None:
             parts.append(
-                replace(part, args=new["input"])
-                if block["type"] == "tool_use"
-                else replace(part, content=new["content"])
+                replace(part, args=new["input"]) if block["type"] == "tool_use" else _cleared(part, new["content"])
             )
     copy: ModelMessage = replace(original, parts=parts)
     return copy
+
+
+def _cleared(part: Any, content: Any) -> Any:
+    """A tool result an edit cleared, sent as the text it was sized as: a retry prompt (sent
+    with an instruction to fix the call) or a return whose outcome frames its content as
+    an error becomes a plain return of that text."""
+    if isinstance(part, ToolReturnPart):
+        if getattr(part, "outcome", "success") == "success":  # no outcome before pydantic-ai 2
+            return replace(part, content=content)
+        return replace(part, content=content, outcome="success")
+    return ToolReturnPart(part.tool_name, content, tool_call_id=part.tool_call_id, timestamp=part.timestamp)
 
 
 def _note_message(note: dict[str, Any]) -> ModelMessage:
