@@ -479,17 +479,22 @@ def test_redis_a_transaction_that_keeps_failing_gives_up() -> None:
         def pipeline(self, *args: Any, **kwargs: Any) -> Any:
             pipe = super().pipeline(*args, **kwargs)
 
+            real = pipe.execute
+
             def execute(*args: Any, **kwargs: Any) -> Any:
                 tries.append(1)
-                raise redis.WatchError("A ConnectionError occurred while watching one or more keys")
+                if len(tries) <= 100:  # then it would go through: unbounded retries end too
+                    raise redis.WatchError("A ConnectionError occurred while watching one or more keys")
+                return real(*args, **kwargs)
 
             pipe.execute = execute
             return pipe
 
     failing = cf.RedisCodeMapStore(Failing.from_url(REDIS_URL), prefix=store.prefix)
-    with pytest.raises(StoreError, match=r"gave up on '.*codemap:src' after 64 attempts"):
+    with pytest.raises(StoreError, match=r"gave up on '.*codemap:src' after 64 attempts") as raised:
         failing.write(mapped("src/a.ts"))
     assert len(tries) == cf.store.TRANSACTION_ATTEMPTS == 64
+    assert isinstance(raised.value.__cause__, redis.WatchError)
     assert store.live() == []
 
 
@@ -520,10 +525,25 @@ def test_redis_failures_are_store_errors() -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    store = cf.RedisCodeMapStore(redis.Redis(port=port, socket_connect_timeout=5), prefix="gone:")
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(port=port, socket_connect_timeout=5, retry=Retry(NoBackoff(), 0))  # fail at once
+    store = cf.RedisCodeMapStore(client, prefix="gone:")
     for call in (store.live, lambda: store.write(mapped("src/a.ts")), store.expire, lambda: store.recall("src")):
         with pytest.raises(StoreError, match=r"^code-map store gone:: ConnectionError: "):
             call()
+    # Lost between another type's WRONGTYPE reply and the look at which key holds it.
+    held = redis_store()
+    held.client.set(f"{held.prefix}codemap:src", "another program's")
+
+    class TypeFails(redis.Redis):  # type: ignore[misc]
+        def type(self, name: Any) -> Any:
+            raise redis.ConnectionError("lost")
+
+    lost = cf.RedisCodeMapStore(TypeFails.from_url(REDIS_URL), prefix=held.prefix)
+    with pytest.raises(StoreError, match=r"ConnectionError: lost"):
+        lost.write(mapped("src/a.ts"))
 
 
 @pytest.mark.parametrize("written", [b"nan", b"inf", b"-inf", b"1000"])

@@ -400,7 +400,7 @@ class RedisCodeMapStore(CodeMapStore):
         """``_update`` as an optimistic transaction, retried while another writer intervened."""
         import redis
 
-        for _ in self._attempts(name):
+        for _ in range(TRANSACTION_ATTEMPTS):
             with self.client.pipeline() as pipe:
                 try:
                     pipe.watch(name)
@@ -427,9 +427,9 @@ class RedisCodeMapStore(CodeMapStore):
                         pipe.zadd(self.index, {key: now})
                     pipe.execute()
                     return new  # type: ignore[no-any-return]
-                except redis.WatchError:
-                    continue  # another writer got there first: read again and merge again
-        raise AssertionError("unreachable: _attempts raises when they run out")
+                except redis.WatchError as e:
+                    last = e  # another writer got there first: read again and merge again
+        raise self._gave_up(name, last)
 
     def live(self) -> list[ConsolidatedMemory]:
         cutoff = self._cutoff(self._clock())
@@ -466,7 +466,7 @@ class RedisCodeMapStore(CodeMapStore):
         import redis
 
         name = self.prefix.encode("utf-8") + key
-        for _ in self._attempts(name.decode("utf-8", "backslashreplace")):
+        for _ in range(TRANSACTION_ATTEMPTS):
             with self.client.pipeline() as pipe:
                 try:
                     pipe.watch(name)  # a write changes the map with its index entry
@@ -478,19 +478,20 @@ class RedisCodeMapStore(CodeMapStore):
                     pipe.zrem(self.index, key)
                     pipe.execute()
                     return True
-                except redis.WatchError:
-                    continue  # written or expired meanwhile: look again
-        raise AssertionError("unreachable: _attempts raises when they run out")
+                except redis.WatchError as e:
+                    last = e  # written or expired meanwhile: look again
+        raise self._gave_up(name.decode("utf-8", "backslashreplace"), last)
 
-    def _attempts(self, name: str) -> Iterator[int]:
-        """The tries of one optimistic transaction on ``name``: redis-py reports a
+    def _gave_up(self, name: str, last: Exception) -> StoreError:
+        """What a transaction on ``name`` that kept failing raises: redis-py reports a
         connection lost while watching as another writer's change, so without a bound a
-        lasting failure was retried forever."""
-        yield from range(TRANSACTION_ATTEMPTS)
-        raise StoreError(
+        lasting failure was retried forever. The last failure is its cause."""
+        error = StoreError(
             f"code-map store {self.prefix}: gave up on {name!r} after {TRANSACTION_ATTEMPTS} attempts: "
-            "other writers kept changing it, or the connection kept failing"
+            f"other writers kept changing it, or the connection kept failing (last: {last})"
         )
+        error.__cause__ = last
+        return error
 
     @contextmanager
     def _types_checked(self, name: bytes | None = None) -> Iterator[None]:
@@ -505,7 +506,10 @@ class RedisCodeMapStore(CodeMapStore):
                 raise StoreError(f"code-map store {self.prefix}: {e}") from e
             wanted = {self.index.encode("utf-8"): "zset", **({} if name is None else {name: "hash"})}
             for key, kind in wanted.items():
-                held = self.client.type(key)
+                try:
+                    held = self.client.type(key)
+                except redis.RedisError as lost:  # the connection, between the reply and this look
+                    raise StoreError(f"code-map store {self.prefix}: {type(lost).__name__}: {lost}") from lost
                 held = held.decode() if isinstance(held, bytes) else str(held)
                 if held not in (kind, "none"):
                     shown = key.decode("utf-8", "backslashreplace")

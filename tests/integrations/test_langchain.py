@@ -555,3 +555,25 @@ def test_langgraph_pre_model_hook_reads_a_pydantic_state() -> None:
     messages = max(langchain_corpus(), key=len)
     hook = pre_model_hook(max_tokens=2_000)
     assert hook(State(messages=messages))["llm_input_messages"] == hook({"messages": messages})["llm_input_messages"]  # type: ignore[arg-type]
+
+
+def test_an_edited_streamed_call_stays_emptied_when_rebuilt() -> None:
+    # A chunk's calls are made again from its tool_call_chunks (validating a dump, adding
+    # chunks): the copy emptied tool_calls and kept the chunks' arguments, which came back.
+    from langchain_core.messages import AIMessageChunk, ToolMessageChunk
+
+    messages: list[BaseMessage] = [HumanMessage("go")]
+    for i in range(3):
+        arguments = json.dumps({"path": f"a{i}.py" * 50})
+        chunk = {"name": "read", "args": arguments, "id": f"c{i}", "index": 0, "type": "tool_call_chunk"}
+        messages += [
+            AIMessageChunk(content="", tool_call_chunks=[chunk]),
+            ToolMessageChunk("x" * 500, tool_call_id=f"c{i}"),
+        ]
+    edits = [cf.ClearToolUses(trigger=1, keep=1, clear_tool_inputs=True)]
+    packed = lc.pack(messages, max_tokens=100_000, edits=edits, chunk_tokens=50)  # clears in steps of 50
+    emptied = [m for m in packed.messages if isinstance(m, AIMessageChunk) and m is not messages[5]]
+    assert len(emptied) == 2 and all(m.tool_calls[0]["args"] == {} for m in emptied)
+    for m in emptied:
+        assert type(m).model_validate(m.model_dump()).tool_calls[0]["args"] == {}
+        assert (m + AIMessageChunk(content="")).tool_calls[0]["args"] == {}

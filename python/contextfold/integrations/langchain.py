@@ -50,7 +50,7 @@ from .langchain_edits import ClearToolUsesEdit
 
 try:
     from langchain.agents.middleware import AgentMiddleware
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
     from langchain_core.prompt_values import PromptValue
     from langchain_core.runnables import RunnableLambda
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -162,6 +162,12 @@ def _edited_message(original: BaseMessage, converted: dict[str, Any], edited: di
         update["invalid_tool_calls"] = [
             {**c, "args": "{}"} if e else c for c, e in zip(original.invalid_tool_calls, emptied[valid:], strict=True)
         ]
+        if isinstance(original, AIMessageChunk):  # its calls are made again from these: emptied too
+            calls = original.tool_calls + original.invalid_tool_calls
+            gone = {c["id"] for c, e in zip(calls, emptied, strict=True) if e}
+            update["tool_call_chunks"] = [
+                {**c, "args": "{}"} if c.get("id") in gone else c for c in original.tool_call_chunks
+            ]
     return original.model_copy(update=update)
 
 
