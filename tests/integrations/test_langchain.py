@@ -577,3 +577,20 @@ def test_an_edited_streamed_call_stays_emptied_when_rebuilt() -> None:
     for m in emptied:
         assert type(m).model_validate(m.model_dump()).tool_calls[0]["args"] == {}
         assert (m + AIMessageChunk(content="")).tool_calls[0]["args"] == {}
+
+
+def test_what_is_no_list_of_messages_is_refused_by_name() -> None:
+    # A dict iterated as its keys ("message 0: ... got str"), one message as its fields
+    # ("got tuple"), and a state without messages raised a raw KeyError or AttributeError.
+    from contextfold.integrations.langgraph import pre_model_hook
+
+    for given, words in (
+        ({"role": "user", "content": "hi"}, "not a dict"),
+        (HumanMessage("hi"), "not one HumanMessage"),
+    ):
+        with pytest.raises(cf.ArgumentTypeError, match=f"^messages must be an iterable of messages, {words}$"):
+            lc.pack(given, max_tokens=100)  # type: ignore[arg-type]
+    hook = pre_model_hook(max_tokens=100)
+    for state in ({"other": []}, object()):
+        with pytest.raises(cf.ArgumentError, match=r"^pre_model_hook: the state \(\w+\) holds no messages$"):
+            hook(state)

@@ -241,6 +241,8 @@ def pack_converted(
     # Read once, then converted: an iterator is not read empty a second time, and an
     # estimator (or another thread) that changes the caller's list while packing runs
     # changes nothing mapped back.
+    if isinstance(originals, Mapping):  # one message as a dict, or a state: its keys are no messages
+        raise cf.ArgumentTypeError(f"messages must be an iterable of messages, not a {type(originals).__name__}")
     listed = read_items("messages", originals, "messages")
     converted = convert(listed)
     n = len(converted)

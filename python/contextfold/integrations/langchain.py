@@ -204,6 +204,8 @@ def pack_with(
     ``route``."""
     if isinstance(messages, PromptValue):
         messages = messages.to_messages()
+    if isinstance(messages, BaseMessage):  # iterates as its fields
+        raise cf.ArgumentTypeError(f"messages must be an iterable of messages, not one {type(messages).__name__}")
     return pack_converted(
         messages,
         to_dicts,

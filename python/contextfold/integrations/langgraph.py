@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import contextfold as cf
 from contextfold._contract import WindowKeywords
 
 if TYPE_CHECKING:
@@ -44,7 +45,9 @@ def pre_model_hook(
 
     def hook(state: Mapping[str, Any] | Any) -> dict[str, Any]:
         # A state is a dict, or an object (a pydantic state_schema), as LangGraph reads it.
-        messages = state["messages"] if isinstance(state, Mapping) else state.messages
+        messages = state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
+        if messages is None:
+            raise cf.ArgumentError(f"pre_model_hook: the state ({type(state).__name__}) holds no messages")
         packed = pack_with(messages, packing, adapter="langgraph", route="pre_model_hook")
         return {"llm_input_messages": packed.messages}
 
