@@ -94,16 +94,8 @@ def is_consolidation_marker(row: Any) -> bool:
 
 def last_consolidation_index(rows: Sequence[Any]) -> int:
     """Index of the newest marker, or -1."""
-    return _newest_marker(read_items("rows", rows, "rows"))[0]
-
-
-def _newest_marker(rows: list[Any]) -> tuple[int, dict[str, Any]]:
-    """The newest marker's index (-1: none) and metadata (empty for none)."""
-    for i in range(len(rows) - 1, -1, -1):
-        meta = consolidation_marker_of(rows[i])
-        if meta is not None:
-            return i, meta
-    return -1, {}
+    rows = read_items("rows", rows, "rows")
+    return next((i for i in range(len(rows) - 1, -1, -1) if is_consolidation_marker(rows[i])), -1)
 
 
 def scope_to_consolidation(rows: Sequence[Row]) -> list[Row]:

@@ -136,9 +136,10 @@ class SQLiteCodeMapStore(CodeMapStore):
 
     Opening never writes to an existing database, so a read-only file serves recall
     (writes to it raise :class:`StoreError`), its unsaved writes included: when they wait
-    in a write-ahead log SQLite cannot read there (no ``-shm`` file beside it, and none can
-    be made), opening is a :class:`StoreError`, never a stale read. A row that is not a map (content that is
-    not UTF-8 text, a write time that is not a number) is skipped with a
+    in a write-ahead log SQLite cannot read there (no ``-shm`` file beside it, and none
+    can be made), opening is a :class:`StoreError`, never a stale read. A row that is not
+    a map (content that is not UTF-8 text, a write time that is not a finite number) is
+    skipped with a
     :class:`StoreWarning`, and replaced by the next write to its key. Any other SQLite
     failure, such as a file that is not a database, is a :class:`StoreError`.
     """

@@ -31,10 +31,10 @@ from contextfold._contract import (  # add_note: exc.add_note, also on Python 3.
     as_bytes,
     bytes_options,
     pack_options,
-    read_items,
     thread_count,
     whole,
 )
+from contextfold._edits import iterable_of
 from contextfold._js import quoted
 
 from ._common import error_record, missing_extra, row_refusal
@@ -89,7 +89,7 @@ def pack_lines(
     count = thread_count(threads)
     bodies: list[bytes] = []
     refused: dict[int, Exception] = {}
-    for index, line in enumerate(read_items("lines", lines, "JSONL lines")):  # one str is no batch
+    for index, line in enumerate(iterable_of("lines", lines, "JSONL lines")):  # one str is no batch
         try:
             body = as_bytes(line)
             body = body[:-1] if body.endswith(b"\n") else body

@@ -38,6 +38,12 @@ pub fn marks_responses<N: JsonNode>(fields: &MessageFields<N>) -> bool {
     }
 }
 
+/// Whether an entry is an object that marks its transcript as Responses items
+/// ([`marks_responses`]).
+pub fn entry_marks_responses<N: JsonNode>(entry: &N) -> bool {
+    entry.json_type() == JsonType::Object && marks_responses(&entry.message_fields())
+}
+
 fn item_of(kind: &Text<'_>) -> Item {
     if kind.eq_ascii("message") {
         Item::Message
@@ -58,7 +64,7 @@ fn item_of(kind: &Text<'_>) -> Item {
 /// # Errors
 /// When the entry is malformed, naming the field.
 pub fn check_entry<N: JsonNode>(entry: &N) -> Result<Checked<N>, CoreError> {
-    if entry.json_type() == JsonType::Object && marks_responses(&entry.message_fields()) {
+    if entry_marks_responses(entry) {
         check_item(entry)
     } else {
         crate::message::check_message(entry)

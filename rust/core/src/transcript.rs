@@ -9,7 +9,7 @@
 //! keeps (SPEC §5, last paragraph).
 
 use crate::error::CoreError;
-use crate::items::{check_item, marks_responses, peek_item, peek_kind, Format};
+use crate::items::{check_item, entry_marks_responses, marks_responses, peek_item, peek_kind, Format};
 use crate::json::{JsonNode, JsonType, Key};
 use crate::message::Item;
 use crate::message::{check_fields, check_message, role_or_other, Checked, Role};
@@ -242,7 +242,6 @@ impl Sizes {
 /// Checks chat messages; with `detect`, `None` when any entry marks the transcript as
 /// Responses items (seen before any error is raised, as if detected first).
 fn check_chat<N: JsonNode>(messages: &[N], detect: bool) -> Result<Option<Vec<Checked<N>>>, CoreError> {
-    let marks = |m: &N| m.json_type() == JsonType::Object && marks_responses(&m.message_fields());
     let mut checked = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
         let fields = (m.json_type() == JsonType::Object).then(|| m.message_fields());
@@ -255,7 +254,7 @@ fn check_chat<N: JsonNode>(messages: &[N], detect: bool) -> Result<Option<Vec<Ch
         };
         match result {
             Ok(c) => checked.push(c),
-            Err(_) if detect && messages.iter().skip(i + 1).any(marks) => return Ok(None),
+            Err(_) if detect && messages.iter().skip(i + 1).any(entry_marks_responses) => return Ok(None),
             Err(e) => return Err(e.at(i)),
         }
     }

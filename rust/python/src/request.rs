@@ -159,10 +159,9 @@ pub fn pack_requests<'py>(
 /// Packs the non-blank lines of a JSONL block followed by `rest` (the end of its last
 /// line; each line a request body or a bare list of messages) on up to `threads` threads:
 /// `(output, newlines, packed, tokens_before, tokens_after, dropped, unfit, uncounted,
-/// errors)` (`uncounted`: packed lines whose tokens before are unknown, left out of
-/// `tokens_before`),
-/// where `output` holds the packed lines in order, each ended by a newline, and `errors`
-/// each bad line's index in the block and its message.
+/// errors)`, where `output` holds the packed lines in order, each ended by a newline,
+/// `uncounted` the packed lines whose tokens before are unknown (left out of
+/// `tokens_before`), and `errors` each bad line's index in the block and its message.
 #[pyfunction]
 #[pyo3(signature = (block, rest, options, threads=1))]
 pub fn pack_lines<'py>(
@@ -193,9 +192,9 @@ pub fn pack_lines<'py>(
 /// Packs rows `start..start + count` of an Arrow binary or string column, read from its
 /// `data` and `offsets` buffers (64-bit offsets when `wide`), on up to `threads` threads:
 /// `(data, offsets, packed, tokens_before, tokens_after, dropped, unfit, uncounted,
-/// errors)`, the
-/// packed column's buffers (offsets as wide as the input's, from 0; a bad row empty) and
-/// each bad row's index among the rows and its message.
+/// errors)`: the packed column's buffers (offsets as wide as the input's, from 0; a bad
+/// row empty), the totals as `pack_lines` has them, and each bad row's index among the
+/// rows and its message.
 #[pyfunction]
 #[pyo3(signature = (data, offsets, wide, start, count, options, threads=1))]
 #[allow(clippy::needless_pass_by_value)] // pyo3 hands over the buffers; dropping them releases them

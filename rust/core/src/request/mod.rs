@@ -27,7 +27,7 @@ pub use scan::{Root, ScanError};
 use crate::edits::Edited;
 use crate::encoding::ExactTokens;
 use crate::error::CoreError;
-use crate::items::{marks_responses, Format};
+use crate::items::{entry_marks_responses, Format};
 use crate::json::{JsonNode, JsonType};
 use crate::pack::{self, Counting, Dialect, Note, PackOptions, Packed};
 use crate::provider::Sizing;
@@ -200,7 +200,7 @@ fn input_tokens<'m, N: JsonNode, S: MessageSizer<N>>(
     let responses = match format {
         Format::Responses => true,
         Format::Chat => false,
-        Format::Auto => nodes.iter().any(|m| m.json_type() == JsonType::Object && marks_responses(&m.message_fields())),
+        Format::Auto => nodes.iter().any(entry_marks_responses),
     };
     if let Some(read) = packing.filter(|t| !t.is_undecided() && t.is_responses() == responses) {
         return read.sum(0..nodes.len()).ok();
