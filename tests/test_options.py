@@ -130,8 +130,8 @@ def test_the_extension_refuses_anything_but_a_value() -> None:
     # reads its fields in place, refuses anything else rather than misread it.
     native = native_required()
     for call in (
-        lambda: native.pack_handoff([], {"target_context_tokens": 10}, None, None),
-        lambda: native.pack_request(BODY, object()),
+        lambda: native.pack_handoff([], {"target_context_tokens": 10}, {}, None, None),
+        lambda: native.pack_request(BODY, object(), {}),
     ):
         with pytest.raises(cf.ArgumentTypeError, match="options must be a PackOptions, got"):
             call()
@@ -154,6 +154,41 @@ def test_keyword_values_are_reused_only_when_they_cannot_lie() -> None:
         pack_options(None, {"target_context_tokens": True})
     lying = pack_options(None, {"target_context_tokens": _LyingInt(5)})
     assert lying is not cached and lying.budget == 5
+
+
+def test_a_call_reuses_options_only_for_the_same_plain_keywords(backend: str) -> None:
+    # The native backend remembers the options made for the last few sets of plain
+    # keywords a thread passed, and finds them by comparing the keywords: a value that
+    # equals a remembered one without being of its type is made into options again, and
+    # so is every set once more sets came than are remembered.
+    messages = [{"role": "user", "content": "x" * 396}] * 3  # 104 tokens each
+
+    def packed(**keywords: Any) -> tuple[int, bool, str | None]:
+        pack = cf.pack_handoff(messages, **keywords)
+        return pack.budget, pack.fits, pack.note
+
+    for _ in range(2):
+        for budget in range(300, 320):
+            assert packed(target_context_tokens=budget)[0] == budget
+    assert packed(target_context_tokens=400) == (400, True, None)
+    assert packed(target_context_tokens=_LyingInt(150))[:2] == (150, True)
+    assert packed(target_context_tokens=1)[:2] == (1, False)
+    with pytest.raises(cf.ArgumentError, match="got bool"):
+        packed(target_context_tokens=True)
+    # The same keywords in another order, and beside a value: each what it says.
+    assert packed(target_context_tokens=500, reserve_output_tokens=300)[0] == 200
+    assert packed(reserve_output_tokens=300, target_context_tokens=500)[0] == 200
+    assert packed(options=cf.PackOptions(target_context_tokens=900), reserve_output_tokens=300)[0] == 600
+    # A str that equals every str is read as the text it holds.
+    assert str(packed(target_context_tokens=150, summary="first")[2]).endswith("\nfirst")
+    assert str(packed(target_context_tokens=150, summary=LyingStr("second"))[2]).endswith("\nsecond")
+    # The bytes path refuses a custom estimator however the options come.
+    for call in (
+        lambda: cf.pack_request(BODY, target_context_tokens=100, estimate_tokens=len),
+        lambda: cf.pack_request(BODY, options=cf.PackOptions(target_context_tokens=100, estimate_tokens=len)),
+    ):
+        with pytest.raises(cf.ArgumentError, match="not builtin_function_or_method: a custom estimator"):
+            call()
 
 
 class _ComparingMeta(type):

@@ -559,7 +559,7 @@ def test_bad_bodies_are_worded_alike_by_both_backends(name: str) -> None:
     said = {}
     for impl in (reference, native_required()):
         with pytest.raises(cf.RequestError) as caught:
-            impl.pack_request(BAD[name], cf.PackOptions(target_context_tokens=100))
+            impl.pack_request(BAD[name], cf.PackOptions(target_context_tokens=100), {})
         said[impl] = (str(caught.value), caught.value.offset)
     assert len(set(said.values())) == 1, said
 

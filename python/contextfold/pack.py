@@ -164,7 +164,7 @@ def pack_handoff(
     ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another
     thread) changes the list during the call.
     """
-    return _backend.impl.pack_handoff(messages, pack_options(options, keywords), system, tools)
+    return _backend.impl.pack_handoff(messages, options, keywords, system, tools)
 
 
 def pack_many(

@@ -78,9 +78,7 @@ def pack_request(body: Body, *, options: PackOptions | None = None, **keywords: 
     ``note`` and ``kept`` equal that pack's. The native backend works with the GIL
     released.
     """
-    options = pack_options(options, keywords)
-    bytes_options(options)
-    return _backend.impl.pack_request(body, options)
+    return _backend.impl.pack_request(body, options, keywords)
 
 
 def pack_requests(

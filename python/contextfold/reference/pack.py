@@ -9,6 +9,7 @@ entry only when it sizes it or lists it in the note (docs/packing.md).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -26,6 +27,7 @@ from .._contract import (
     elision_marker,
     is_volatile_content,
     named_prompt,
+    pack_options,
     prompt_message,
 )
 from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
@@ -519,8 +521,19 @@ class _Packer:
 
 
 def pack_handoff(
+    messages: Any,
+    options: PackOptions | None,
+    keywords: Mapping[str, Any],
+    system: str | list[Any] | None = None,
+    tools: list[Any] | None = None,
+) -> HandoffPack:
+    return handoff(messages, pack_options(options, keywords), system, tools)
+
+
+def handoff(
     messages: Any, options: PackOptions, system: str | list[Any] | None = None, tools: list[Any] | None = None
 ) -> HandoffPack:
+    """:func:`pack_handoff` with its options made."""
     check_system(system)
     check_tools(tools)
     system_tokens = _prompt_tokens(system, tools, options.sizers, options.images)

@@ -15,7 +15,7 @@ import json
 import re
 import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +29,12 @@ from .._contract import (
     check_pinned,
     check_tools,
     loaded_head,
+    pack_options,
 )
 from .._edits import AppliedEdit
 from .._js import entry
 from ..errors import ArgumentError, ContextfoldError, MessageError, MessageTypeError, RequestError
-from .pack import _prompt_tokens, pack_handoff
+from .pack import _prompt_tokens, handoff
 from .tokens import message_tokens, tokens_in
 
 if TYPE_CHECKING:
@@ -362,8 +363,10 @@ def _skip(text: str, i: int) -> int:
     return i if match is None else match.end()
 
 
-def pack_request(body: Any, options: PackOptions) -> PackedRequest:
-    """One body packed into a :class:`PackedRequest`."""
+def pack_request(body: Any, options: PackOptions | None, keywords: Mapping[str, Any]) -> PackedRequest:
+    """One body packed into a :class:`PackedRequest`, under ``options`` with ``keywords``
+    over it."""
+    options = pack_options(options, keywords)
     estimate = bytes_options(options)
     data, dropped, fits, tokens, note, kept, _, applied = _pack(as_bytes(body), options, estimate, transcripts=False)
     return PackedRequest(data, fits, tokens, options.budget, dropped, note, kept, applied)
@@ -501,7 +504,7 @@ def _pack(body: bytes, options: PackOptions, estimate: EncodingName | None, tran
         raise MessageTypeError(f"{key}: expected {wanted}, got {type(items).__name__}", None, "")
     if shape != options.shape:
         options = replace(options, shape=shape)
-    pack = pack_handoff(items, options, system, tools)
+    pack = handoff(items, options, system, tools)
     n = len(items)
     input_tokens = _tokens_in(items, estimate, options.images, shape) if transcripts else None
     if pack.note is None and not pack.applied_edits and pack.kept == list(range(n)):

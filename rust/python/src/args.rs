@@ -11,7 +11,7 @@ use contextfold_core::provider::Sizing;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyInt, PyString, PyTuple, PyType};
 
 /// A `contextfold.PackOptions`, converted.
 pub struct Options<'py> {
@@ -24,6 +24,8 @@ pub struct Options<'py> {
     pub sizing: Sizing,
     /// The budget as the result reports it (the value's own int).
     pub budget: Bound<'py, PyAny>,
+    /// The `PackOptions` these were read from.
+    pub value: Bound<'py, PyAny>,
 }
 
 impl<'py> Options<'py> {
@@ -57,43 +59,141 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
         }
         // The value's `native` tuple: (budget, sizers, images, summary, shape, chunk, pinned,
         // edits, step).
-        let native = value.getattr(intern!(py, "native"))?;
-        let native = native.cast::<PyTuple>()?;
+        let native = value.getattr(intern!(py, "native"))?.cast_into::<PyTuple>()?;
         if native.len() != 9 {
             return Err(crate::errors::internal("PackOptions.native holds nine fields"));
         }
-        let field = |i| native.get_item(i);
-        let (budget, sizers, images, summary) = (field(0)?, field(1)?, field(2)?, field(3)?);
-        let (shape, chunk, pinned, edits, step) = (field(4)?, field(5)?, field(6)?, field(7)?, field(8)?);
-        let sizers = Some(sizers).filter(|s| !s.is_none());
-        let images: Option<u64> = images.extract()?;
-        let sizing = images.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens });
-        let counting = match sizers.as_ref().map(|s| s.cast::<PyString>()) {
-            Some(Ok(name)) => Counting::Exact(crate::sizer::encoding(&name.to_cow()?)?, sizing),
-            // A custom estimator is the binding's sizer to run: the core counts nothing.
-            Some(Err(_)) => Counting::Chars(Sizing::Seed),
-            None => Counting::Chars(sizing),
-        };
-        let summary = match summary.cast::<PyString>() {
-            Ok(text) => Some(lossy(text).unwrap_or_default()),
-            Err(_) => None,
-        };
-        let dialect = dialect(&shape.cast::<PyString>()?.to_cow()?);
-        let chunk: Option<u64> = chunk.extract()?;
-        let edits = edits.cast::<PyTuple>()?;
-        let pack = PackOptions {
-            budget: budget.extract()?,
-            system_tokens: 0,
-            pinned: if pinned.is_empty()? { Vec::new() } else { pinned.extract()? },
-            summary,
-            dialect,
-            cut: chunk.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk) }),
-            counting,
-            edits: edits.iter().map(|edit| edit_of(&edit)).collect::<PyResult<_>>()?,
-            edit_step: Some(step.extract()?),
-        };
-        Ok(Options { pack, sizers, sizing, budget })
+        let (budget, sizers) = (native.get_item(0)?, Some(native.get_item(1)?).filter(|s| !s.is_none()));
+        let (pack, sizing) = LAST_CONVERTED
+            .with_borrow(|last| match last {
+                Some((tuple, pack, sizing)) if tuple.is(&native) => Some((pack.clone(), *sizing)),
+                _ => None,
+            })
+            .map_or_else(
+                || {
+                    let converted = converted(&native, sizers.as_ref())?;
+                    let (pack, sizing) = (converted.0.clone(), converted.1);
+                    LAST_CONVERTED.set(Some((native.clone().unbind(), converted.0, converted.1)));
+                    Ok::<_, PyErr>((pack, sizing))
+                },
+                Ok,
+            )?;
+        Ok(Options { pack, sizers, sizing, budget, value: value.to_owned() })
     }
+}
+
+thread_local! {
+    /// The options this thread converted last, by their `native` tuple, held so that its
+    /// address names no other tuple while kept: `pack_options` hands out one value per
+    /// set of plain keywords, and a call with the last one converts nothing again (the
+    /// conversion was a sixth of a short pack). The tuple and all it holds are immutable.
+    static LAST_CONVERTED: std::cell::RefCell<Option<(Py<PyTuple>, PackOptions, Sizing)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The core's options and the sizing a `native` tuple holds (`sizers` its second field).
+fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> PyResult<(PackOptions, Sizing)> {
+    let field = |i| native.get_item(i);
+    let (budget, images, summary) = (field(0)?, field(2)?, field(3)?);
+    let (shape, chunk, pinned, edits, step) = (field(4)?, field(5)?, field(6)?, field(7)?, field(8)?);
+    let images: Option<u64> = images.extract()?;
+    let sizing = images.map_or(Sizing::Seed, |image_tokens| Sizing::Provider { image_tokens });
+    let counting = match sizers.map(|s| s.cast::<PyString>()) {
+        Some(Ok(name)) => Counting::Exact(crate::sizer::encoding(&name.to_cow()?)?, sizing),
+        // A custom estimator is the binding's sizer to run: the core counts nothing.
+        Some(Err(_)) => Counting::Chars(Sizing::Seed),
+        None => Counting::Chars(sizing),
+    };
+    let summary = match summary.cast::<PyString>() {
+        Ok(text) => Some(lossy(text).unwrap_or_default()),
+        Err(_) => None,
+    };
+    let dialect = dialect(&shape.cast::<PyString>()?.to_cow()?);
+    let chunk: Option<u64> = chunk.extract()?;
+    let edits = edits.cast::<PyTuple>()?;
+    let pack = PackOptions {
+        budget: budget.extract()?,
+        system_tokens: 0,
+        pinned: if pinned.is_empty()? { Vec::new() } else { pinned.extract()? },
+        summary,
+        dialect,
+        cut: chunk.map_or(Cut::Greedy, |chunk| Cut::Chunked { chunk: Some(chunk) }),
+        counting,
+        edits: edits.iter().map(|edit| edit_of(&edit)).collect::<PyResult<_>>()?,
+        edit_step: Some(step.extract()?),
+    };
+    Ok((pack, sizing))
+}
+
+/// The options of a call to a packing function: `options` (a `PackOptions`, or None)
+/// with the call's `keywords` over it, as `contextfold._contract.pack_options` makes
+/// them (the one place their rules are written).
+///
+/// Performance: calling `pack_options` from Python was a third of a short pack. The
+/// value it made for plain keywords (exact ints, strs and Nones, which it reuses too) is
+/// remembered by this thread, for a few sets of keywords, and found again by comparing
+/// the keywords, which runs no Python code.
+pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDict>) -> PyResult<Options<'py>> {
+    static PACK_OPTIONS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if keywords.is_empty() && !options.is_none() {
+        return options.extract();
+    }
+    if options.is_none() {
+        if let Some(known) = REMEMBERED.with_borrow(|known| remembered(known, keywords)) {
+            return known.bind(options.py()).extract();
+        }
+    }
+    let made =
+        PACK_OPTIONS.import(options.py(), "contextfold._contract", "pack_options")?.call1((options, keywords))?;
+    if options.is_none()
+        && keywords.iter().all(|(name, value)| name.is_exact_instance_of::<PyString>() && is_plain(&value))
+    {
+        let keywords = keywords.iter().map(|(name, value)| (name.unbind(), value.unbind())).collect();
+        REMEMBERED.with_borrow_mut(|known| {
+            if known.len() == REMEMBERED_CALLS {
+                known.remove(0);
+            }
+            known.push(Remembered { keywords, options: made.clone().unbind() });
+        });
+    }
+    made.extract()
+}
+
+/// How many sets of keywords a thread remembers the options of (a route's, say).
+const REMEMBERED_CALLS: usize = 8;
+
+/// Plain keywords, in the order given, and the `PackOptions` `pack_options` made of them.
+struct Remembered {
+    keywords: Vec<(Py<PyAny>, Py<PyAny>)>,
+    options: Py<PyAny>,
+}
+
+thread_local! {
+    /// The options made for the last [`REMEMBERED_CALLS`] sets of plain keywords.
+    static REMEMBERED: std::cell::RefCell<Vec<Remembered>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The options remembered for exactly these keywords, in this order.
+fn remembered(known: &[Remembered], keywords: &Bound<'_, PyDict>) -> Option<Py<PyAny>> {
+    let py = keywords.py();
+    known.iter().find_map(|entry| {
+        let same = entry.keywords.len() == keywords.len()
+            && entry.keywords.iter().zip(keywords.iter()).all(|((name, value), (given, value_given))| {
+                same_plain(name.bind(py), &given) && same_plain(value.bind(py), &value_given)
+            });
+        same.then(|| entry.options.clone_ref(py))
+    })
+}
+
+/// An exact int, str or None: what `pack_options` reuses its value for.
+fn is_plain(value: &Bound<'_, PyAny>) -> bool {
+    value.is_none() || value.is_exact_instance_of::<PyInt>() || value.is_exact_instance_of::<PyString>()
+}
+
+/// Whether `given` is the plain value `known` (see [`is_plain`]): of its exact type and
+/// equal to it (int's and str's own comparisons, which run no Python code).
+fn same_plain(known: &Bound<'_, PyAny>, given: &Bound<'_, PyAny>) -> bool {
+    known.is(given) || (given.get_type().is(known.get_type()) && known.eq(given).unwrap_or(false))
 }
 
 /// A checked `ClearToolUses` or `ClearThinking` (contextfold._edits) as the core's edit.

@@ -1,7 +1,7 @@
 //! `pack_handoff` and `pack_many` over Python lists, the results built as
 //! `contextfold._contract.HandoffPack`.
 
-use crate::args::Options;
+use crate::args::{call_options, Options};
 use crate::borrow::before_python;
 use crate::node::PyNode;
 use crate::result::handoff_pack;
@@ -9,18 +9,21 @@ use crate::sizer::PySizer;
 use crate::snapshot::Snapshot;
 use contextfold_core::pack::{self, PackOptions, Packed};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyList};
+use pyo3::types::{PyDict, PyInt, PyList};
 
-/// Packs `messages` under `options`, with a separate system prompt and tool definitions
-/// counted and never dropped: a `HandoffPack`.
+/// Packs `messages` under `options` with the call's `keywords` over it
+/// ([`call_options`]), a separate system prompt and tool definitions counted and never
+/// dropped: a `HandoffPack`.
 #[pyfunction]
-#[pyo3(signature = (messages, options, system=None, tools=None))]
+#[pyo3(signature = (messages, options, keywords, system=None, tools=None))]
 pub fn pack_handoff<'py>(
     messages: &Bound<'py, PyAny>,
-    options: Options<'py>,
+    options: &Bound<'py, PyAny>,
+    keywords: &Bound<'py, PyDict>,
     system: Option<Bound<'py, PyAny>>,
     tools: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let options = call_options(options, keywords)?;
     crate::node::raising(|| {
         let mut sizer = options.sizer()?;
         let mut pack = options.pack;

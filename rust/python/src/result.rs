@@ -79,6 +79,15 @@ pub fn named_tuple<'py, const N: usize>(
     }
 }
 
+/// A count the core holds as a u128, as an int: through a u64 when it fits, which pyo3
+/// converts directly, not by the bytes of a u128 (a twelfth of a short pack).
+pub fn count(py: Python<'_>, n: u128) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match u64::try_from(n) {
+        Ok(small) => small.into_pyobject(py)?.into_any(),
+        Err(_) => n.into_pyobject(py)?.into_any(),
+    })
+}
+
 /// The edits that ran, as a tuple of `AppliedEdit` (the empty one when none did: no
 /// allocation on the common path).
 pub fn applied_edits<'py>(_: MayRunPython, py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
@@ -129,7 +138,7 @@ pub fn handoff_pack<'py>(
         PyList::new(py, out)?.into_any(),
         dropped.into_pyobject(py)?.into_any(),
         PyBool::new(py, packed.fits).to_owned().into_any(),
-        packed.tokens.into_pyobject(py)?.into_any(),
+        count(py, packed.tokens)?,
         budget.clone(),
         note,
         PyList::new(py, &packed.kept)?.into_any(),
