@@ -1,5 +1,6 @@
 """Leak check: the resident memory after 1,000,000 native ``pack_handoff`` calls (and
-100,000 that raise) stays within a few MB of what it was after the first 10,000.
+100,000 with keywords it remembers no options for, and 100,000 that raise) stays within
+a few MB of what it was after the first 10,000.
 
     python .ci/leak_check.py [--calls N] [--failing N] [--slack-mb MB]
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import os
 import sys
 import time
@@ -72,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     def packs() -> object:
         return cf.pack_handoff(messages, target_context_tokens=150)
 
+    budgets = itertools.cycle(range(150, 162))  # more sets of keywords than are remembered
+
+    def remembers() -> object:
+        return cf.pack_handoff(messages, target_context_tokens=next(budgets))
+
     def raises() -> object:
         try:
             cf.pack_handoff(bad, target_context_tokens=150)
@@ -80,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         raise AssertionError("a message with role 5 was packed")
 
     failed = 0
-    for name, call, calls in (("pack_handoff", packs, args.calls), ("pack_handoff raising", raises, args.failing)):
+    checks = (
+        ("pack_handoff", packs, args.calls),
+        ("pack_handoff with new keywords", remembers, args.failing),
+        ("pack_handoff raising", raises, args.failing),
+    )
+    for name, call, calls in checks:
         before, after, seconds = growth(call, calls)
         verdict = "ok" if after - before <= args.slack_mb else "LEAK"
         failed += verdict == "LEAK"

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import gc
 import pickle
+import subprocess
+import sys
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import contextfold as cf
@@ -189,6 +194,100 @@ def test_a_call_reuses_options_only_for_the_same_plain_keywords(backend: str) ->
     ):
         with pytest.raises(cf.ArgumentError, match="not builtin_function_or_method: a custom estimator"):
             call()
+
+
+def test_options_are_made_in_python_never_under_the_extension() -> None:
+    # Keywords the extension has not seen make it return None: the caller makes the
+    # options and calls again with them. Python code run under the extension (making
+    # them there) could end the thread as the interpreter shuts down, which aborted the
+    # process when the thread was packing with new keywords.
+    native = native_required()
+    messages = [{"role": "user", "content": "hi"}]
+    keywords = {"target_context_tokens": 987_651}
+    assert native.pack_handoff(messages, None, keywords) is None
+    made = pack_options(None, keywords)
+    assert native.pack_handoff(messages, made, keywords) == cf.pack_handoff(messages, options=made)
+    assert native.pack_handoff(messages, None, dict(keywords)) == cf.pack_handoff(messages, options=made)
+    assert native.pack_request(BODY, None, {"target_context_tokens": 987_652}) is None
+
+
+def test_daemon_threads_packing_with_new_keywords_let_the_process_exit() -> None:
+    # (Without the fix above, two to five runs in six aborted: "FATAL: exception not
+    # rethrown", exit status 134.)
+    script = """
+import sys, threading, time
+import contextfold as cf
+messages = [{"role": "user", "content": "hello " * 50}]
+def loop():
+    i = 0
+    while True:
+        cf.pack_handoff(messages, target_context_tokens=300 + i % 13)
+        i += 1
+for _ in range(4):
+    threading.Thread(target=loop, daemon=True).start()
+time.sleep(0.3)
+"""
+    for _ in range(4):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_kept_value_holds_no_estimator_and_reads_edits_as_they_are(backend: str) -> None:
+    # The extension keeps the last options it read, for the next call: never one with a
+    # custom estimator (it kept it alive, and a finaliser dropping it mid-call that packed
+    # again panicked), nor edits, which can be changed behind their frozen backs.
+    messages = [{"role": "user", "content": "hello " * 50}]
+    inner: list[Any] = []
+
+    class Estimator:
+        def __call__(self, text: str) -> int:
+            return len(text) // 4
+
+        def __del__(self) -> None:
+            inner.append(cf.pack_handoff(messages, target_context_tokens=77).budget)
+
+    estimator = Estimator()
+    alive = weakref.ref(estimator)
+    options = cf.PackOptions(target_context_tokens=1_000, estimate_tokens=estimator)
+    cf.pack_handoff(messages, options=options)
+    del options, estimator
+    gc.collect()
+    assert alive() is None and inner == [77]
+    results = [{"role": "assistant", "content": "", "tool_calls": [_call(k)]} for k in range(6)]
+    transcript = [m for k, call in enumerate(results) for m in (call, _result(k))]
+    edits = cf.PackOptions(target_context_tokens=10_000, chunk_tokens=1, edits=[cf.ClearToolUses(trigger=0, keep=6)])
+    assert cf.pack_handoff(transcript, options=edits).applied_edits == ()
+    object.__setattr__(edits.edits[0], "keep", 0)
+    assert cf.pack_handoff(transcript, options=edits).applied_edits[0].cleared_tool_uses == 6
+
+
+def _call(k: int) -> dict[str, Any]:
+    return {"id": f"c{k}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+
+
+def _result(k: int) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": f"c{k}", "content": "r" * 400}
+
+
+class _EmptiesTheCallsKeywords:
+    """Pins that, as they are read, take themselves out of the keywords of the call they
+    were passed to: every keyword left is then plain."""
+
+    def __iter__(self) -> Iterator[int]:
+        frame = sys._getframe(1)
+        while not isinstance(frame.f_locals.get("keywords"), dict):
+            frame = frame.f_back  # type: ignore[assignment]
+        del frame.f_locals["keywords"]["pinned"]
+        return iter([0])
+
+
+def test_options_are_remembered_by_the_keywords_they_were_made_of(backend: str) -> None:
+    # The native backend remembered the options made with the pins under the keywords
+    # as the pins left them (the budget alone), and packed later calls with the pins.
+    messages = [{"role": "user", "content": "x" * 396}] * 4  # 104 tokens each
+    first = cf.pack_handoff(messages, target_context_tokens=250, pinned=_EmptiesTheCallsKeywords())
+    assert first.kept == [0, 3]
+    assert cf.pack_handoff(messages, target_context_tokens=250).kept == [2, 3]
 
 
 class _ComparingMeta(type):

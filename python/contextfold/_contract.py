@@ -679,6 +679,10 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     every option, up to a bound. No other type is kept: a subclass or a bool could compare
     equal to a value it does not behave as. A keyword that names no option (a derived
     field such as ``budget`` included) is an :class:`ArgumentTypeError` naming it.
+
+    Both backends call this for ``pack_handoff`` and ``pack_request``; the native one
+    first looks among the values it made for the last few sets of exact int, str and None
+    keywords on this thread (``call_options`` in rust/python/src/args.rs).
     """
     if options is not None:
         if not isinstance(options, PackOptions):

@@ -24,7 +24,7 @@ that fits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _backend
 from ._contract import (
@@ -164,7 +164,13 @@ def pack_handoff(
     ``kept``, ``dropped``) comes from that reading, even if ``estimate_tokens`` (or another
     thread) changes the list during the call.
     """
-    return _backend.impl.pack_handoff(messages, options, keywords, system, tools)
+    impl = _backend.impl
+    # Natively, options made before for the same plain keywords are found; else (None)
+    # they are made here, and remembered by the keywords alone they were made of.
+    if options is None and (pack := impl.pack_handoff(messages, None, keywords, system, tools)) is not None:
+        return pack
+    made = pack_options(options, keywords)
+    return cast(HandoffPack, impl.pack_handoff(messages, made, keywords if options is None else {}, system, tools))
 
 
 def pack_many(

@@ -526,8 +526,12 @@ def pack_handoff(
     keywords: Mapping[str, Any],
     system: str | list[Any] | None = None,
     tools: list[Any] | None = None,
-) -> HandoffPack:
-    return handoff(messages, pack_options(options, keywords), system, tools)
+) -> HandoffPack | None:
+    """Packs ``messages`` under the call's ``options``, as ``pack_options`` made them, or
+    (None) as it makes them of ``keywords``. The native backend may return None in that
+    case instead, for the caller to make them and call again (``call_options`` in
+    rust/python/src/args.rs); this one never does."""
+    return handoff(messages, pack_options(None, keywords) if options is None else options, system, tools)
 
 
 def handoff(

@@ -363,10 +363,10 @@ def _skip(text: str, i: int) -> int:
     return i if match is None else match.end()
 
 
-def pack_request(body: Any, options: PackOptions | None, keywords: Mapping[str, Any]) -> PackedRequest:
-    """One body packed into a :class:`PackedRequest`, under ``options`` with ``keywords``
-    over it."""
-    options = pack_options(options, keywords)
+def pack_request(body: Any, options: PackOptions | None, keywords: Mapping[str, Any]) -> PackedRequest | None:
+    """One body packed into a :class:`PackedRequest`, under the call's options as
+    :func:`~contextfold.reference.pack.pack_handoff` takes them (never None here)."""
+    options = pack_options(None, keywords) if options is None else options
     estimate = bytes_options(options)
     data, dropped, fits, tokens, note, kept, _, applied = _pack(as_bytes(body), options, estimate, transcripts=False)
     return PackedRequest(data, fits, tokens, options.budget, dropped, note, kept, applied)

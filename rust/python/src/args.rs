@@ -64,20 +64,21 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             return Err(crate::errors::internal("PackOptions.native holds nine fields"));
         }
         let (budget, sizers) = (native.get_item(0)?, Some(native.get_item(1)?).filter(|s| !s.is_none()));
-        let (pack, sizing) = LAST_CONVERTED
-            .with_borrow(|last| match last {
-                Some((tuple, pack, sizing)) if tuple.is(&native) => Some((pack.clone(), *sizing)),
-                _ => None,
-            })
-            .map_or_else(
-                || {
-                    let converted = converted(&native, sizers.as_ref())?;
-                    let (pack, sizing) = (converted.0.clone(), converted.1);
-                    LAST_CONVERTED.set(Some((native.clone().unbind(), converted.0, converted.1)));
-                    Ok::<_, PyErr>((pack, sizing))
-                },
-                Ok,
-            )?;
+        let last = LAST_CONVERTED.with_borrow(|last| match last {
+            Some((tuple, pack, sizing)) if tuple.is(&native) => Some((pack.clone(), *sizing)),
+            _ => None,
+        });
+        let (pack, sizing) = match last {
+            Some(converted) => converted,
+            None => {
+                let (pack, sizing) = converted(&native, sizers.as_ref())?;
+                if pack.edits.is_empty() && sizers.as_ref().is_none_or(|s| s.is_instance_of::<PyString>()) {
+                    let replaced = LAST_CONVERTED.replace(Some((native.clone().unbind(), pack.clone(), sizing)));
+                    drop(replaced); // (after the cell's borrow: a finaliser may pack again)
+                }
+                (pack, sizing)
+            }
+        };
         Ok(Options { pack, sizers, sizing, budget, value: value.to_owned() })
     }
 }
@@ -86,7 +87,10 @@ thread_local! {
     /// The options this thread converted last, by their `native` tuple, held so that its
     /// address names no other tuple while kept: `pack_options` hands out one value per
     /// set of plain keywords, and a call with the last one converts nothing again (the
-    /// conversion was a sixth of a short pack). The tuple and all it holds are immutable.
+    /// conversion was a sixth of a short pack). Only options all of whose fields are
+    /// immutable are kept: none with a custom estimator (which this would keep alive) or
+    /// with edits (whose fields can be changed behind their frozen backs, and are read
+    /// again each call, as the reference reads them).
     static LAST_CONVERTED: std::cell::RefCell<Option<(Py<PyTuple>, PackOptions, Sizing)>> =
         const { std::cell::RefCell::new(None) };
 }
@@ -125,64 +129,88 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
     Ok((pack, sizing))
 }
 
-/// The options of a call to a packing function: `options` (a `PackOptions`, or None)
-/// with the call's `keywords` over it, as `contextfold._contract.pack_options` makes
-/// them (the one place their rules are written).
+/// What a packing call packs with, given the call's `options` and `keywords`.
 ///
-/// Performance: calling `pack_options` from Python was a third of a short pack. The
-/// value it made for plain keywords (exact ints, strs and Nones, which it reuses too) is
-/// remembered by this thread, for a few sets of keywords, and found again by comparing
-/// the keywords, which runs no Python code.
-pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDict>) -> PyResult<Options<'py>> {
-    static PACK_OPTIONS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    if keywords.is_empty() && !options.is_none() {
-        return options.extract();
-    }
+/// `options` is either what `contextfold._contract.pack_options` made for the call (the
+/// one place the options' rules are written), `keywords` then being those it was made
+/// of when it was made of keywords alone; or None, when the options are still to be
+/// made of `keywords`. Then the value made before for the same plain keywords (exact
+/// ints, strs and Nones, which `pack_options` reuses its values for too) on this thread
+/// is found by comparing them, which runs no Python code; `None` when there is none: the
+/// caller makes the options and calls again with them and the same keywords, and they
+/// are remembered for those keywords as they were at the first call.
+///
+/// Performance: calling `pack_options` from Python was a third of a short pack. It is
+/// never called from here: Python code run under this call could end the thread while
+/// the interpreter shuts down, which no Rust frame may be unwound by.
+pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDict>) -> PyResult<Option<Options<'py>>> {
     if options.is_none() {
-        if let Some(known) = REMEMBERED.with_borrow(|known| remembered(known, keywords)) {
-            return known.bind(options.py()).extract();
+        let found = REMEMBERED.with_borrow_mut(|known| {
+            let found = known.entries.iter().find(|entry| same_keywords(&entry.keywords, keywords));
+            let found = found.map(|entry| entry.options.clone_ref(keywords.py()));
+            // What to remember the options by once made: the keywords as they are now,
+            // before any Python code the making runs could change them.
+            let pending = found.is_none().then(|| plain_keywords(keywords)).flatten();
+            (found, std::mem::replace(&mut known.pending, pending))
+        });
+        drop(found.1);
+        return found.0.map(|known| known.bind(options.py()).extract()).transpose();
+    }
+    if !keywords.is_empty() {
+        let pending = REMEMBERED.with_borrow_mut(|known| known.pending.take());
+        if let Some(made_of) = pending.filter(|made_of| same_keywords(made_of, keywords)) {
+            let evicted = REMEMBERED.with_borrow_mut(|known| {
+                let evicted = (known.entries.len() == REMEMBERED_CALLS).then(|| known.entries.remove(0));
+                known.entries.push(Remembered { keywords: made_of, options: options.clone().unbind() });
+                evicted
+            });
+            drop(evicted); // (after the cell's borrow: a finaliser may pack again)
         }
     }
-    let made =
-        PACK_OPTIONS.import(options.py(), "contextfold._contract", "pack_options")?.call1((options, keywords))?;
-    if options.is_none()
-        && keywords.iter().all(|(name, value)| name.is_exact_instance_of::<PyString>() && is_plain(&value))
-    {
-        let keywords = keywords.iter().map(|(name, value)| (name.unbind(), value.unbind())).collect();
-        REMEMBERED.with_borrow_mut(|known| {
-            if known.len() == REMEMBERED_CALLS {
-                known.remove(0);
-            }
-            known.push(Remembered { keywords, options: made.clone().unbind() });
-        });
-    }
-    made.extract()
+    options.extract().map(Some)
 }
 
 /// How many sets of keywords a thread remembers the options of (a route's, say).
 const REMEMBERED_CALLS: usize = 8;
 
-/// Plain keywords, in the order given, and the `PackOptions` `pack_options` made of them.
+/// Plain keywords (names and values), in the order given.
+type Keywords = Vec<(Py<PyAny>, Py<PyAny>)>;
+
+/// A set of plain keywords and the `PackOptions` `pack_options` made of them.
 struct Remembered {
-    keywords: Vec<(Py<PyAny>, Py<PyAny>)>,
+    keywords: Keywords,
     options: Py<PyAny>,
 }
 
-thread_local! {
-    /// The options made for the last [`REMEMBERED_CALLS`] sets of plain keywords.
-    static REMEMBERED: std::cell::RefCell<Vec<Remembered>> = const { std::cell::RefCell::new(Vec::new()) };
+/// What a thread remembers: the options made for the last [`REMEMBERED_CALLS`] sets of
+/// plain keywords, and the keywords of the last call that found none.
+#[derive(Default)]
+struct Known {
+    entries: Vec<Remembered>,
+    pending: Option<Keywords>,
 }
 
-/// The options remembered for exactly these keywords, in this order.
-fn remembered(known: &[Remembered], keywords: &Bound<'_, PyDict>) -> Option<Py<PyAny>> {
+thread_local! {
+    static REMEMBERED: std::cell::RefCell<Known> = std::cell::RefCell::default();
+}
+
+/// Whether `keywords` are exactly `known`, in this order.
+fn same_keywords(known: &Keywords, keywords: &Bound<'_, PyDict>) -> bool {
     let py = keywords.py();
-    known.iter().find_map(|entry| {
-        let same = entry.keywords.len() == keywords.len()
-            && entry.keywords.iter().zip(keywords.iter()).all(|((name, value), (given, value_given))| {
-                same_plain(name.bind(py), &given) && same_plain(value.bind(py), &value_given)
-            });
-        same.then(|| entry.options.clone_ref(py))
-    })
+    known.len() == keywords.len()
+        && known.iter().zip(keywords.iter()).all(|((name, value), (given, value_given))| {
+            same_plain(name.bind(py), &given) && same_plain(value.bind(py), &value_given)
+        })
+}
+
+/// The keywords, when every name is an exact str and every value plain ([`is_plain`]).
+fn plain_keywords(keywords: &Bound<'_, PyDict>) -> Option<Keywords> {
+    keywords
+        .iter()
+        .map(|(name, value)| {
+            (name.is_exact_instance_of::<PyString>() && is_plain(&value)).then(|| (name.unbind(), value.unbind()))
+        })
+        .collect()
 }
 
 /// An exact int, str or None: what `pack_options` reuses its value for.

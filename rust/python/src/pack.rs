@@ -11,8 +11,8 @@ use contextfold_core::pack::{self, PackOptions, Packed};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList};
 
-/// Packs `messages` under `options` with the call's `keywords` over it
-/// ([`call_options`]), a separate system prompt and tool definitions counted and never
+/// Packs `messages` under the call's options ([`call_options`]: None when they are
+/// still to be made), a separate system prompt and tool definitions counted and never
 /// dropped: a `HandoffPack`.
 #[pyfunction]
 #[pyo3(signature = (messages, options, keywords, system=None, tools=None))]
@@ -22,14 +22,15 @@ pub fn pack_handoff<'py>(
     keywords: &Bound<'py, PyDict>,
     system: Option<Bound<'py, PyAny>>,
     tools: Option<Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let options = call_options(options, keywords)?;
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(options) = call_options(options, keywords)? else { return Ok(None) };
     crate::node::raising(|| {
         let mut sizer = options.sizer()?;
         let mut pack = options.pack;
         pack.system_tokens = prompt_tokens(&mut sizer, system, tools)?;
         in_place(messages, &pack, sizer, &options.budget)
     })
+    .map(Some)
 }
 
 /// Packs each transcript under `options` (a separate system prompt each when `systems`

@@ -12,7 +12,7 @@ use crate::args::{call_options, Options};
 use crate::borrow::{before_python, MayRunPython};
 use crate::errors;
 use crate::strings;
-use contextfold_core::pack::PackOptions;
+use contextfold_core::pack::{Counting, PackOptions};
 use contextfold_core::request::head::{self, Cap};
 use contextfold_core::request::{self, arrow, scan, PackedBody, RequestError, Root, ScanError};
 use contextfold_core::{JsonNode, Text};
@@ -22,8 +22,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 
-/// Bodies at least this long are packed with the GIL released (about 3 µs of work);
-/// shorter ones with it held: releasing it cost a twelfth of packing a 1 kB body.
+/// Bodies at least this long are packed with the GIL released (about 3 µs of work by
+/// chars/4); shorter ones counted by chars/4 with it held: releasing it cost a twelfth
+/// of packing a 1 kB body.
 const DETACH_BYTES: usize = 8 * 1024;
 
 /// The core's options for the bytes path: a custom estimator is refused (it would run
@@ -91,21 +92,24 @@ fn packed_request<'py>(
     crate::result::named_tuple(before_python(), py, crate::result::Class::PackedRequest.get(py)?, fields)
 }
 
-/// Packs one request body into a `PackedRequest`, under `options` with the call's
-/// `keywords` over it ([`call_options`]).
+/// Packs one request body into a `PackedRequest`, under the call's options
+/// ([`call_options`]: None when they are still to be made).
 #[pyfunction]
 pub fn pack_request<'py>(
     body: &Bound<'py, PyAny>,
     options: &Bound<'py, PyAny>,
     keywords: &Bound<'py, PyDict>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (options, budget) = bytes_options(call_options(options, keywords)?)?;
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(options) = call_options(options, keywords)? else { return Ok(None) };
+    let (options, budget) = bytes_options(options)?;
     let body = as_bytes(before_python(), body)?;
     let input = body.as_bytes();
     let pack = || request::pack_body(input, &options, Root::Request, false);
-    // A short body packs in little more than releasing and retaking the GIL takes.
-    let packed = if input.len() < DETACH_BYTES { pack() } else { body.py().detach(pack) }.map_err(to_py)?;
-    packed_request(before_python(), &body, packed, &budget)
+    // A short body counted by chars/4 packs in little more than releasing and retaking
+    // the GIL takes (an exact count of one takes milliseconds).
+    let short = input.len() < DETACH_BYTES && matches!(options.counting, Counting::Chars(_));
+    let packed = if short { pack() } else { body.py().detach(pack) }.map_err(to_py)?;
+    packed_request(before_python(), &body, packed, &budget).map(Some)
 }
 
 /// Packs each body on up to `threads` threads: a list holding, for each body in order,
