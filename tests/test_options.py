@@ -15,6 +15,7 @@ from typing import Any
 
 import contextfold as cf
 import pytest
+from contextfold import _contract as contract
 from contextfold._contract import pack_options
 
 from .conftest import native_required, openai_corpus
@@ -162,10 +163,10 @@ def test_keyword_values_are_reused_only_when_they_cannot_lie() -> None:
 
 
 def test_a_call_reuses_options_only_for_the_same_plain_keywords(backend: str) -> None:
-    # The native backend remembers the options made for the last few sets of plain
-    # keywords a thread passed, and finds them by comparing the keywords: a value that
-    # equals a remembered one without being of its type is made into options again, and
-    # so is every set once more sets came than are remembered.
+    # The native backend finds the options made before of the same plain keywords in
+    # pack_options' cache, by a lookup of the keywords: a value that equals a kept one
+    # without being of its type is made into options again. (The extension remembered
+    # the last 8 sets a thread passed, by comparing them, when this was written.)
     messages = [{"role": "user", "content": "x" * 396}] * 3  # 104 tokens each
 
     def packed(**keywords: Any) -> tuple[int, bool, str | None]:
@@ -206,7 +207,7 @@ def test_options_are_made_in_python_never_under_the_extension() -> None:
     keywords = {"target_context_tokens": 987_651}
     assert native.pack_handoff(messages, None, keywords) is None
     made = pack_options(None, keywords)
-    assert native.pack_handoff(messages, made, keywords) == cf.pack_handoff(messages, options=made)
+    assert native.pack_handoff(messages, made, {}) == cf.pack_handoff(messages, options=made)
     assert native.pack_handoff(messages, None, dict(keywords)) == cf.pack_handoff(messages, options=made)
     assert native.pack_request(BODY, None, {"target_context_tokens": 987_652}) is None
 
@@ -288,6 +289,30 @@ def test_options_are_remembered_by_the_keywords_they_were_made_of(backend: str) 
     first = cf.pack_handoff(messages, target_context_tokens=250, pinned=_EmptiesTheCallsKeywords())
     assert first.kept == [0, 3]
     assert cf.pack_handoff(messages, target_context_tokens=250).kept == [2, 3]
+
+
+class _ChangesTheKeywordsWhenLookedUp(dict[Any, Any]):
+    """A cache that, as it is looked up, changes the budget of the keywords being made:
+    what code run at that moment (a finaliser, a gc callback) could do."""
+
+    def __init__(self, keywords: dict[str, Any]) -> None:
+        super().__init__()
+        self.keywords = keywords
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.keywords["target_context_tokens"] = 1_000
+        return super().get(key, default)
+
+
+def test_options_are_kept_under_the_keywords_they_were_made_of(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The value was made of the keywords read a second time, after the key: a change in
+    # between was kept under the key, and later calls with a budget of 250 (on both
+    # backends: the native one finds values in this cache) packed to 1,000.
+    keywords = {"target_context_tokens": 250}
+    cache = _ChangesTheKeywordsWhenLookedUp(keywords)
+    monkeypatch.setattr(contract, "_BUILT", cache)
+    made = pack_options(None, keywords)
+    assert made.budget == 250 and cache[(("target_context_tokens", 250),)] is made
 
 
 class _ComparingMeta(type):

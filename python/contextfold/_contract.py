@@ -680,9 +680,9 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     equal to a value it does not behave as. A keyword that names no option (a derived
     field such as ``budget`` included) is an :class:`ArgumentTypeError` naming it.
 
-    Both backends call this for ``pack_handoff`` and ``pack_request``; the native one
-    first looks among the values it made for the last few sets of exact int, str and None
-    keywords on this thread (``call_options`` in rust/python/src/args.rs).
+    For ``pack_handoff`` and ``pack_request`` the native backend first looks up plain
+    keywords of exact ints, strs and Nones in this cache itself (``call_options`` in
+    rust/python/src/args.rs), and this runs only when they are not there.
     """
     if options is not None:
         if not isinstance(options, PackOptions):
@@ -711,7 +711,9 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     except TypeError:  # an edit whose field was made unhashable behind its frozen back
         return _build(keywords)
     if built is None:
-        built = _build(keywords)
+        # Built of the key, not of `keywords` read again: code run meanwhile (a finaliser)
+        # could change them, and the value would then be kept under the wrong key.
+        built = _build(dict(frozen))
         if len(_BUILT) >= _BUILT_MAX:
             _BUILT.clear()
         _BUILT[frozen] = built

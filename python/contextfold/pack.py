@@ -165,12 +165,11 @@ def pack_handoff(
     thread) changes the list during the call.
     """
     impl = _backend.impl
-    # Natively, options made before for the same plain keywords are found; else (None)
-    # they are made here, and remembered by the keywords alone they were made of.
+    # Natively, options made before of the same plain keywords are found; else (None)
+    # they are made here.
     if options is None and (pack := impl.pack_handoff(messages, None, keywords, system, tools)) is not None:
         return pack
-    made = pack_options(options, keywords)
-    return cast(HandoffPack, impl.pack_handoff(messages, made, keywords if options is None else {}, system, tools))
+    return cast(HandoffPack, impl.pack_handoff(messages, pack_options(options, keywords), {}, system, tools))
 
 
 def pack_many(

@@ -76,16 +76,16 @@ def pack_request(body: Body, *, options: PackOptions | None = None, **keywords: 
     ``json.loads(result.body)`` equals the loaded request with ``messages`` (``input``)
     replaced by ``pack_handoff(...).messages``; ``fits``, ``tokens``, ``dropped``,
     ``note`` and ``kept`` equal that pack's. The native backend works with the GIL
-    released (but on a body under 8 kB counted by chars/4: a few microseconds of work,
+    released (but on a body under 8 KiB counted by chars/4: a few microseconds of work,
     about what releasing it costs).
     """
     impl = _backend.impl
-    # As in pack_handoff: options made before for the same plain keywords, else made here.
+    # As in pack_handoff: options made before of the same plain keywords, else made here.
     if options is None and (packed := impl.pack_request(body, None, keywords)) is not None:
         return packed
     made = pack_options(options, keywords)
     bytes_options(made)
-    return cast(PackedRequest, impl.pack_request(body, made, keywords if options is None else {}))
+    return cast(PackedRequest, impl.pack_request(body, made, {}))
 
 
 def pack_requests(

@@ -528,9 +528,9 @@ def pack_handoff(
     tools: list[Any] | None = None,
 ) -> HandoffPack | None:
     """Packs ``messages`` under the call's ``options``, as ``pack_options`` made them, or
-    (None) as it makes them of ``keywords``. The native backend may return None in that
-    case instead, for the caller to make them and call again (``call_options`` in
-    rust/python/src/args.rs); this one never does."""
+    (None) as it makes them of ``keywords``. The native backend returns None in that case
+    when ``pack_options`` has made none of these keywords yet, for the caller to make them
+    and call again (``call_options`` in rust/python/src/args.rs); this one never does."""
     return handoff(messages, pack_options(None, keywords) if options is None else options, system, tools)
 
 

@@ -129,99 +129,38 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
     Ok((pack, sizing))
 }
 
-/// What a packing call packs with, given the call's `options` and `keywords`.
-///
-/// `options` is either what `contextfold._contract.pack_options` made for the call (the
-/// one place the options' rules are written), `keywords` then being those it was made
-/// of when it was made of keywords alone; or None, when the options are still to be
-/// made of `keywords`. Then the value made before for the same plain keywords (exact
-/// ints, strs and Nones, which `pack_options` reuses its values for too) on this thread
-/// is found by comparing them, which runs no Python code; `None` when there is none: the
-/// caller makes the options and calls again with them and the same keywords, and they
-/// are remembered for those keywords as they were at the first call.
+/// What a packing call packs with: `options`, the value
+/// `contextfold._contract.pack_options` made for the call (the one place the options'
+/// rules are written); or, when `options` is None, the value it made before of the same
+/// plain `keywords` (exact ints, strs and Nones), found in its own cache (`_BUILT`, keyed
+/// by the `(name, value)` pairs in the order given) by a lookup that runs no Python code.
+/// `None` when there is none: the caller makes the options and calls again with them.
 ///
 /// Performance: calling `pack_options` from Python was a third of a short pack. It is
 /// never called from here: Python code run under this call could end the thread while
 /// the interpreter shuts down, which no Rust frame may be unwound by.
 pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDict>) -> PyResult<Option<Options<'py>>> {
-    if options.is_none() {
-        let found = REMEMBERED.with_borrow_mut(|known| {
-            let found = known.entries.iter().find(|entry| same_keywords(&entry.keywords, keywords));
-            let found = found.map(|entry| entry.options.clone_ref(keywords.py()));
-            // What to remember the options by once made: the keywords as they are now,
-            // before any Python code the making runs could change them.
-            let pending = found.is_none().then(|| plain_keywords(keywords)).flatten();
-            (found, std::mem::replace(&mut known.pending, pending))
-        });
-        drop(found.1);
-        return found.0.map(|known| known.bind(options.py()).extract()).transpose();
+    static BUILT: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    if !options.is_none() {
+        return options.extract().map(Some);
     }
-    if !keywords.is_empty() {
-        let pending = REMEMBERED.with_borrow_mut(|known| known.pending.take());
-        if let Some(made_of) = pending.filter(|made_of| same_keywords(made_of, keywords)) {
-            let evicted = REMEMBERED.with_borrow_mut(|known| {
-                let evicted = (known.entries.len() == REMEMBERED_CALLS).then(|| known.entries.remove(0));
-                known.entries.push(Remembered { keywords: made_of, options: options.clone().unbind() });
-                evicted
-            });
-            drop(evicted); // (after the cell's borrow: a finaliser may pack again)
-        }
-    }
-    options.extract().map(Some)
-}
-
-/// How many sets of keywords a thread remembers the options of (a route's, say).
-const REMEMBERED_CALLS: usize = 8;
-
-/// Plain keywords (names and values), in the order given.
-type Keywords = Vec<(Py<PyAny>, Py<PyAny>)>;
-
-/// A set of plain keywords and the `PackOptions` `pack_options` made of them.
-struct Remembered {
-    keywords: Keywords,
-    options: Py<PyAny>,
-}
-
-/// What a thread remembers: the options made for the last [`REMEMBERED_CALLS`] sets of
-/// plain keywords, and the keywords of the last call that found none.
-#[derive(Default)]
-struct Known {
-    entries: Vec<Remembered>,
-    pending: Option<Keywords>,
-}
-
-thread_local! {
-    static REMEMBERED: std::cell::RefCell<Known> = std::cell::RefCell::default();
-}
-
-/// Whether `keywords` are exactly `known`, in this order.
-fn same_keywords(known: &Keywords, keywords: &Bound<'_, PyDict>) -> bool {
     let py = keywords.py();
-    known.len() == keywords.len()
-        && known.iter().zip(keywords.iter()).all(|((name, value), (given, value_given))| {
-            same_plain(name.bind(py), &given) && same_plain(value.bind(py), &value_given)
-        })
+    let mut pairs = Vec::with_capacity(keywords.len());
+    for (name, value) in keywords.iter() {
+        // Hashing and comparing exact strs, ints and None runs no Python code; any other
+        // value (pins, edits) is left to the caller.
+        if !(name.is_exact_instance_of::<PyString>() && is_plain(&value)) {
+            return Ok(None);
+        }
+        pairs.push(PyTuple::new(py, [name, value])?);
+    }
+    let built = BUILT.import(py, "contextfold._contract", "_BUILT")?;
+    built.get_item(PyTuple::new(py, pairs)?)?.map(|made| made.extract()).transpose()
 }
 
-/// The keywords, when every name is an exact str and every value plain ([`is_plain`]).
-fn plain_keywords(keywords: &Bound<'_, PyDict>) -> Option<Keywords> {
-    keywords
-        .iter()
-        .map(|(name, value)| {
-            (name.is_exact_instance_of::<PyString>() && is_plain(&value)).then(|| (name.unbind(), value.unbind()))
-        })
-        .collect()
-}
-
-/// An exact int, str or None: what `pack_options` reuses its value for.
+/// An exact int, str or None: a value whose hash and comparisons are the interpreter's own.
 fn is_plain(value: &Bound<'_, PyAny>) -> bool {
     value.is_none() || value.is_exact_instance_of::<PyInt>() || value.is_exact_instance_of::<PyString>()
-}
-
-/// Whether `given` is the plain value `known` (see [`is_plain`]): of its exact type and
-/// equal to it (int's and str's own comparisons, which run no Python code).
-fn same_plain(known: &Bound<'_, PyAny>, given: &Bound<'_, PyAny>) -> bool {
-    known.is(given) || (given.get_type().is(known.get_type()) && known.eq(given).unwrap_or(false))
 }
 
 /// A checked `ClearToolUses` or `ClearThinking` (contextfold._edits) as the core's edit.
