@@ -385,3 +385,28 @@ def test_an_edit_changed_behind_its_frozen_back_is_checked_again(
         cf.pack_handoff(messages, target_context_tokens=50, edits=[edit])
     with pytest.raises(error, match=words):
         cf.PackOptions(target_context_tokens=50, edits=[edit])
+
+
+class _NameThatCompares(str):
+    """A keyword name (``**{name: value}``) whose comparisons are noted."""
+
+    compared: list[str] = []  # noqa: RUF012 (shared on purpose)
+
+    def __eq__(self, other: object) -> bool:
+        self.compared.append(str(other))
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_keyword_name_of_a_str_subclass_is_never_kept_in_the_cache(backend: str) -> None:
+    # pack_options kept the subclass as the name in its cache key, and the extension's
+    # lookup of the same plain keywords then ran its __eq__ under Rust frames (what let
+    # daemon threads abort the process at exit).
+    messages = [{"role": "user", "content": "hi"}]
+    name = _NameThatCompares("target_context_tokens")
+    budget = 4_321 if backend == "native" else 4_322
+    assert cf.pack_handoff(messages, **{name: budget}).budget == budget
+    _NameThatCompares.compared.clear()
+    assert cf.pack_handoff(messages, target_context_tokens=budget).budget == budget
+    assert _NameThatCompares.compared == []

@@ -692,6 +692,8 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
     # which cost a third of a call with keywords (and runs a metaclass's `__eq__`).
     key = []
     for name, value in keywords.items():
+        if type(name) is not str:  # (`**{name: ...}` passes a str subclass's own __eq__ to the key)
+            return _build(keywords)
         kind = type(value)
         if kind is int or kind is str or value is None:
             key.append((name, value))

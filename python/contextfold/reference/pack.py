@@ -529,8 +529,9 @@ def pack_handoff(
 ) -> HandoffPack | None:
     """Packs ``messages`` under the call's ``options``, as ``pack_options`` made them, or
     (None) as it makes them of ``keywords``. The native backend returns None in that case
-    when ``pack_options`` has made none of these keywords yet, for the caller to make them
-    and call again (``call_options`` in rust/python/src/args.rs); this one never does."""
+    when it finds no options ``pack_options`` made before of these keywords (it looks up
+    keywords of exact ints, strs and Nones only), for the caller to make them and call
+    again (``call_options`` in rust/python/src/args.rs); this one never does."""
     return handoff(messages, pack_options(None, keywords) if options is None else options, system, tools)
 
 

@@ -133,8 +133,9 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
 /// `contextfold._contract.pack_options` made for the call (the one place the options'
 /// rules are written); or, when `options` is None, the value it made before of the same
 /// plain `keywords` (exact ints, strs and Nones), found in its own cache (`_BUILT`, keyed
-/// by the `(name, value)` pairs in the order given) by a lookup that runs no Python code.
-/// `None` when there is none: the caller makes the options and calls again with them.
+/// by the `(name, value)` pairs in the order given, every name an exact str) by a lookup
+/// that runs no Python code of its own. `None` when there is none: the caller makes the
+/// options and calls again with them.
 ///
 /// Performance: calling `pack_options` from Python was a third of a short pack. It is
 /// never called from here: Python code run under this call could end the thread while
@@ -147,8 +148,9 @@ pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDi
     let py = keywords.py();
     let mut pairs = Vec::with_capacity(keywords.len());
     for (name, value) in keywords.iter() {
-        // Hashing and comparing exact strs, ints and None runs no Python code; any other
-        // value (pins, edits) is left to the caller.
+        // Hashing and comparing exact strs, ints and None (with the keys `pack_options`
+        // keeps: their names exact strs too) runs no Python code; any other value (pins,
+        // edits) is left to the caller.
         if !(name.is_exact_instance_of::<PyString>() && is_plain(&value)) {
             return Ok(None);
         }
