@@ -165,8 +165,7 @@ def test_keyword_values_are_reused_only_when_they_cannot_lie() -> None:
 def test_a_call_reuses_options_only_for_the_same_plain_keywords(backend: str) -> None:
     # The native backend finds the options made before of the same plain keywords in
     # pack_options' cache, by a lookup of the keywords: a value that equals a kept one
-    # without being of its type is made into options again. (The extension remembered
-    # the last 8 sets a thread passed, by comparing them, when this was written.)
+    # without being of its type is made into options again, whatever came before.
     messages = [{"role": "user", "content": "x" * 396}] * 3  # 104 tokens each
 
     def packed(**keywords: Any) -> tuple[int, bool, str | None]:
@@ -282,9 +281,10 @@ class _EmptiesTheCallsKeywords:
         return iter([0])
 
 
-def test_options_are_remembered_by_the_keywords_they_were_made_of(backend: str) -> None:
-    # The native backend remembered the options made with the pins under the keywords
-    # as the pins left them (the budget alone), and packed later calls with the pins.
+def test_keywords_emptied_while_their_options_are_made_change_no_later_call(backend: str) -> None:
+    # A native memory of options by keywords (since replaced by pack_options' cache)
+    # kept those made with the pins under the keywords as the pins left them (the budget
+    # alone), and packed later calls with the pins.
     messages = [{"role": "user", "content": "x" * 396}] * 4  # 104 tokens each
     first = cf.pack_handoff(messages, target_context_tokens=250, pinned=_EmptiesTheCallsKeywords())
     assert first.kept == [0, 3]

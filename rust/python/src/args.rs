@@ -24,14 +24,12 @@ pub struct Options<'py> {
     pub sizing: Sizing,
     /// The budget as the result reports it (the value's own int).
     pub budget: Bound<'py, PyAny>,
-    /// The `PackOptions` these were read from.
-    pub value: Bound<'py, PyAny>,
 }
 
 impl<'py> Options<'py> {
     /// Whether counting runs Python code (a custom estimator).
     pub fn runs_python(&self) -> bool {
-        self.sizers.as_ref().is_some_and(|s| !s.is_instance_of::<PyString>())
+        is_custom(self.sizers.as_ref())
     }
 
     /// The sizer these options count with.
@@ -72,14 +70,14 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
             Some(converted) => converted,
             None => {
                 let (pack, sizing) = converted(&native, sizers.as_ref())?;
-                if pack.edits.is_empty() && sizers.as_ref().is_none_or(|s| s.is_instance_of::<PyString>()) {
+                if pack.edits.is_empty() && !is_custom(sizers.as_ref()) {
                     let replaced = LAST_CONVERTED.replace(Some((native.clone().unbind(), pack.clone(), sizing)));
                     drop(replaced); // (after the cell's borrow: a finaliser may pack again)
                 }
                 (pack, sizing)
             }
         };
-        Ok(Options { pack, sizers, sizing, budget, value: value.to_owned() })
+        Ok(Options { pack, sizers, sizing, budget })
     }
 }
 
@@ -93,6 +91,11 @@ thread_local! {
     /// again each call, as the reference reads them).
     static LAST_CONVERTED: std::cell::RefCell<Option<(Py<PyTuple>, PackOptions, Sizing)>> =
         const { std::cell::RefCell::new(None) };
+}
+
+/// Whether a `native` tuple's `sizers` are a custom estimator's (not an encoding's name).
+fn is_custom(sizers: Option<&Bound<'_, PyAny>>) -> bool {
+    sizers.is_some_and(|s| !s.is_instance_of::<PyString>())
 }
 
 /// The core's options and the sizing a `native` tuple holds (`sizers` its second field).

@@ -27,14 +27,12 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 /// of packing a 1 kB body.
 const DETACH_BYTES: usize = 8 * 1024;
 
-/// The core's options for the bytes path: a custom estimator is refused (it would run
-/// Python code in the middle of the work), by `contextfold._contract.bytes_options`.
+/// The core's options for the bytes path. A custom estimator would run Python code in
+/// the middle of the work: every public caller refuses one first
+/// (`contextfold._contract.bytes_options`, the one place its error is worded).
 fn bytes_options(options: Options<'_>) -> PyResult<(PackOptions, Bound<'_, PyAny>)> {
-    static REFUSE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     if options.runs_python() {
-        let py = options.budget.py();
-        REFUSE.import(py, "contextfold._contract", "bytes_options")?.call1((&options.value,))?;
-        return Err(errors::internal("bytes_options took a custom estimator"));
+        return Err(errors::internal("a custom estimator reached the bytes path: bytes_options refuses it first"));
     }
     Ok((options.pack, options.budget))
 }
