@@ -7,6 +7,7 @@ import copy
 import enum
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import contextfold as cf
@@ -631,6 +632,15 @@ def test_a_prompt_or_tools_value_with_no_json_form_is_named(backend: str, given:
     # Sized as a message's content, it was named "message, field 'content'": no message.
     text = text.format("None, bool, int, float, str, list or dict")
     field = next(iter(given))
+    for call in _prompt_calls(given):
+        with pytest.raises(cf.MessageTypeError) as raised:
+            call()
+        assert (str(raised.value), raised.value.index, raised.value.field) == (text, None, field)
+
+
+def _prompt_calls(given: dict[str, Any]) -> list[Callable[[], Any]]:
+    """Every call that sizes the one separate system prompt or tools ``given``."""
+    field = next(iter(given))
     messages = [msg("user", "a")]
     many = given if field == "tools" else {"systems": [given["system"]]}
     calls = [
@@ -639,9 +649,23 @@ def test_a_prompt_or_tools_value_with_no_json_form_is_named(backend: str, given:
     ]
     if field == "tools":
         calls.append(lambda: cf.tokens_of(messages, tools=given["tools"]))
-    for call in calls:
-        with pytest.raises(cf.MessageTypeError) as raised:
+    return calls
+
+
+@pytest.mark.parametrize("field", ["system", "tools"])
+@pytest.mark.parametrize("circular", [False, True])
+def test_a_prompt_or_tools_nested_too_deep_is_named(backend: str, field: str, circular: bool) -> None:
+    # Sized as a message's content, it was named "message, field 'content'": no message.
+    deep: Any = []
+    if circular:
+        deep.append(deep)
+    else:
+        for _ in range(100_001):
+            deep = [deep]
+    for call in _prompt_calls({field: [{"type": "text", "text": "a", "x": deep}]}):
+        with pytest.raises(cf.MessageValueError) as raised:
             call()
+        text = f"{field}: nested deeper than 100000 levels (or circular)"
         assert (str(raised.value), raised.value.index, raised.value.field) == (text, None, field)
 
 

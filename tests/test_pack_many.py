@@ -58,8 +58,15 @@ def test_systems_and_tools_are_sized_as_one_by_one(backend: str, threads: int, e
     many = cf.pack_many(batch, systems=systems, threads=threads, **options)
     assert many == one_by_one(batch, systems=systems, **options)
     bad = [*systems[:-1], 42]
-    with pytest.raises(cf.MessageTypeError, match=r"^system: expected str, list or None, got int$"):
+    with pytest.raises(cf.MessageTypeError) as raised:
         cf.pack_many(batch, systems=bad, threads=threads, **options)
+    # Which transcript's prompt it is, as an error in a transcript says which.
+    assert str(raised.value) == "system: expected str, list or None, got int"
+    assert raised.value.__notes__ == [f"in transcript {len(bad) - 1}"]
+    bad = [*systems[:1], [{"type": "text", "text": {1}}], *systems[2:]]
+    with pytest.raises(cf.MessageTypeError, match=r"^system: expected a JSON value") as raised:
+        cf.pack_many(batch, systems=bad, threads=threads, **options)
+    assert raised.value.__notes__ == ["in transcript 1"]
 
 
 @pytest.mark.long

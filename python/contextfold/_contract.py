@@ -214,17 +214,17 @@ def check_tools(tools: Any) -> None:
 @contextmanager
 def named_prompt(name: str, sizing: Counting) -> Iterator[None]:
     """Sizing a separate system prompt or the tools (``name``), as a system message's
-    content (:func:`prompt_message`): a value in it with no JSON form is named by that
-    argument, as the core names it, not as a message's content. With a custom estimator
-    (``sizing`` a pair) what its adapter raises passes through as raised, as what every
-    callback raises does natively."""
+    content (:func:`prompt_message`): a value in it with no JSON form, or nested too
+    deep, is named by that argument, as the core names it, not as a message's content.
+    With a custom estimator (``sizing`` a pair) what its adapter raises passes through as
+    raised, as what every callback raises does natively."""
     try:
         yield
-    except MessageTypeError as exc:
+    except MessageError as exc:
         if exc.index is not None or exc.field != "content" or isinstance(sizing, tuple):
             raise
         problem = str(exc).partition(": ")[2]  # what follows "message, field 'content'"
-        raise MessageTypeError(f"{name}: {problem}", None, name) from None
+        raise type(exc)(f"{name}: {problem}", None, name) from None
 
 
 def prompt_message(content: Any) -> dict[str, Any]:

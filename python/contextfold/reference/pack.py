@@ -770,9 +770,13 @@ def pack_many(
     check_tools(tools)
     tools_tokens = _prompt_tokens(None, tools, options.sizers, options.images)
     prompts = []
-    for system in systems or [None] * len(transcripts):
-        check_system(system)
-        prompts.append(min(U64_MAX, tools_tokens + _prompt_tokens(system, None, options.sizers, options.images)))
+    for i, system in enumerate(systems or [None] * len(transcripts)):
+        try:
+            check_system(system)
+            prompts.append(min(U64_MAX, tools_tokens + _prompt_tokens(system, None, options.sizers, options.images)))
+        except Exception as exc:
+            add_note(exc, f"in transcript {i}")
+            raise
     out = []
     for i, (messages, system_tokens) in enumerate(zip(transcripts, prompts, strict=True)):
         try:

@@ -27,10 +27,10 @@ pub enum CoreError {
     /// A message, or one of its fields, is malformed (a `TypeError` in Python, except
     /// [`Problem::TooDeep`], which is a `ValueError`).
     Message { index: Option<usize>, field: &'static str, problem: Problem },
-    /// A separate system prompt or the tool definitions have the wrong type (a
-    /// `TypeError` in Python): `field` names the argument (`system`, `instructions`,
-    /// `tools`), `index` the tool.
-    Prompt { field: &'static str, index: Option<usize>, expected: &'static str, got: String },
+    /// A separate system prompt or the tool definitions are malformed (raised as a
+    /// message error is): `field` names the argument (`system`, `instructions`, `tools`),
+    /// `index` the tool.
+    Prompt { field: &'static str, index: Option<usize>, problem: Problem },
     /// An argument other than a message is invalid (a `ValueError` in Python).
     Argument(String),
     /// A caller-supplied callback failed; the binding keeps the original exception.
@@ -78,8 +78,8 @@ impl CoreError {
     #[must_use]
     pub fn in_prompt(self, field: &'static str) -> Self {
         match self {
-            CoreError::Message { index: None, field: "content", problem: Problem::WrongType { expected, got } } => {
-                CoreError::Prompt { field, index: None, expected, got }
+            CoreError::Message { index: None, field: "content", problem } => {
+                CoreError::Prompt { field, index: None, problem }
             }
             other => other,
         }
@@ -108,23 +108,23 @@ impl fmt::Display for CoreError {
                 if !field.is_empty() {
                     write!(f, ", field '{field}'")?;
                 }
-                match problem {
-                    Problem::WrongType { expected, got } => write!(f, ": expected {expected}, got {got}"),
-                    Problem::Missing => write!(f, ": missing"),
-                    Problem::TooDeep => {
-                        write!(f, ": nested deeper than {} levels (or circular)", MAX_DEPTH)
-                    }
-                }
+                write!(f, ": {problem}")
             }
-            CoreError::Prompt { field, index: Some(i), expected, got } => {
-                write!(f, "{field}[{i}]: expected {expected}, got {got}")
-            }
-            CoreError::Prompt { field, index: None, expected, got } => {
-                write!(f, "{field}: expected {expected}, got {got}")
-            }
+            CoreError::Prompt { field, index: Some(i), problem } => write!(f, "{field}[{i}]: {problem}"),
+            CoreError::Prompt { field, index: None, problem } => write!(f, "{field}: {problem}"),
             CoreError::Argument(text) => f.write_str(text),
             CoreError::Callback => f.write_str("a callback raised"),
             CoreError::Internal(what) => write!(f, "internal error in contextfold: {what} (please report it)"),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::WrongType { expected, got } => write!(f, "expected {expected}, got {got}"),
+            Problem::Missing => f.write_str("missing"),
+            Problem::TooDeep => write!(f, "nested deeper than {MAX_DEPTH} levels (or circular)"),
         }
     }
 }

@@ -88,7 +88,10 @@ pub fn load(py: Python<'_>) {
 pub fn to_py(err: CoreError) -> PyErr {
     let text = err.to_string();
     match err {
-        CoreError::Message { index, field, problem: Problem::TooDeep } => Class::MessageValue.err((text, index, field)),
+        CoreError::Message { index, field, problem: Problem::TooDeep }
+        | CoreError::Prompt { index, field, problem: Problem::TooDeep } => {
+            Class::MessageValue.err((text, index, field))
+        }
         CoreError::Message { index, field, .. } | CoreError::Prompt { index, field, .. } => {
             Class::MessageType.err((text, index, field))
         }

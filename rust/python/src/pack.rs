@@ -65,7 +65,8 @@ fn packed_many<'py>(
     let each = (0..transcripts.len())
         .map(|i| {
             let system = systems.get(i).cloned().flatten();
-            let system_tokens = prompt_tokens(&mut sizer, system, None)?;
+            let system_tokens = prompt_tokens(&mut sizer, system, None)
+                .map_err(|err| crate::errors::in_transcript(transcripts.py(), err, i))?;
             Ok(PackOptions { system_tokens: tools_tokens.saturating_add(system_tokens), ..options.pack.clone() })
         })
         .collect::<PyResult<Vec<_>>>()?;

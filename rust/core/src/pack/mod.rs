@@ -30,7 +30,7 @@ pub use segments::is_volatile_content;
 
 use crate::edits::{Edit, EditContext, Edited, Plan};
 use crate::encoding::{Encoding, ExactTokens};
-use crate::error::CoreError;
+use crate::error::{CoreError, Problem};
 use crate::items::Format;
 use crate::json::{JsonNode, JsonType, Key, View};
 use crate::message::Role;
@@ -163,7 +163,11 @@ pub fn prompt_tokens<N: JsonNode, S: MessageSizer<N>>(
     field: &'static str,
     tools: Option<N>,
 ) -> Result<u64, CoreError> {
-    let wrong = |field, index, expected, got: &N| CoreError::Prompt { field, index, expected, got: got.type_name() };
+    let wrong = |field, index, expected, got: &N| CoreError::Prompt {
+        field,
+        index,
+        problem: Problem::WrongType { expected, got: got.type_name() },
+    };
     if let Some(system) = &system {
         if !matches!(system.json_type(), JsonType::Null | JsonType::Str | JsonType::Array) {
             return Err(wrong(field, None, "str, list or None", system));
