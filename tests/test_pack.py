@@ -667,6 +667,13 @@ def test_a_prompt_or_tools_nested_too_deep_is_named(backend: str, field: str, ci
             call()
         text = f"{field}: nested deeper than 100000 levels (or circular)"
         assert (str(raised.value), raised.value.index, raised.value.field) == (text, None, field)
+    # Under a custom estimator what its adapter raises passes through as raised.
+    with pytest.raises(cf.MessageValueError) as raised:
+        cf.pack_handoff([msg("user", "a")], target_context_tokens=10, estimate_tokens=len, **{field: [{"x": deep}]})
+    assert (str(raised.value), raised.value.field) == (
+        "message, field 'content': nested deeper than 100000 levels (or circular)",
+        "content",
+    )
 
 
 @pytest.mark.parametrize("budget", [0, 2_000, 8_000, 32_000])

@@ -750,8 +750,8 @@ def _is_compaction(entry_: Any, responses: bool) -> bool:
 def _prompt_tokens(system: Any, tools: Any, sizing: Counting, image_tokens: int | None = None) -> int:
     """What a separate system prompt and the tool definitions cost: each what a system
     message with that content costs (past a u64 the sum saturates, as the core's does:
-    nothing that large fits). A value in either with no JSON form is named by the
-    argument (:func:`named_prompt`)."""
+    nothing that large fits). A value in either with no JSON form, or nested too deep,
+    is named by the argument (:func:`named_prompt`)."""
     total = 0
     for name, part in (("system", system), ("tools", tools)):
         if part is None:

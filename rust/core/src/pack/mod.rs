@@ -156,7 +156,9 @@ impl PackOptions {
 /// first: the prompt null, a string or an array; the tools null or an array of objects.
 ///
 /// # Errors
-/// [`CoreError::Prompt`] for a prompt or tools of the wrong type; what sizing raises.
+/// [`CoreError::Prompt`] for a prompt or tools of the wrong type, and for what sizing
+/// either raises about its content (no JSON form, nested too deep); what else sizing
+/// raises (a callback's error).
 pub fn prompt_tokens<N: JsonNode, S: MessageSizer<N>>(
     sizer: &mut S,
     system: Option<N>,
