@@ -608,6 +608,29 @@ def test_a_repeated_key_among_many_packs_as_json_loads_reads_it(backend: str, na
         assert packed.dropped >= dropped
 
 
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("estimate", [None, "o200k_base"])
+def test_a_repeated_key_is_read_where_json_loads_keeps_it(backend: str, estimate: str | None) -> None:
+    # json.loads keeps a repeated key where it first appears, with its last value; an
+    # exact count reads the keys in order (the bytes path read it where it last appeared,
+    # and counted other tokens than the object path: a message folded that fits).
+    block = '{"type":"a","zz":"hello world","cache_control":1.5,"type":"b"}'
+    call = '{"id":"!!","type":"function","function":{"name":"f","arguments":"{}"},"id":"??"}'
+    messages = [
+        f'{{"role":"user","content":[{block}]}}',
+        f'{{"role":"assistant","content":null,"tool_calls":[{call}]}}',
+        f'{{"role":"tool","tool_call_id":"??","content":"{"result line " * 40}"}}',
+        '{"role":"user","content":"go on"}',
+    ]
+    data = f'{{"messages":[{",".join(messages)}]}}'.encode()
+    whole = cf.pack_handoff(json.loads(data)["messages"], target_context_tokens=10**6, estimate_tokens=estimate)
+    for budget in (10**6, whole.tokens, whole.tokens - 1):
+        request, pack = object_path(data, target_context_tokens=budget, estimate_tokens=estimate)
+        packed = cf.pack_request(data, target_context_tokens=budget, estimate_tokens=estimate)  # type: ignore[arg-type]
+        assert (packed.fits, packed.tokens, packed.kept) == (pack.fits, pack.tokens, pack.kept)
+        assert canonical(json.loads(packed.body)) == canonical(packed_request(request, pack))
+
+
 @pytest.mark.parametrize("name", list(LOADABLE))
 def test_loadable_bodies_raise_what_pack_handoff_raises(backend: str, name: str) -> None:
     data = LOADABLE[name]

@@ -70,12 +70,14 @@ impl<'a> Tape<'a> {
         }
     }
 
-    /// Which of the `len` entries of the object at `at` a later entry with the same key
-    /// replaces (as `json.loads` keeps only a key's last value), or `None` when no key
-    /// repeats. Linear in the keys for a small object, `n log n` for a large one: a body
-    /// is hostile input, and one repeated key among thousands must not cost a scan of
-    /// the later keys for every key.
-    pub(super) fn superseded_keys(&self, at: usize, len: usize) -> Option<Box<[bool]>> {
+    /// The `len` entries of the object at `at` as `json.loads` keeps them when a key
+    /// repeats, or `None` when none does: a repeated key stays where it first appears,
+    /// with the value of its last entry. For each entry, the slot of the value it holds
+    /// (its own, or its key's last value at the key's first entry), `None` for a later
+    /// entry of a key (dropped). Linear in the keys for a small object, `n log n` for a
+    /// large one: a body is hostile input, and one repeated key among thousands must not
+    /// cost a scan of the later keys for every key.
+    pub(super) fn repeated_keys(&self, at: usize, len: usize) -> Option<Box<[Option<usize>]>> {
         let keys = Siblings::new(self, at + 1, 2 * len).step_by(2);
         if len <= 16 {
             // Messages and content parts have a handful of keys: compare them pairwise
@@ -93,25 +95,34 @@ impl<'a> Tape<'a> {
                 return None;
             }
         }
-        let texts: Vec<Text<'_>> = keys.map(|k| self.text(k.at).unwrap_or(Text::Utf8(""))).collect();
-        // Sorted by text, ties in entry order (the sort is stable): in each run of equal
-        // keys every entry but the last is replaced.
+        // A key is one slot: its value is the next.
+        let (texts, values): (Vec<Text<'_>>, Vec<usize>) =
+            keys.map(|k| (self.text(k.at).unwrap_or(Text::Utf8("")), k.at + 1)).unzip();
+        // Sorted by text, ties in entry order (the sort is stable): each run of equal keys
+        // keeps its first entry, given the last one's value.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by(|&a, &b| match (texts.get(a), texts.get(b)) {
             (Some(a), Some(b)) => key_order(a, b),
             _ => std::cmp::Ordering::Equal,
         });
-        let mut superseded: Option<Box<[bool]>> = None;
-        for pair in order.windows(2) {
-            let &[earlier, later] = pair else { continue };
-            if matches!((texts.get(earlier), texts.get(later)), (Some(a), Some(b)) if same_text(a, b)) {
-                let mask = superseded.get_or_insert_with(|| vec![false; len].into_boxed_slice());
-                if let Some(flag) = mask.get_mut(earlier) {
-                    *flag = true;
+        let mut kept: Vec<Option<usize>> = values.iter().copied().map(Some).collect();
+        let mut repeated = false;
+        let same =
+            |a: &usize, b: &usize| matches!((texts.get(*a), texts.get(*b)), (Some(a), Some(b)) if same_text(a, b));
+        for run in order.chunk_by(same).filter(|run| run.len() > 1) {
+            repeated = true;
+            for &later in run.get(1..).unwrap_or_default() {
+                if let Some(slot) = kept.get_mut(later) {
+                    *slot = None;
+                }
+            }
+            if let (Some(&first), Some(&last)) = (run.first(), run.last()) {
+                if let Some(slot) = kept.get_mut(first) {
+                    *slot = values.get(last).copied();
                 }
             }
         }
-        superseded
+        repeated.then(|| kept.into_boxed_slice())
     }
 }
 
@@ -153,12 +164,13 @@ impl<'t, 'a> Preorder for &'t Tape<'a> {
     }
 }
 
-/// An object's entries; when a key repeats, only its last entry (the value `json.loads`
-/// keeps).
+/// An object's entries as `json.loads` keeps them: a repeated key once, where it first
+/// appears, with its last value.
 pub struct Entries<'t, 'a> {
     items: Siblings<&'t Tape<'a>>,
-    /// Per entry, whether a later entry replaces it (`None`: no key repeats).
-    superseded: Option<&'t [bool]>,
+    /// Per entry, the slot of its value or `None` when dropped (see
+    /// [`Tape::repeated_keys`]); `None` when no key repeats.
+    kept: Option<&'t [Option<usize>]>,
     index: usize,
 }
 
@@ -171,8 +183,10 @@ impl<'t, 'a> Iterator for Entries<'t, 'a> {
             let value = self.items.next()?;
             let index = self.index;
             self.index += 1;
-            if !self.superseded.is_some_and(|s| s.get(index).copied().unwrap_or(false)) {
-                return Some((key, value));
+            match self.kept.map(|kept| kept.get(index).copied().flatten()) {
+                None => return Some((key, value)),
+                Some(Some(at)) => return Some((key, Node { tape: value.tape, at })),
+                Some(None) => {}
             }
         }
     }
@@ -225,9 +239,9 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
             Slot::Array { len, .. } => View::Array { items: self.children(len), len },
             Slot::Object { len, duplicates, .. } => {
                 // json.loads keeps one entry a key.
-                let superseded = if duplicates { self.tape.superseded.get(&self.at).map(|s| &**s) } else { None };
-                let unique = len - superseded.map_or(0, |s| s.iter().filter(|&&replaced| replaced).count());
-                View::Object { entries: Entries { items: self.children(2 * len), superseded, index: 0 }, len: unique }
+                let kept = if duplicates { self.tape.repeated.get(&self.at).map(|k| &**k) } else { None };
+                let unique = len - kept.map_or(0, |k| k.iter().filter(|slot| slot.is_none()).count());
+                View::Object { entries: Entries { items: self.children(2 * len), kept, index: 0 }, len: unique }
             }
         })
     }

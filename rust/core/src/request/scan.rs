@@ -145,8 +145,9 @@ pub struct Tape<'a> {
     pub(super) layout: Layout,
     /// Where the items of the `input` array lie (when it is one).
     pub(super) input_layout: Layout,
-    /// For each object (slot) in which a key repeats, which entries a later one replaces.
-    pub(super) superseded: rustc_hash::FxHashMap<usize, Box<[bool]>>,
+    /// For each object (slot) in which a key repeats, its entries as `json.loads` keeps
+    /// them ([`Tape::repeated_keys`]).
+    pub(super) repeated: rustc_hash::FxHashMap<usize, Box<[Option<usize>]>>,
     /// The slot and byte span of each item of the messages (or `input`) array, sorted
     /// by slot; made on first use (see [`Tape::item_source`]).
     pub(super) item_sources: std::cell::OnceCell<Vec<(usize, (usize, usize))>>,
@@ -319,7 +320,7 @@ pub(super) fn parse_with(input: &[u8], root: Root, avx2: bool) -> Result<Tape<'_
             tools: None,
             layout: Layout::default(),
             input_layout: Layout::default(),
-            superseded: rustc_hash::FxHashMap::default(),
+            repeated: rustc_hash::FxHashMap::default(),
             item_sources: std::cell::OnceCell::new(),
         },
         stack: Vec::with_capacity(16),
@@ -1039,10 +1040,10 @@ impl<'a> Scanner<'a> {
         if let Some(member) = frame.tracked {
             self.tape.layout_of(member).close = self.pos;
         }
-        let superseded = if frame.maybe_duplicates { self.tape.superseded_keys(frame.slot, frame.len) } else { None };
-        let duplicates = superseded.is_some();
-        if let Some(mask) = superseded {
-            self.tape.superseded.insert(frame.slot, mask);
+        let repeated = if frame.maybe_duplicates { self.tape.repeated_keys(frame.slot, frame.len) } else { None };
+        let duplicates = repeated.is_some();
+        if let Some(kept) = repeated {
+            self.tape.repeated.insert(frame.slot, kept);
         }
         if let Some(slot) = self.tape.slots.get_mut(frame.slot) {
             *slot = if frame.object {
