@@ -106,11 +106,9 @@ impl<'a> Tape<'a> {
             _ => std::cmp::Ordering::Equal,
         });
         let mut kept: Vec<Option<usize>> = values.iter().copied().map(Some).collect();
-        let mut repeated = false;
         let same =
             |a: &usize, b: &usize| matches!((texts.get(*a), texts.get(*b)), (Some(a), Some(b)) if same_text(a, b));
-        for run in order.chunk_by(same).filter(|run| run.len() > 1) {
-            repeated = true;
+        for run in order.chunk_by(same) {
             for &later in run.get(1..).unwrap_or_default() {
                 if let Some(slot) = kept.get_mut(later) {
                     *slot = None;
@@ -122,7 +120,7 @@ impl<'a> Tape<'a> {
                 }
             }
         }
-        repeated.then(|| kept.into_boxed_slice())
+        kept.contains(&None).then(|| kept.into_boxed_slice())
     }
 }
 
