@@ -196,6 +196,26 @@ def test_a_call_reuses_options_only_for_the_same_plain_keywords(backend: str) ->
             call()
 
 
+def test_keywords_that_are_the_last_calls_objects_find_only_that_calls_options(backend: str) -> None:
+    # Natively, keywords that are the same objects as the last call's (a call site's
+    # names and constants) find that call's options by identity: each name and each value
+    # must be the same, in the same order.
+    messages = [{"role": "user", "content": "x" * 396}] * 3  # 104 tokens each
+    target, other = int("900"), int("300")  # made at run time: no constants shared
+
+    def budget(**keywords: Any) -> int:
+        return cf.pack_handoff(messages, **keywords).budget
+
+    for _ in range(2):
+        assert budget(target_context_tokens=target) == 900
+        assert budget(target_context_tokens=target) == 900
+        assert budget(target_context_tokens=other) == 300
+        assert budget(target_context_tokens=target, reserve_output_tokens=other) == 600
+        assert budget(target_context_tokens=target, chunk_tokens=other) == 900
+        assert budget(chunk_tokens=other, target_context_tokens=target) == 900
+        assert budget(target_context_tokens=int("900")) == 900
+
+
 def test_options_are_made_in_python_never_under_the_extension() -> None:
     # Keywords the extension has not seen make it return None: the caller makes the
     # options and calls again with them. Python code run under the extension (making

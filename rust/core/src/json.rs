@@ -241,50 +241,47 @@ pub trait JsonNode: Sized {
     }
 }
 
-enum Frame<N: JsonNode> {
+enum Frame<N: JsonNode, E> {
     Items {
         items: N::Items,
         first: bool,
     },
-    /// An object's entries, and the key whose entry is left out.
+    /// An object's entries (as the sink takes them), and the key whose entry is left out.
     Entries {
-        entries: Entries<N>,
+        entries: E,
         first: bool,
         skip: Option<&'static str>,
     },
 }
 
-/// An object's entries: as the node gives them, or in JavaScript's order (array-index
-/// keys first, ascending; then the rest as given) for a sink that writes the text.
-enum Entries<N: JsonNode> {
-    Given(N::Entries),
-    Ordered(smallvec::IntoIter<[(N, N); 8]>),
-}
+/// An object's entries in JavaScript's order (array-index keys first, ascending; then
+/// the rest as given), for a sink that writes the text.
+struct Ordered<N>(smallvec::IntoIter<[(N, N); 8]>);
 
-impl<N: JsonNode> Entries<N> {
-    fn ordered(entries: N::Entries) -> Self {
+impl<N: JsonNode> Ordered<N> {
+    fn new(entries: N::Entries) -> Self {
         let index = |key: &N| key.as_text().and_then(|k| k.array_index());
         let mut pairs: smallvec::SmallVec<[(N, N); 8]> = entries.collect();
         if pairs.iter().any(|(key, _)| index(key).is_some()) {
             // Stable: the other keys keep their order.
             pairs.sort_by_key(|(key, _)| index(key).map_or((1, 0), |i| (0, i)));
         }
-        Entries::Ordered(pairs.into_iter())
+        Ordered(pairs.into_iter())
     }
 }
 
-impl<N: JsonNode> Iterator for Entries<N> {
+impl<N: JsonNode> Iterator for Ordered<N> {
     type Item = (N, N);
 
     fn next(&mut self) -> Option<(N, N)> {
-        match self {
-            Entries::Given(entries) => entries.next(),
-            Entries::Ordered(entries) => entries.next(),
-        }
+        self.0.next()
     }
 }
 
-type Stack<N> = smallvec::SmallVec<[Frame<N>; 8]>;
+/// A walk's open containers. Performance: a frame is moved on every push and pop, so a
+/// length's frames hold the node's own entries iterator, not the ordered one's inline
+/// buffer (which made each frame 184 bytes, copied by `memmove`).
+type Stack<N, E> = smallvec::SmallVec<[Frame<N, E>; 8]>;
 
 /// How a walk measures an object (the seam for provider sizing).
 pub enum Visit {
@@ -314,8 +311,10 @@ impl<N> Visitor<N> for AsText {
 
 /// Where [`walk`] puts what it reads: the output's length, or the output itself.
 trait Sink {
-    /// Whether the output depends on the order of an object's keys (a length does not).
-    const ORDERED: bool;
+    /// How it takes an object's entries: as the node gives them, unless the output
+    /// depends on their order (a length does not).
+    type Entries<N: JsonNode>: Iterator<Item = (N, N)>;
+    fn entries<N: JsonNode>(entries: N::Entries) -> Self::Entries<N>;
     /// ASCII punctuation and literals (`[`, `,`, `null`, …).
     fn ascii(&mut self, s: &'static str);
     /// Takes a string by its JSON length alone, when the sink needs no more (`false`:
@@ -331,7 +330,10 @@ trait Sink {
 struct Length(usize);
 
 impl Sink for Length {
-    const ORDERED: bool = false;
+    type Entries<N: JsonNode> = N::Entries;
+    fn entries<N: JsonNode>(entries: N::Entries) -> N::Entries {
+        entries
+    }
     fn ascii(&mut self, s: &'static str) {
         self.0 = self.0.saturating_add(s.len());
     }
@@ -351,7 +353,10 @@ impl Sink for Length {
 }
 
 impl Sink for String {
-    const ORDERED: bool = true;
+    type Entries<N: JsonNode> = Ordered<N>;
+    fn entries<N: JsonNode>(entries: N::Entries) -> Ordered<N> {
+        Ordered::new(entries)
+    }
     fn ascii(&mut self, s: &'static str) {
         self.push_str(s);
     }
@@ -413,7 +418,7 @@ pub fn write_json_with<N: JsonNode, V: Visitor<N>>(
 /// The one walk behind [`json_len`] and [`write_json`].
 fn walk<N: JsonNode, S: Sink, V: Visitor<N>>(value: &N, sink: &mut S, visitor: &mut V) -> Result<(), Problem> {
     // Messages nest a few levels deep: their frames stay on the native stack.
-    let mut stack: Stack<N> = Stack::new();
+    let mut stack: Stack<N, S::Entries<N>> = Stack::new();
     open(value, &mut stack, sink, visitor)?;
     while let Some(top) = stack.last_mut() {
         let child = match top {
@@ -475,7 +480,7 @@ fn walk<N: JsonNode, S: Sink, V: Visitor<N>>(value: &N, sink: &mut S, visitor: &
 /// caller to walk).
 fn open<N: JsonNode, S: Sink, V: Visitor<N>>(
     value: &N,
-    stack: &mut Stack<N>,
+    stack: &mut Stack<N, S::Entries<N>>,
     sink: &mut S,
     visitor: &mut V,
 ) -> Result<(), Problem> {
@@ -498,7 +503,7 @@ fn open<N: JsonNode, S: Sink, V: Visitor<N>>(
                 Visit::Text => None,
                 Visit::Without(key) => Some(key),
             };
-            let entries = if S::ORDERED { Entries::ordered(entries) } else { Entries::Given(entries) };
+            let entries = S::entries(entries);
             stack.push(Frame::Entries { entries, first: true, skip });
             sink.ascii("{");
         }

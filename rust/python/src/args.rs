@@ -12,11 +12,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyString, PyTuple, PyType};
+use std::sync::Arc;
 
 /// A `contextfold.PackOptions`, converted.
 pub struct Options<'py> {
-    /// What the core packs with (`system_tokens` 0: the caller sizes its prompt).
-    pub pack: PackOptions,
+    /// What the core packs with (`system_tokens` 0: the caller sizes its prompt), shared
+    /// with [`LAST_CONVERTED`] (a copy was a tenth of a short pack's fixed cost).
+    pub pack: Arc<PackOptions>,
     /// A custom estimator's `(per_message, per_text)` pair, or an embedded encoding's
     /// name: what [`crate::sizer::PySizer`] takes.
     pub sizers: Option<Bound<'py, PyAny>>,
@@ -63,15 +65,16 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
         }
         let (budget, sizers) = (native.get_item(0)?, Some(native.get_item(1)?).filter(|s| !s.is_none()));
         let last = LAST_CONVERTED.with_borrow(|last| match last {
-            Some((tuple, pack, sizing)) if tuple.is(&native) => Some((pack.clone(), *sizing)),
+            Some((tuple, pack, sizing)) if tuple.is(&native) => Some((Arc::clone(pack), *sizing)),
             _ => None,
         });
         let (pack, sizing) = match last {
             Some(converted) => converted,
             None => {
                 let (pack, sizing) = converted(&native, sizers.as_ref())?;
+                let pack = Arc::new(pack);
                 if pack.edits.is_empty() && !is_custom(sizers.as_ref()) {
-                    let replaced = LAST_CONVERTED.replace(Some((native.clone().unbind(), pack.clone(), sizing)));
+                    let replaced = LAST_CONVERTED.replace(Some((native.clone().unbind(), Arc::clone(&pack), sizing)));
                     drop(replaced); // (after the cell's borrow: a finaliser may pack again)
                 }
                 (pack, sizing)
@@ -81,6 +84,9 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Options<'py> {
     }
 }
 
+/// Options converted from a `native` tuple (held, by identity), and their sizing.
+type Converted = (Py<PyTuple>, Arc<PackOptions>, Sizing);
+
 thread_local! {
     /// The options this thread converted last, by their `native` tuple, held so that its
     /// address names no other tuple while kept: `pack_options` hands out one value per
@@ -89,7 +95,7 @@ thread_local! {
     /// immutable are kept: none with a custom estimator (which this would keep alive) or
     /// with edits (whose fields can be changed behind their frozen backs, and are read
     /// again each call, as the reference reads them).
-    static LAST_CONVERTED: std::cell::RefCell<Option<(Py<PyTuple>, PackOptions, Sizing)>> =
+    static LAST_CONVERTED: std::cell::RefCell<Option<Converted>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -142,14 +148,29 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
 ///
 /// Performance: calling `pack_options` from Python was a third of a short pack. It is
 /// never called from here: Python code run under this call could end the thread while
-/// the interpreter shuts down, which no Rust frame may be unwound by.
+/// the interpreter shuts down, which no Rust frame may be unwound by. Keywords that are
+/// the same objects as the thread's last ones that found options (as a call site's
+/// names and constants are, call after call) find those options by identity
+/// ([`LAST_KEYWORDS`]), without the key's tuples.
 pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDict>) -> PyResult<Option<Options<'py>>> {
     static BUILT: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
     if !options.is_none() {
         return options.extract().map(Some);
     }
     let py = keywords.py();
+    let last = LAST_KEYWORDS.with_borrow(|last| {
+        let found = last.as_ref()?;
+        let same = found.keywords.len() == 2 * keywords.len()
+            && keywords.iter().zip(found.keywords.chunks_exact(2)).all(|((name, value), pair)| {
+                matches!(pair, [last_name, last_value] if name.is(last_name) && value.is(last_value))
+            });
+        same.then(|| found.options.bind(py).clone())
+    });
+    if let Some(made) = last {
+        return made.extract().map(Some);
+    }
     let mut pairs = Vec::with_capacity(keywords.len());
+    let mut identities = Vec::with_capacity(2 * keywords.len());
     for (name, value) in keywords.iter() {
         // Hashing and comparing exact strs, ints and None (with the keys `pack_options`
         // keeps: their names exact strs too) runs no Python code; any other value (pins,
@@ -157,10 +178,29 @@ pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDi
         if !(name.is_exact_instance_of::<PyString>() && is_plain(&value)) {
             return Ok(None);
         }
+        identities.extend([name.clone().unbind(), value.clone().unbind()]);
         pairs.push(PyTuple::new(py, [name, value])?);
     }
     let built = BUILT.import(py, "contextfold._contract", "_BUILT")?;
-    built.get_item(PyTuple::new(py, pairs)?)?.map(|made| made.extract()).transpose()
+    let Some(made) = built.get_item(PyTuple::new(py, pairs)?)? else { return Ok(None) };
+    let replaced = LAST_KEYWORDS.replace(Some(Found { keywords: identities, options: made.clone().unbind() }));
+    drop(replaced); // (after the cell's borrow: a finaliser may pack again)
+    made.extract().map(Some)
+}
+
+/// A call's plain keywords, as `[name, value, …]` in the order given, and the options
+/// they found.
+struct Found {
+    keywords: Vec<Py<PyAny>>,
+    options: Py<PyAny>,
+}
+
+thread_local! {
+    /// What this thread's last call that found its options by its plain keywords found.
+    /// Plain values compare equal to themselves, so the same objects find what their key
+    /// would in `_BUILT` (or, once that cache is cleared, an equal value made of the same
+    /// keywords).
+    static LAST_KEYWORDS: std::cell::RefCell<Option<Found>> = const { std::cell::RefCell::new(None) };
 }
 
 /// An exact int, str or None: a value whose hash and comparisons are the interpreter's own.

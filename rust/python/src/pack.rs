@@ -10,6 +10,7 @@ use crate::snapshot::Snapshot;
 use contextfold_core::pack::{self, PackOptions, Packed};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList};
+use std::borrow::Cow;
 
 /// Packs `messages` under the call's options ([`call_options`]: None when they are
 /// still to be made), a separate system prompt and tool definitions counted and never
@@ -26,8 +27,10 @@ pub fn pack_handoff<'py>(
     let Some(options) = call_options(options, keywords)? else { return Ok(None) };
     crate::node::raising(|| {
         let mut sizer = options.sizer()?;
-        let mut pack = options.pack;
-        pack.system_tokens = prompt_tokens(&mut sizer, system, tools)?;
+        let pack = match prompt_tokens(&mut sizer, system, tools)? {
+            0 => Cow::Borrowed(&*options.pack),
+            system_tokens => Cow::Owned(PackOptions { system_tokens, ..(*options.pack).clone() }),
+        };
         in_place(messages, &pack, sizer, &options.budget)
     })
     .map(Some)
@@ -67,7 +70,7 @@ fn packed_many<'py>(
             let system = systems.get(i).cloned().flatten();
             let system_tokens = prompt_tokens(&mut sizer, system, None)
                 .map_err(|err| crate::errors::in_transcript(transcripts.py(), err, i))?;
-            Ok(PackOptions { system_tokens: tools_tokens.saturating_add(system_tokens), ..options.pack.clone() })
+            Ok(PackOptions { system_tokens: tools_tokens.saturating_add(system_tokens), ..(*options.pack).clone() })
         })
         .collect::<PyResult<Vec<_>>>()?;
     // A custom estimator is Python code: those transcripts are packed in place, one by one.

@@ -21,6 +21,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
+use std::sync::Arc;
 
 /// Bodies at least this long are packed with the GIL released (about 3 µs of work by
 /// chars/4); shorter ones counted by chars/4 with it held: releasing it cost a twelfth
@@ -30,7 +31,7 @@ const DETACH_BYTES: usize = 8 * 1024;
 /// The core's options for the bytes path. A custom estimator would run Python code in
 /// the middle of the work: every public caller refuses one first
 /// (`contextfold._contract.bytes_options`, the one place its error is worded).
-fn bytes_options(options: Options<'_>) -> PyResult<(PackOptions, Bound<'_, PyAny>)> {
+fn bytes_options(options: Options<'_>) -> PyResult<(Arc<PackOptions>, Bound<'_, PyAny>)> {
     if options.runs_python() {
         return Err(errors::internal("a custom estimator reached the bytes path: bytes_options refuses it first"));
     }
