@@ -179,3 +179,22 @@ def bench_pack_handoff_200_000_pins(benchmark: Any, backend: str) -> None:
     with _backend.using(impl):
         packed = benchmark(lambda: pack_handoff(messages, target_context_tokens=1_000, pinned=pins))
     assert packed.kept == pins
+
+
+@pytest.mark.parametrize("keywords", ["the last call's objects", "equal objects in turn", "two budgets in turn"])
+def bench_pack_handoff_options_lookup(benchmark: Any, keywords: str) -> None:
+    """What finding a call's options costs: keywords that are the thread's last call's
+    objects are matched by identity; equal but distinct objects, or two call sites in
+    turn, are looked up in pack_options' cache (one short message, so the lookup shows)."""
+    from itertools import cycle
+
+    native()
+    messages = [{"role": "user", "content": "hi"}]
+    same, equal, other = int("8000"), int("8000"), int("4000")
+    turns = {
+        "the last call's objects": cycle([same]),
+        "equal objects in turn": cycle([same, equal]),
+        "two budgets in turn": cycle([same, other]),
+    }[keywords]
+    benchmark.group = "pack_handoff options lookup, one short message"
+    benchmark(lambda: pack_handoff(messages, target_context_tokens=next(turns)))

@@ -197,23 +197,28 @@ def test_a_call_reuses_options_only_for_the_same_plain_keywords(backend: str) ->
 
 
 def test_keywords_that_are_the_last_calls_objects_find_only_that_calls_options(backend: str) -> None:
-    # Natively, keywords that are the same objects as the last call's (a call site's
-    # names and constants) find that call's options by identity: each name and each value
-    # must be the same, in the same order.
-    messages = [{"role": "user", "content": "x" * 396}] * 3  # 104 tokens each
+    # Natively, keywords that are the same objects as those of the thread's last call
+    # that found its options in pack_options' cache (a call site's names and constants)
+    # find those options by identity: each name and each value must be the same, in the
+    # same order, and no more or fewer.
+    messages = [{"role": "user", "content": "hi"}]
     target, other = int("900"), int("300")  # made at run time: no constants shared
-
-    def budget(**keywords: Any) -> int:
-        return cf.pack_handoff(messages, **keywords).budget
-
-    for _ in range(2):
-        assert budget(target_context_tokens=target) == 900
-        assert budget(target_context_tokens=target) == 900
-        assert budget(target_context_tokens=other) == 300
-        assert budget(target_context_tokens=target, reserve_output_tokens=other) == 600
-        assert budget(target_context_tokens=target, chunk_tokens=other) == 900
-        assert budget(chunk_tokens=other, target_context_tokens=target) == 900
-        assert budget(target_context_tokens=int("900")) == 900
+    calls = [
+        ({"target_context_tokens": target}, 900),
+        ({"target_context_tokens": target, "reserve_output_tokens": other}, 600),  # the last call's and one more
+        ({"target_context_tokens": target}, 900),  # the last call's but one
+        ({"target_context_tokens": other}, 300),  # the same name, another value
+        ({"target_context_tokens": target, "reserve_output_tokens": other}, 600),
+        ({"target_context_tokens": target, "chunk_tokens": other}, 900),  # the same values, another name
+        ({"chunk_tokens": target, "target_context_tokens": other}, 300),  # the same names and values, paired otherwise
+        ({"target_context_tokens": int("900")}, 900),  # equal, not the same
+    ]
+    # Each in the cache first, so that every call finds its options there and is
+    # remembered, whatever ran before.
+    for keywords, _ in calls:
+        pack_options(None, keywords)
+    for keywords, budget in calls + calls:
+        assert cf.pack_handoff(messages, **keywords).budget == budget
 
 
 def test_options_are_made_in_python_never_under_the_extension() -> None:

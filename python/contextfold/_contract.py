@@ -682,8 +682,9 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
 
     For ``pack_handoff`` and ``pack_request`` the native backend first looks up plain
     keywords of exact ints, strs and Nones in this cache itself (``call_options`` in
-    rust/python/src/args.rs; keywords that are its last call's objects, by identity),
-    and this runs only when they are not there.
+    rust/python/src/args.rs; keywords that are the very objects of the thread's last
+    call that found its options there are matched by identity, so an entry replaced in
+    the cache meanwhile is not seen), and this runs only when they are not there.
     """
     if options is not None:
         if not isinstance(options, PackOptions):

@@ -314,6 +314,7 @@ trait Sink {
     /// How it takes an object's entries: as the node gives them, unless the output
     /// depends on their order (a length does not).
     type Entries<N: JsonNode>: Iterator<Item = (N, N)>;
+    /// An object's entries, as the node gives them, made what the sink takes.
     fn entries<N: JsonNode>(entries: N::Entries) -> Self::Entries<N>;
     /// ASCII punctuation and literals (`[`, `,`, `null`, …).
     fn ascii(&mut self, s: &'static str);

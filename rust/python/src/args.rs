@@ -149,8 +149,8 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
 /// Performance: calling `pack_options` from Python was a third of a short pack. It is
 /// never called from here: Python code run under this call could end the thread while
 /// the interpreter shuts down, which no Rust frame may be unwound by. Keywords that are
-/// the same objects as the thread's last ones that found options (as a call site's
-/// names and constants are, call after call) find those options by identity
+/// the same objects as those of the thread's last call that found its options (as a
+/// call site's names and constants are, call after call) find those options by identity
 /// ([`LAST_KEYWORDS`]), without the key's tuples.
 pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDict>) -> PyResult<Option<Options<'py>>> {
     static BUILT: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
@@ -160,17 +160,18 @@ pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDi
     let py = keywords.py();
     let last = LAST_KEYWORDS.with_borrow(|last| {
         let found = last.as_ref()?;
-        let same = found.keywords.len() == 2 * keywords.len()
-            && keywords.iter().zip(found.keywords.chunks_exact(2)).all(|((name, value), pair)| {
-                matches!(pair, [last_name, last_value] if name.is(last_name) && value.is(last_value))
-            });
+        let same = found.keywords.len() == keywords.len()
+            && keywords
+                .iter()
+                .zip(&found.keywords)
+                .all(|((name, value), (last_name, last_value))| name.is(last_name) && value.is(last_value));
         same.then(|| found.options.bind(py).clone())
     });
     if let Some(made) = last {
         return made.extract().map(Some);
     }
     let mut pairs = Vec::with_capacity(keywords.len());
-    let mut identities = Vec::with_capacity(2 * keywords.len());
+    let mut held = Vec::with_capacity(keywords.len());
     for (name, value) in keywords.iter() {
         // Hashing and comparing exact strs, ints and None (with the keys `pack_options`
         // keeps: their names exact strs too) runs no Python code; any other value (pins,
@@ -178,28 +179,29 @@ pub fn call_options<'py>(options: &Bound<'py, PyAny>, keywords: &Bound<'py, PyDi
         if !(name.is_exact_instance_of::<PyString>() && is_plain(&value)) {
             return Ok(None);
         }
-        identities.extend([name.clone().unbind(), value.clone().unbind()]);
+        held.push((name.clone().unbind(), value.clone().unbind()));
         pairs.push(PyTuple::new(py, [name, value])?);
     }
     let built = BUILT.import(py, "contextfold._contract", "_BUILT")?;
     let Some(made) = built.get_item(PyTuple::new(py, pairs)?)? else { return Ok(None) };
-    let replaced = LAST_KEYWORDS.replace(Some(Found { keywords: identities, options: made.clone().unbind() }));
+    let replaced = LAST_KEYWORDS.replace(Some(Found { keywords: held, options: made.clone().unbind() }));
     drop(replaced); // (after the cell's borrow: a finaliser may pack again)
     made.extract().map(Some)
 }
 
-/// A call's plain keywords, as `[name, value, …]` in the order given, and the options
-/// they found.
+/// A call's plain keywords, `(name, value)` in the order given, and the options they
+/// found. The keywords are held so that no other object takes their addresses while they
+/// are compared by identity.
 struct Found {
-    keywords: Vec<Py<PyAny>>,
+    keywords: Vec<(Py<PyAny>, Py<PyAny>)>,
     options: Py<PyAny>,
 }
 
 thread_local! {
-    /// What this thread's last call that found its options by its plain keywords found.
-    /// Plain values compare equal to themselves, so the same objects find what their key
-    /// would in `_BUILT` (or, once that cache is cleared, an equal value made of the same
-    /// keywords).
+    /// What this thread's last call that found its options in `_BUILT` by its plain
+    /// keywords found. Plain values compare equal to themselves, so the same objects find
+    /// what their key would (or, once that cache is cleared, an equal value made of the
+    /// same keywords; an entry replaced in it is not seen).
     static LAST_KEYWORDS: std::cell::RefCell<Option<Found>> = const { std::cell::RefCell::new(None) };
 }
 
