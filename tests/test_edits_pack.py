@@ -953,3 +953,46 @@ def test_pins_hold_after_the_compaction_only(backend: str, make: Any) -> None:
     pack = cf.pack_handoff(messages, target_context_tokens=total // 3, pinned=[before, after])
     assert at in pack.kept and after in pack.kept and before not in pack.kept
     assert pack.kept == sorted(pack.kept)
+
+
+def test_an_edited_message_holds_none_of_the_callers_lists(backend: str) -> None:
+    """An edited message's `content` and `tool_calls` lists are new whichever the edit
+    reached, on both backends and whichever way the edits planned (in place, or on copies
+    when a custom estimator runs): natively a list no edit reached was the caller's own,
+    the reference's a copy (found by helper-64's differential fuzzing)."""
+    content = [{"type": "text", "text": "calling"}]
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "x" * 200}}]
+    cleared = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": content, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c1", "content": "r" * 200},
+        {"role": "user", "content": "next"},
+    ]
+    thinking = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "t"}],
+            "tool_calls": calls,
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm2", "signature": "s"}]},
+    ]
+    # Each case's edit reaches one of the two lists and leaves the other (`untouched`).
+    cases = [
+        (cleared, cf.ClearToolUses(trigger=0, keep=0, clear_tool_inputs=True), {"chunk_tokens": 1}, "content"),
+        (thinking, cf.ClearThinking(keep=1), {}, "tool_calls"),
+    ]
+    for messages, edit, keywords, untouched in cases:
+        for estimate in (None, lambda text: len(text) // 4):
+            pack = cf.pack_handoff(
+                messages, target_context_tokens=10**6, edits=[edit], estimate_tokens=estimate, **keywords
+            )
+            assert pack.applied_edits
+            edited = pack.messages[1]
+            assert edited is not messages[1]
+            for key in ("content", "tool_calls"):
+                assert isinstance(edited[key], list) and edited[key] is not messages[1][key]
+            # What the list no edit reached holds is the caller's own.
+            assert all(a is b for a, b in zip(edited[untouched], messages[1][untouched], strict=True))

@@ -2,7 +2,8 @@
 //! a pack's output holds for a kept message an edit changed, and what a custom estimator
 //! is handed. Only the containers on the way to a changed value are new (a dict copied
 //! with its member replaced, a list with its items filtered or replaced), as
-//! `contextfold.reference.edits` builds them; everything else is the caller's object.
+//! `contextfold.reference.edits` builds them, and an edited message's `content` and
+//! `tool_calls` lists; everything else is the caller's object.
 //! Also the copies the edits plan on where other Python code can run mid-call ([`frozen`]).
 
 use crate::borrow::{before_python, MayRunPython};
@@ -45,6 +46,15 @@ fn built<'py>(py: Python<'py>, value: &Edited<'_, PyNode<'py>>) -> PyResult<Boun
                         "tool_calls",
                         built(py, &Edited::Calls { node: PyNode(calls), calls: &edit.calls })?,
                     )?;
+                }
+            }
+            // A `content` or `tool_calls` list no edit reached is new too, a copy, as the
+            // reference's (which plans on copies): an edited message holds none of the
+            // caller's lists, whichever way it was planned.
+            for key in [Key::Content, Key::ToolCalls] {
+                let Some(Ok(list)) = node.get(key).map(|value| value.0.cast_into::<PyList>()) else { continue };
+                if message.get_item(key.as_str())?.is_some_and(|now| now.is(&list)) {
+                    message.set_item(key.as_str(), list_copy(&list)?)?;
                 }
             }
             message.into_any()
