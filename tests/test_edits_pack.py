@@ -996,3 +996,31 @@ def test_an_edited_message_holds_none_of_the_callers_lists(backend: str) -> None
                 assert isinstance(edited[key], list) and edited[key] is not messages[1][key]
             # What the list no edit reached holds is the caller's own.
             assert all(a is b for a, b in zip(edited[untouched], messages[1][untouched], strict=True))
+
+
+def test_an_estimators_error_after_a_removed_reasoning_item_names_the_callers_index(backend: str) -> None:
+    """ClearThinking removes a Responses reasoning item; an estimator's error on a later
+    item names the caller's index (the reference named the edited view's, one less; found
+    by helper-64's differential fuzzing)."""
+
+    def estimate(text: str) -> int:
+        return -1 if "BAD" in text else len(text) // 4
+
+    items = [
+        {"type": "message", "role": "user", "content": "first question"},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "old reasoning " * 20}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "BAD " * 10},
+        {"type": "message", "role": "user", "content": "second question"},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "new reasoning"}]},
+        {"type": "message", "role": "assistant", "content": "answer"},
+    ]
+    with pytest.raises(cf.EstimatorError, match=r"^message 3: estimate_tokens must return") as raised:
+        cf.pack_handoff(
+            items,
+            target_context_tokens=10**6,
+            shape="responses",
+            estimate_tokens=estimate,
+            edits=[cf.ClearThinking(keep=1)],
+        )
+    assert raised.value.index == 3

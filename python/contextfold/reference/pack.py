@@ -31,7 +31,7 @@ from .._contract import (
     prompt_message,
 )
 from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
-from ..errors import MessageError
+from ..errors import EstimatorError, MessageError
 from .count_cache import resolved
 from .edits import apply_edits, frozen
 from .items import CALL, OUTPUT, REASONING, check_item, marks_responses, peek_item
@@ -585,7 +585,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     pinned = [k for k in (bisect_left(source, p) for p in options.pinned) if k < len(source)]
     try:
         pack = _fold(edited, replace(options, pinned=pinned, edits=()), system_tokens)
-    except MessageError as exc:
+    except (MessageError, EstimatorError) as exc:
         raise _in_input(exc, source) from None
     kept = [source[k] for k in pack.kept]
     pack = _as_given(pack, t.messages, given)
@@ -599,7 +599,7 @@ def _as_given(pack: HandoffPack, read: list[Any], given: list[Any]) -> HandoffPa
     return pack._replace(messages=[own.get(id(m), m) for m in pack.messages])
 
 
-def _in_input(exc: MessageError, source: list[int]) -> MessageError:
+def _in_input(exc: MessageError | EstimatorError, source: list[int]) -> MessageError | EstimatorError:
     """``exc`` naming the input message its edited one stands for."""
     index = exc.index
     if index is None or index >= len(source) or source[index] == index:
@@ -607,7 +607,9 @@ def _in_input(exc: MessageError, source: list[int]) -> MessageError:
     named = f"message {index}"
     text = str(exc)
     text = f"message {source[index]}{text[len(named) :]}" if text.startswith(named) else text
-    return type(exc)(text, source[index], exc.field)
+    if isinstance(exc, MessageError):
+        return type(exc)(text, source[index], exc.field)
+    return type(exc)(text, source[index])
 
 
 def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:
@@ -699,7 +701,7 @@ def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens
         # What follows the compaction has no leading system messages of its own: one
         # right after it is folded like any other message.
         packed = _decide(rest, options, min(U64_MAX, system_tokens + fixed), pinned, system_prefix=False)
-    except MessageError as exc:
+    except (MessageError, EstimatorError) as exc:
         raise _in_input(exc, list(range(end, n))) from None
     kept = [*range(prefix), *range(at, end), *(k + end for k in packed.kept)]
     note = None if packed.note is None else (packed.note[0], packed.note[1] + prefix + end - at)
