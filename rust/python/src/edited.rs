@@ -2,8 +2,9 @@
 //! a pack's output holds for a kept message an edit changed, and what a custom estimator
 //! is handed. Only the containers on the way to a changed value are new (a dict copied
 //! with its member replaced, a list with its items filtered or replaced), as
-//! `contextfold.reference.edits` builds them, and an edited message's `content` and
-//! `tool_calls` lists; everything else is the caller's object.
+//! `contextfold.reference.edits` builds them, and an edited message in a pack's output
+//! is built from copies of its `content` and `tool_calls` lists ([`as_output`]);
+//! everything else is the caller's object.
 //! Also the copies the edits plan on where other Python code can run mid-call ([`frozen`]).
 
 use crate::borrow::{before_python, MayRunPython};
@@ -46,15 +47,6 @@ fn built<'py>(py: Python<'py>, value: &Edited<'_, PyNode<'py>>) -> PyResult<Boun
                         "tool_calls",
                         built(py, &Edited::Calls { node: PyNode(calls), calls: &edit.calls })?,
                     )?;
-                }
-            }
-            // A `content` or `tool_calls` list no edit reached is new too, a copy, as the
-            // reference's (which plans on copies): an edited message holds none of the
-            // caller's lists, whichever way it was planned.
-            for key in [Key::Content, Key::ToolCalls] {
-                let Some(Ok(list)) = node.get(key).map(|value| value.0.cast_into::<PyList>()) else { continue };
-                if message.get_item(key.as_str())?.is_some_and(|now| now.is(&list)) {
-                    message.set_item(key.as_str(), list_copy(&list)?)?;
                 }
             }
             message.into_any()
@@ -181,7 +173,9 @@ pub fn builds_in_place(messages: &[PyNode<'_>], packed: &Packed) -> bool {
 
 /// The kept messages (the caller's own, in `packed.kept` order) as the output holds them:
 /// each one an edit changed built anew, from the copy in `frozen` the edits planned on
-/// where there is one (empty: none).
+/// where there is one (empty: none), else from one made now the same way, so that an
+/// edited message holds none of the caller's `content` and `tool_calls` lists whichever
+/// way the edits planned (as the reference's, which always plans on copies).
 ///
 /// # Errors
 /// A failed allocation, or a message changed so that its edits no longer fit it.
@@ -197,8 +191,11 @@ pub fn as_output<'py>(
     }
     for (message, &i) in kept.iter_mut().zip(&packed.kept) {
         if packed.edits.edit(i).is_some() {
-            let source = frozen.get(i).map_or_else(|| message.clone(), |copy| copy.0.clone());
-            *message = to_object(before_python(), py, &packed.edits.view(i, PyNode(source)))?;
+            let source = match frozen.get(i) {
+                Some(copy) => copy.clone(),
+                None => frozen_message(before_python(), &PyNode(message.clone()))?,
+            };
+            *message = to_object(before_python(), py, &packed.edits.view(i, source))?;
         }
     }
     Ok(kept)
