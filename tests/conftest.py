@@ -81,13 +81,19 @@ def anthropic_corpus() -> list[dict[str, Any]]:
     return _corpus("anthropic.jsonl")
 
 
-@pytest.fixture(params=["native", "python"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Runs the test once per backend, with the public API switched to it."""
-    impl = IMPLS[request.param]
+def switch_to(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switches the public API to backend ``name`` for the test (skipped when the native
+    extension is not built)."""
+    impl = IMPLS[name]
     if impl is None:
         pytest.skip("the native extension is not built")
     monkeypatch.setattr(_backend, "impl", impl)
+
+
+@pytest.fixture(params=["native", "python"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Runs the test once per backend, with the public API switched to it."""
+    switch_to(request.param, monkeypatch)
     yield request.param
 
 

@@ -60,7 +60,7 @@ def test_observe_forms_and_errors() -> None:
     assert memory.snapshot.searched == ("budget",) and memory.snapshot.edited == ("x.py",)
     with pytest.raises(ValueError, match="unknown observation kind"):
         memory.observe("opened", "x.py")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(cf.ArgumentTypeError, match=r"^observation path: expected str, got int$"):
         memory.observe("read", 3)  # type: ignore[arg-type]
     assert memory.size == 2
     memory.set_task("  fix\n\tthe   store ")
@@ -135,7 +135,7 @@ def test_at_is_utc() -> None:
     assert memory is not None and "2026-12-01" in memory.content
     naive = cf.consolidate({"read": ["a/b.ts", "a/c.ts", "a/d.ts"]}, at=datetime(2026, 1, 2, 23, 59))
     assert naive is not None and "2026-01-02" in naive.content
-    with pytest.raises(ValueError):
+    with pytest.raises(cf.ArgumentError, match=r"^at must be a datetime, a date or None, got str$"):
         cf.consolidate({"read": ["a/b.ts", "a/c.ts", "a/d.ts"]}, at="2026-01-01")  # type: ignore[arg-type]
 
 
@@ -178,6 +178,14 @@ def test_recall(backend: str) -> None:
     assert cf.consolidated_area("codemap:a/b") == "a/b" and cf.consolidated_area("x") is None
 
 
+def test_facts_for_an_area_are_at_most_six_most_specific_first() -> None:
+    # SPEC §6: consolidated_facts_for(facts, areas, max=6).
+    nested = [{"key": "codemap:" + "/".join("abcdefgh"[: depth + 1])} for depth in range(8)]
+    assert cf.MAX_RECALLED_MAPS == 6
+    assert cf.consolidated_facts_for(nested, ["a/b/c/d/e/f/g/h"]) == nested[:1:-1]
+    assert cf.consolidated_facts_for(nested[::-1], ["a/b/c/d/e/f/g/h"], max=8) == nested[::-1]
+
+
 def test_paths(backend: str) -> None:
     assert cf.canonical_path(" .\\a\\\\b/./c ") == "a/b/c"
     assert cf.canonical_path("/c/Code/x") == "c:/Code/x"
@@ -186,7 +194,7 @@ def test_paths(backend: str) -> None:
     assert cf.repo_path("/abs/x.ts") is None and cf.repo_path("/abs/x.ts", "/") is None
     assert cf.repo_path("src/.git/x") is None and cf.repo_path("a/pnpm-lock.yaml") is None
     assert cf.repo_path("a/b\ud800.ts") == "a/b\ud800.ts"  # a lone surrogate survives
-    with pytest.raises(TypeError):
+    with pytest.raises(cf.ArgumentTypeError, match=r"^path: expected str, got int$"):
         cf.repo_path(3)  # type: ignore[arg-type]
     with pytest.raises(cf.ArgumentTypeError, match=r"items\[1\]: expected str"):
         cf.rank_by_count(["a", 1])  # type: ignore[list-item]
@@ -243,7 +251,7 @@ def test_rank_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
         ran = collections.count("start")
         assert gc.isenabled() is enabled
         assert ran <= 1 if enabled else ran == 0
-        with pytest.raises(cf.ArgumentTypeError):
+        with pytest.raises(cf.ArgumentTypeError, match=rf"^items\[{len(items)}\]: expected str, got int$"):
             native.rank_by_count([*items, 3])
         assert gc.isenabled() is enabled
     finally:

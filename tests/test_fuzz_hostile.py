@@ -154,8 +154,10 @@ def outcome(call: Callable[[list[Any]], Any], recipe: Any, backend: str) -> Any:
     if isinstance(result, list) and result and isinstance(result[0], cf.HandoffPack):
         return [_pack_view(p, given) for p in result]
     if isinstance(result, list):
+        # An input message by its index (identity is the contract), anything else (a
+        # count, a line, a new message) by its value.
         ids = {id(m): i for i, m in enumerate(given)}
-        return [ids.get(id(m), "?") for m in result]
+        return [("input", ids[id(m)]) if id(m) in ids else m for m in result]
     return result
 
 

@@ -23,7 +23,7 @@ import contextfold as cf
 import pytest
 from contextfold import _backend, _contract
 
-from .conftest import ctrl_c_at_start, native_required
+from .conftest import ctrl_c_at_start, native_required, switch_to
 from .hostile_types import LyingDict, LyingFloat, LyingInt, LyingList, LyingStr, OddHashKey, claiming
 
 
@@ -246,6 +246,48 @@ def test_a_type_name_that_runs_code_frees_no_ranked_path(backend: str) -> None:
 def _run_isolated(code: str) -> subprocess.CompletedProcess[str]:
     """Runs ``code`` in a fresh interpreter (a crash must not take the test run with it)."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
+_MILLION = """
+    import json, os
+    os.environ["CONTEXTFOLD_BACKEND"] = {backend!r}
+    import contextfold as cf
+    call = {{"id": "c", "type": "function", "function": {{"name": "f", "arguments": "{{}}"}}}}
+    messages = [
+        {{"role": "system", "content": "rules"}},
+        *({{"role": ("user", "assistant")[i % 2], "content": f"turn {{i}}"}} for i in range(1_000_000)),
+        {{"role": "assistant", "content": "", "tool_calls": [call]}},
+        {{"role": "tool", "tool_call_id": "c", "content": "ok"}},
+    ]
+    def seen(pack):
+        return [len(pack.messages), pack.kept, pack.dropped, pack.fits, pack.tokens, pack.note]
+    print(json.dumps([
+        seen(cf.pack_handoff(messages, target_context_tokens=8_000)),
+        seen(cf.pack_handoff(messages, target_context_tokens=8_000, cut="chunked")),
+        seen(cf.pack_handoff(messages, target_context_tokens=8_000, edits=[cf.ClearToolUses(keep=0, trigger=0)])),
+        [seen(p) for p in cf.pack_many([messages, messages[:500_000]], target_context_tokens=8_000, threads=2)],
+        cf.tokens_of(messages),
+        cf.window_start(messages),
+        len(cf.windowed(messages)),
+        cf.compact_tail_start_for_budget(messages, 8_000),
+    ]))
+"""
+
+
+@pytest.mark.long
+def test_a_million_message_transcript_is_packed_and_windowed_alike_on_both_backends() -> None:
+    """SPEC §10: million-message transcripts are handled without a crash, a panic or
+    unbounded recursion, on every path that reads a whole transcript."""
+    native_required()
+    seen = {}
+    for backend in ("native", "python"):
+        done = _run_isolated(_MILLION.format(backend=backend))
+        assert done.returncode == 0, done.stderr
+        seen[backend] = json.loads(done.stdout)
+    assert seen["native"] == seen["python"]
+    packed, chunked, edited, many, total, *_ = seen["native"]
+    assert all(pack[3] and pack[2] > 990_000 for pack in (packed, chunked, edited)) and total > 6_000_000
+    assert packed[0] < 1_200 and many[1][0] < 1_200  # folded to the budget, not copied whole
 
 
 @pytest.mark.parametrize("backend_name", ["native", "python"])
@@ -1137,14 +1179,19 @@ def test_a_thread_changing_blocks_during_an_exact_count_does_not_move_an_edit(ba
     )
 
 
+# Natively with chars/4 no worker starts for these transcripts (each is packed with the
+# GIL held), so that pair is not run.
 @pytest.mark.usefixtures("offline_tiktoken")
-@pytest.mark.parametrize("estimate", [None, "o200k_base"])
-def test_a_thread_changing_blocks_during_a_batch_does_not_move_an_edit(backend: str, estimate: str | None) -> None:
+@pytest.mark.parametrize(
+    ("backend_name", "estimate"), [("native", "o200k_base"), ("python", None), ("python", "o200k_base")]
+)
+def test_a_thread_changing_blocks_during_a_batch_does_not_move_an_edit(
+    backend_name: str, estimate: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As above, for pack_many on two threads: its workers pack copies with the GIL
     released, and the output is built once they are done. The native build applied the
     planned block positions to the caller's lists as they were then."""
-    if backend == "native" and estimate is None:
-        pytest.skip("natively with chars/4 no worker starts for these transcripts: each is packed with the GIL held")
+    switch_to(backend_name, monkeypatch)
     edits = [cf.ClearToolUses(keep=1, trigger=10)]
     _edits_hold_while_another_thread_meddles(
         400,
@@ -1254,16 +1301,17 @@ def test_code_a_collection_runs_mid_batch_does_not_mix_a_transcript(backend: str
         assert packed.messages[-1]["content"] == "next"
 
 
-@pytest.mark.parametrize("estimate", ["None", "'o200k_base'"])
-@pytest.mark.parametrize("backend_name", ["native", "python"])
+# The reference counts exactly with tiktoken, which a fresh interpreter cannot load
+# offline, so it runs with chars/4 only.
+@pytest.mark.parametrize(
+    ("backend_name", "estimate"), [("native", "None"), ("native", "'o200k_base'"), ("python", "None")]
+)
 def test_a_list_emptied_by_a_collection_as_it_is_copied_is_no_crash(backend_name: str, estimate: str) -> None:
     """Copying a list with CPython's own slice allocates after taking its length: on 3.10
     and 3.11 a collection run there that empties the list left the copy reading items that
     were gone (python/cpython#75348), a crash natively with an exact count."""
     if backend_name == "native":
         native_required()
-    if backend_name == "python" and estimate != "None":
-        pytest.skip("the reference counts exactly with tiktoken, which a fresh interpreter cannot load offline")
     done = _run_isolated(
         f"""
         import gc, os, sys
@@ -1309,8 +1357,10 @@ def test_packing_with_edits_leaves_the_collector_as_it_found_it(backend: str, en
     try:
         cf.pack_handoff(messages, target_context_tokens=2_000, edits=edits)
         assert gc.isenabled() is enabled
-        with pytest.raises(cf.MessageError):
+        bad = len(messages)
+        with pytest.raises(cf.MessageTypeError, match=rf"^message {bad}, field 'content': expected str") as info:
             cf.pack_handoff([*messages, {"role": "user", "content": 7}], target_context_tokens=2_000, edits=edits)
+        assert (info.value.index, info.value.field) == (bad, "content")
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if found else gc.disable)()

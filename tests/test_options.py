@@ -240,17 +240,21 @@ def test_daemon_threads_packing_with_new_keywords_let_the_process_exit() -> None
     # (Without the fix above, two to five runs in six aborted: "FATAL: exception not
     # rethrown", exit status 134.)
     script = """
-import sys, threading, time
+import threading
 import contextfold as cf
 messages = [{"role": "user", "content": "hello " * 50}]
-def loop():
+def loop(packing):
     i = 0
     while True:
         cf.pack_handoff(messages, target_context_tokens=300 + i % 13)
         i += 1
-for _ in range(4):
-    threading.Thread(target=loop, daemon=True).start()
-time.sleep(0.3)
+        if i == 20:
+            packing.set()
+running = [threading.Event() for _ in range(4)]
+for packing in running:
+    threading.Thread(target=loop, args=(packing,), daemon=True).start()
+for packing in running:  # every thread is packing as the interpreter shuts down
+    packing.wait(60)
 """
     for _ in range(4):
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

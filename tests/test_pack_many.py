@@ -41,7 +41,7 @@ def test_anthropic_systems(backend: str) -> None:
     systems = [r.get("system") for r in rows]
     many = cf.pack_many(batch, target_context_tokens=2_000, systems=systems, threads=2)
     assert many == one_by_one(batch, target_context_tokens=2_000, systems=systems)
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=rf"^systems has {len(batch) - 1} entries for {len(batch)} transcripts$"):
         cf.pack_many(batch, target_context_tokens=2_000, systems=systems[:-1])
 
 
@@ -150,7 +150,7 @@ def test_many_python_threads_at_once(backend: str) -> None:
 
 
 def test_bad_options(backend: str) -> None:
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^threads must be at least 1, got 0$"):
         cf.pack_many([], target_context_tokens=10, threads=0)
     assert cf.pack_many([], target_context_tokens=10) == []
 

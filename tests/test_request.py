@@ -778,9 +778,9 @@ def test_batches_equal_one_by_one(backend: str, threads: int) -> None:
             alone = exc
         assert _same(result, alone)
     assert isinstance(batch[7], ValueError) and "released" in str(batch[7])
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^target_context_tokens must be at least 0, got -1$"):
         cf.pack_requests(bodies, target_context_tokens=-1)
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^threads must be at least 1, got 0$"):
         cf.pack_requests(bodies, target_context_tokens=100, threads=0)
 
 

@@ -76,6 +76,20 @@ def test_recall_by_path_and_by_word(make_store: object) -> None:
     assert store.recall("nothing relevant here") == []
 
 
+def test_recall_gives_at_most_six_maps_most_specific_first(make_store: object) -> None:
+    # SPEC §8: recall(text) gives the maps for the areas named, most specific first, at
+    # most 6. Map areas stop at four folders, so the request names two trees of four.
+    store = make_store()  # type: ignore[operator]
+    areas = [tree[:depth] for tree in ("a/b/c/d", "p/q/r/s") for depth in (1, 3, 5, 7)]
+    for area in areas:
+        store.write(mapped(f"{area}/x.ts", f"{area}/y.ts"))
+    request = "the bug in a/b/c/d/x.ts, and p/q/r/s/y.ts"
+    recalled = [m.key.removeprefix("codemap:") for m in store.recall(request)]
+    assert [area.count("/") for area in recalled] == [3, 3, 2, 2, 1, 1]
+    assert sorted(recalled) == sorted(area for area in areas if area.count("/") >= 1)
+    assert len(store.recall(request, max=8)) == 8
+
+
 def test_invalidate_takes_changed_files_out(make_store: object) -> None:
     store = make_store()  # type: ignore[operator]
     store.write(mapped("src/a.ts", "src/b.ts"))
@@ -192,7 +206,9 @@ def test_redis_expiry_keeps_a_map_written_meanwhile(moment: str) -> None:
     redis = pytest.importorskip("redis")
     other = redis_store(timedelta(minutes=1))
     stale = cf.RedisCodeMapStore(other.client, prefix=other.prefix, ttl=other.ttl)
-    stale._clock = lambda: time.time() - 3_600  # written an hour ago
+    now = time.time()  # one clock for every store: no real minute can pass between them
+    other._clock = lambda: now  # type: ignore[method-assign]
+    stale._clock = lambda: now - 3_600  # written an hour ago
     stale.write(mapped("src/old.ts"))
     written: list[str] = []
 
@@ -221,6 +237,7 @@ def test_redis_expiry_keeps_a_map_written_meanwhile(moment: str) -> None:
             return pipe
 
     expirer = cf.RedisCodeMapStore(Interleaving.from_url(REDIS_URL), prefix=other.prefix, ttl=other.ttl)
+    expirer._clock = lambda: now  # type: ignore[method-assign]
     assert expirer.expire() == 0
     assert written == [moment]
     assert cf.consolidated_files(other.get("codemap:src") or "") == ["src/fresh.ts"]
@@ -228,15 +245,23 @@ def test_redis_expiry_keeps_a_map_written_meanwhile(moment: str) -> None:
 
 def test_expired_maps_do_not_come_back(make_store: object) -> None:
     store = make_store(ttl=timedelta(minutes=1))  # type: ignore[operator]
-    store._clock = lambda: time.time() - 3_600  # written an hour ago
+    now = time.time()  # a fixed clock: no real minute can pass between the writes and the reads
+
+    def written_an_hour_ago() -> float:
+        return now - 3_600
+
+    def today() -> float:
+        return now
+
+    store._clock = written_an_hour_ago
     store.write(mapped("src/a.ts", "src/b.ts"))
-    store._clock = time.time
+    store._clock = today
     assert store.live() == [] and store.get("codemap:src") is None
     stored = store.write(mapped("src/c.ts"))  # the expired map is not merged in
     assert cf.consolidated_files(stored) == ["src/c.ts"]
-    store._clock = lambda: time.time() - 3_600
+    store._clock = written_an_hour_ago
     store.write(mapped("lib/x.ts"))
-    store._clock = time.time
+    store._clock = today
     assert store.expire() == 1  # the stale lib map, not the src map written anew
     assert [m.key for m in store.live()] == ["codemap:src"]
 
@@ -428,13 +453,38 @@ def test_closing_an_in_memory_store_waits_for_a_thread_using_it() -> None:
         go_on.wait(30)
         return time.time()
 
+    closing = threading.Event()  # close() asked for the store's lock
+
+    class AnnouncedLock:
+        def __init__(self, lock: Any) -> None:
+            self.lock = lock
+
+        def acquire(self) -> bool:
+            if threading.current_thread().name == "closer":
+                closing.set()
+            return bool(self.lock.acquire())
+
+        def release(self) -> None:
+            self.lock.release()
+
+        def __enter__(self) -> bool:
+            return self.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.release()
+
     store._clock = clock  # type: ignore[method-assign]
+    store._lock = AnnouncedLock(store._lock)  # type: ignore[assignment]
     reader = threading.Thread(target=lambda: read.append(store.live()))
     reader.start()
     inside.wait(30)
-    closer = threading.Thread(target=store.close)
+    closer = threading.Thread(target=store.close, name="closer")
     closer.start()
-    closer.join(0.2)  # unfixed, close() is done by now; fixed, it waits for the reader
+    # Fixed, close() now waits for the reader's lock; unfixed, it has closed the
+    # connection under the reader without asking (and ended): either way, no guess at
+    # how long a thread takes to get there.
+    while closer.is_alive() and not closing.wait(0.01):
+        pass
     go_on.set()
     reader.join(30)
     closer.join(30)

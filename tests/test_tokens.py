@@ -121,7 +121,8 @@ BAD: list[tuple[Any, type[Exception], str]] = [
 
 @pytest.mark.parametrize(("messages", "error", "text"), BAD)
 def test_bad_input_names_index_and_field(backend: str, messages: Any, error: type[Exception], text: str) -> None:
-    with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")) as info:
+    pattern = text.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(error, match=pattern) as info:
         cf.tokens_of(messages)
     assert isinstance(info.value, TypeError)
     if "object keys" in text or "got set" in text:
@@ -129,7 +130,7 @@ def test_bad_input_names_index_and_field(backend: str, messages: Any, error: typ
         # a lone user turn, so it has nothing to reject.
         assert cf.window_start(messages) == 0
     else:
-        with pytest.raises(error):
+        with pytest.raises(error, match=pattern):
             cf.window_start(messages)
 
 
@@ -144,7 +145,8 @@ def test_error_carries_index_and_field(backend: str) -> None:
 
 @pytest.mark.parametrize("result", [-1, 1.5, "3", None, True])
 def test_custom_estimator_must_return_a_non_negative_int(backend: str, result: Any) -> None:
-    with pytest.raises(cf.EstimatorError):
+    wanted = "a non-negative int, got -1" if result == -1 else f"an int, got {type(result).__name__}"
+    with pytest.raises(cf.EstimatorError, match=rf"^message 0: estimate_tokens must return {wanted}$"):
         cf.tokens_of([{"role": "user", "content": "x"}], estimate_tokens=lambda _text: result)
 
 

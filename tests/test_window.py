@@ -64,11 +64,11 @@ def test_no_user_turn_keeps_all_when_it_fits_else_the_last(backend: str) -> None
 def test_custom_limits_and_their_checks(backend: str) -> None:
     convo = convo_of("ua" * 10)
     assert cf.window_start(convo, window=8) == 12
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^window must be at least 4, got 3$"):
         cf.window_start(convo, window=3)
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^token_budget must be at least 4, got -1$"):
         cf.window_start(convo, token_budget=-1)
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^window must be an int, got float$"):
         cf.window_start(convo, window=8.0)  # type: ignore[arg-type]
 
 
@@ -86,9 +86,11 @@ def test_array_variant_matches(backend: str) -> None:
     for window, budget in [(80, 64_000), (16, 4_000), (4, 4)]:
         expected = cf.window_start(convo, window=window, token_budget=budget)
         assert cf.window_start_array(sizes, mask, window=window, token_budget=budget) == expected
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(
+        cf.ArgumentError, match=rf"^sizes and user_mask differ in length \({len(sizes)} and {len(sizes) - 1}\)$"
+    ):
         cf.window_start_array(sizes, mask[:-1])
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=r"^sizes\[0\] is negative \(-1\)$"):
         cf.window_start_array(np.array([-1]), np.array([True]))
 
 
@@ -231,9 +233,9 @@ def test_custom_limits_move_the_front_in_quarter_chunks(
 def test_limits_under_four_are_refused(backend: str, small: int) -> None:
     # SPEC §4: custom window and token_budget must be at least 4 (the code and docs; a quarter of each is the chunk).
     convo = convo_of("ua" * 10)
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=rf"^token_budget must be at least 4, got {small}$"):
         cf.window_start(convo, token_budget=small)
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(cf.ArgumentError, match=rf"^window must be at least 4, got {small}$"):
         cf.windowed(convo, window=small)
     assert 0 <= cf.window_start(convo, window=4, token_budget=4) < len(convo)  # 4 itself is taken
 

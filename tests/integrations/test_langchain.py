@@ -181,7 +181,9 @@ def test_token_counter_drives_langchain_trim_messages() -> None:
 def test_bad_input_names_the_index() -> None:
     with pytest.raises(cf.MessageTypeError, match="message 1: expected a langchain BaseMessage, got dict"):
         lc.pack([HumanMessage("hi"), {"role": "user", "content": "x"}], max_tokens=100)  # type: ignore[list-item]
-    with pytest.raises(cf.ArgumentError):
+    with pytest.raises(
+        cf.ArgumentError, match=r"^reserve_output_tokens \(200\) exceeds target_context_tokens \(100\)$"
+    ):
         lc.ContextfoldMiddleware(max_tokens=100, reserve_output_tokens=200)
 
 
