@@ -441,11 +441,41 @@ fn any_byte_mask(block: &[u8; 64], wanted: &[u8]) -> u64 {
     mask
 }
 
-/// Bit `i` set when byte `i` of `block` is one of `wanted`.
-#[cfg(not(target_arch = "x86_64"))]
-fn any_byte_mask(block: &[u8; 64], wanted: &[u8]) -> u64 {
-    block.iter().enumerate().fold(0, |mask, (i, b)| mask | (u64::from(wanted.contains(b)) << i))
+/// The mask builders a byte at a time: the scan's own on CPUs other than x86_64, and on
+/// x86_64 (in tests) what the SSE2 versions are held to, so the code other CPUs run is
+/// tested wherever the tests run.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+mod portable {
+    use super::is_whitespace;
+
+    /// Bit `i` set when byte `i` of `block` is one of `wanted`.
+    pub(super) fn any_byte_mask(block: &[u8; 64], wanted: &[u8]) -> u64 {
+        block.iter().enumerate().fold(0, |mask, (i, b)| mask | (u64::from(wanted.contains(b)) << i))
+    }
+
+    /// Bit `i` set when byte `i` of `block` is above 0x7F.
+    pub(super) fn high_mask(block: &[u8; 64]) -> u64 {
+        block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b > 0x7f) << i))
+    }
+
+    /// Bit `i` set when byte `i` of `block` is `byte`.
+    pub(super) fn byte_mask(block: &[u8; 64], byte: u8) -> u64 {
+        block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b == byte) << i))
+    }
+
+    /// Bit `i` set when byte `i` of `block` is a control byte (below 0x20).
+    pub(super) fn control_mask(block: &[u8; 64]) -> u64 {
+        block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b < 0x20) << i))
+    }
+
+    /// Bit `i` set when byte `i` of `chunk` is whitespace.
+    pub(super) fn whitespace_mask16(chunk: &[u8; 16]) -> u32 {
+        chunk.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u32::from(is_whitespace(b)) << i))
+    }
 }
+
+#[cfg(not(target_arch = "x86_64"))]
+use portable::{any_byte_mask, byte_mask, control_mask, high_mask, whitespace_mask16};
 
 /// The AVX2 versions: two 32-byte compares a block where SSE2 takes four 16-byte ones.
 #[cfg(target_arch = "x86_64")]
@@ -581,24 +611,6 @@ fn high_mask(block: &[u8; 64]) -> u64 {
     mask
 }
 
-/// Bit `i` set when byte `i` of `block` is above 0x7F.
-#[cfg(not(target_arch = "x86_64"))]
-fn high_mask(block: &[u8; 64]) -> u64 {
-    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b > 0x7f) << i))
-}
-
-/// Bit `i` set when byte `i` of `block` is `byte`.
-#[cfg(not(target_arch = "x86_64"))]
-fn byte_mask(block: &[u8; 64], byte: u8) -> u64 {
-    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b == byte) << i))
-}
-
-/// Bit `i` set when byte `i` of `block` is a control byte (below 0x20).
-#[cfg(not(target_arch = "x86_64"))]
-fn control_mask(block: &[u8; 64]) -> u64 {
-    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b < 0x20) << i))
-}
-
 /// The 64 bytes from `at` (spaces past the end, which are nothing special).
 #[inline]
 fn block_at(bytes: &[u8], at: usize) -> [u8; 64] {
@@ -716,12 +728,6 @@ fn whitespace_mask16(chunk: &[u8; 16]) -> u32 {
         let spaces = _mm_or_si128(_mm_or_si128(is(b' '), is(b'\n')), _mm_or_si128(is(b'\r'), is(b'\t')));
         _mm_movemask_epi8(spaces) as u32
     }
-}
-
-/// Bit `i` set when byte `i` of `chunk` is whitespace.
-#[cfg(not(target_arch = "x86_64"))]
-fn whitespace_mask16(chunk: &[u8; 16]) -> u32 {
-    chunk.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u32::from(is_whitespace(b)) << i))
 }
 
 /// Each byte's value as a hex digit; 0x10 and above when it is none.
@@ -1381,6 +1387,23 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_mask_builders_equal_the_portable_ones(bytes in proptest::collection::vec(proptest::sample::select(vec![
+            b' ', b'\n', b'\r', b'\t', b'"', b'\\', b'/', b'n', b'u', b'a', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff,
+        ]), 64)) {
+            let block: [u8; 64] = bytes.as_slice().try_into().unwrap();
+            for byte in [b'"', b'\\', b'n', b'a', 0x00, 0xff] {
+                prop_assert_eq!(byte_mask(&block, byte), portable::byte_mask(&block, byte));
+            }
+            prop_assert_eq!(control_mask(&block), portable::control_mask(&block));
+            prop_assert_eq!(high_mask(&block), portable::high_mask(&block));
+            prop_assert_eq!(any_byte_mask(&block, &ESCAPE_CODES), portable::any_byte_mask(&block, &ESCAPE_CODES));
+            for chunk in block.chunks_exact(16) {
+                let chunk: &[u8; 16] = chunk.try_into().unwrap();
+                prop_assert_eq!(whitespace_mask16(chunk), portable::whitespace_mask16(chunk));
+            }
+        }
+
         #[test]
         fn decoded_chars_are_the_decoded_text(parts in proptest::collection::vec(proptest::sample::select(vec![
             "a", " ", "é", "😀", "\\n", "\\\"", "\\\\", "\\/", "\\u0041", "\\u00e9", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\ud83d",
