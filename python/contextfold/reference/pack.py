@@ -447,11 +447,12 @@ class _Packer:
     ) -> tuple[int, int, tuple[str, int] | None]:
         chunk = max(chunk, 1)
         t = self.t
+        costs = [t.sum(seg.start, seg.end) for seg in segs]
         candidates: list[int] = []
         running = 0
-        for k, seg in enumerate(segs):
+        for k, cost in enumerate(costs):
             before = running
-            running += t.sum(seg.start, seg.end)
+            running += cost
             if running // chunk > before // chunk:
                 candidates.append(k + 1)
         candidates.append(len(segs))
@@ -460,8 +461,7 @@ class _Packer:
         core_starts = {s for s, _ in core}
         suffix = [0] * (len(segs) + 1)
         for k in range(len(segs) - 1, -1, -1):
-            seg = segs[k]
-            suffix[k] = suffix[k + 1] + (0 if seg.start in core_starts else t.sum(seg.start, seg.end))
+            suffix[k] = suffix[k + 1] + (0 if segs[k].start in core_starts else costs[k])
 
         def start_of(c: int) -> int:
             return segs[c].start if c < len(segs) else end

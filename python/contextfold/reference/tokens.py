@@ -104,8 +104,7 @@ class TranscriptOnDemand:
         return self._size(i, m, whole)
 
     def sum(self, start: int, stop: int) -> int:
-        tokens = self.tokens
-        return sum(tokens(i) for i in range(start, stop))
+        return sum(map(self.tokens, range(start, stop)))
 
 
 class Transcript(TranscriptOnDemand):
