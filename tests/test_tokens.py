@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import contextfold as cf
@@ -159,6 +160,75 @@ def test_estimator_exceptions_propagate_unchanged(backend: str) -> None:
 
     with pytest.raises(Boom):
         cf.window_start([{"role": "assistant", "content": "x"}], estimate_tokens=fail)
+
+
+HI = {"role": "user", "content": "hi"}
+
+# Each path that sizes messages with a custom estimator (``estimate`` stands for it).
+SIZING_CALLS: dict[str, Callable[[list[Any], Any], Any]] = {
+    "tokens_of": lambda m, estimate: cf.tokens_of(m, estimate_tokens=estimate),
+    "message_tokens": lambda m, estimate: [cf.message_tokens(x, estimate_tokens=estimate) for x in m],
+    "message_tokens_array": lambda m, estimate: cf.message_tokens_array(m, estimate_tokens=estimate),
+    # (a user turn first, so the window has a choice to make and sizes the rest)
+    "window_start": lambda m, estimate: cf.window_start([HI, *m], token_budget=4, estimate_tokens=estimate),
+    "windowed": lambda m, estimate: cf.windowed([HI, *m], token_budget=4, estimate_tokens=estimate),
+    "compact_tail_start_for_budget": lambda m, estimate: cf.compact_tail_start_for_budget(
+        m, 10, estimate_tokens=estimate
+    ),
+    "pack_handoff": lambda m, estimate: cf.pack_handoff(m, target_context_tokens=10, estimate_tokens=estimate),
+    "pack_handoff chunked": lambda m, estimate: cf.pack_handoff(
+        m, target_context_tokens=10, estimate_tokens=estimate, cut="chunked"
+    ),
+    "pack_handoff with edits": lambda m, estimate: cf.pack_handoff(
+        m, target_context_tokens=10, estimate_tokens=estimate, edits=[cf.ClearToolUses(trigger=0)]
+    ),
+    "pack_many": lambda m, estimate: cf.pack_many([m, m], target_context_tokens=10, estimate_tokens=estimate),
+}
+
+
+@pytest.mark.parametrize("call", list(SIZING_CALLS))
+@pytest.mark.parametrize("raised", [StopIteration, LookupError])
+def test_an_estimators_exception_comes_out_as_it_was_raised(backend: str, call: str, raised: type[Exception]) -> None:
+    # StopIteration too: a generator the estimator is called from made it a RuntimeError
+    # (PEP 479), and map() took it for the end of the sizes (a short sum, no error).
+    transcripts = [
+        [
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "an answer"},
+            {"role": "user", "content": "MAGIC " * 50},
+            {"role": "assistant", "content": "a second answer " * 20},
+            {"role": "user", "content": "next"},
+        ],
+        [{"role": "user", "content": "MAGIC question"}, {"role": "assistant", "content": "an answer"}],
+    ]
+    error = raised("from the estimator")
+
+    def estimate(text: str) -> int:  # raises for every message but the first
+        if text not in ("first question", "hi"):
+            raise error
+        return len(text)
+
+    for messages in transcripts:
+        with pytest.raises(raised) as info:
+            SIZING_CALLS[call](messages, estimate)
+        assert info.value is error
+
+
+@pytest.mark.parametrize("cut", ["greedy", "chunked"])
+def test_an_estimator_stopping_on_the_directive_stops_the_pack(backend: str, cut: str) -> None:
+    # The reference summed the directive's segment through map(), which took the
+    # StopIteration for the end of the sizes: a pack of the directive at 0 tokens.
+    error = StopIteration("from the estimator")
+
+    def estimate(text: str) -> int:
+        if "MAGIC" in text:
+            raise error
+        return len(text)
+
+    core = [{"role": "user", "content": "MAGIC question"}, {"role": "assistant", "content": "an answer"}]
+    with pytest.raises(StopIteration) as info:
+        cf.pack_handoff(core, target_context_tokens=0, estimate_tokens=estimate, cut=cut)
+    assert info.value is error
 
 
 def test_messages_are_never_mutated(backend: str) -> None:

@@ -501,7 +501,7 @@ class _Packer:
         )
         pinned = [p for p in self.pinned if prefix <= p < end and role(p) in ("user", "assistant")]
         core = sorted({segments.containing(i) for i in ([] if directive is None else [directive]) + pinned})
-        core_tokens = t.sum(0, prefix) + sum(t.sum(s, e) for s, e in core)
+        core_tokens = t.sum(0, prefix) + sum([t.sum(s, e) for s, e in core])  # a list: see Transcript.sum
         if core_tokens > budget:
             kept = list(range(prefix)) + [i for s, e in core for i in range(s, e)]
             return History(kept, None, False, core_tokens)

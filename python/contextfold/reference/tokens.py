@@ -104,7 +104,12 @@ class TranscriptOnDemand:
         return self._size(i, m, whole)
 
     def sum(self, start: int, stop: int) -> int:
-        return sum(map(self.tokens, range(start, stop)))
+        # A loop, not sum() over map() or a generator: an estimator's StopIteration ends
+        # map() early (a short sum) and leaves a generator as a RuntimeError (PEP 479).
+        tokens, total = self.tokens, 0
+        for i in range(start, stop):
+            total += tokens(i)
+        return total
 
 
 class Transcript(TranscriptOnDemand):
@@ -183,7 +188,8 @@ def message_tokens_array(messages: Any, estimate: Counting = None, image_tokens:
     t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 
-    return np.fromiter((_int64(i, t.tokens(i)) for i in range(len(t))), dtype=np.int64, count=len(t))
+    # A list, not np.fromiter over a generator: see Transcript.sum.
+    return np.array([_int64(i, t.tokens(i)) for i in range(len(t))], dtype=np.int64)
 
 
 def _int64(i: int, size: int) -> int:
