@@ -10,7 +10,7 @@ import pickle
 import subprocess
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import contextfold as cf
@@ -414,6 +414,39 @@ def test_an_edit_changed_behind_its_frozen_back_is_checked_again(
         cf.pack_handoff(messages, target_context_tokens=50, edits=[edit])
     with pytest.raises(error, match=words):
         cf.PackOptions(target_context_tokens=50, edits=[edit])
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "value", "words"),
+    [
+        (lambda: cf.ClearThinking(keep=1), "keep", True, "ClearThinking.keep must be an int, got bool"),
+        (lambda: cf.ClearToolUses(keep=0), "keep", 0.0, "ClearToolUses.keep must be an int, got float"),
+        (
+            lambda: cf.ClearToolUses(clear_tool_inputs=True),
+            "clear_tool_inputs",
+            1,
+            "ClearToolUses.clear_tool_inputs must be a bool, got int",
+        ),
+    ],
+)
+def test_an_edit_changed_to_an_equal_value_is_refused_whatever_came_before(
+    backend: str, make: Callable[[], Any], field: str, value: Any, words: str
+) -> None:
+    # The changed edit compared equal to one built from its old fields (True == 1), so
+    # once a call had packed with such an edit, its options were found for the changed
+    # one, unchecked: the same call passed or failed by what ran before it.
+    messages = [{"role": "user", "content": "hi"}]
+    for body in (False, True):
+        cf.pack_handoff(messages, target_context_tokens=50, edits=[make()])
+        changed = make()
+        object.__setattr__(changed, field, value)
+        with pytest.raises(cf.ArgumentTypeError, match=words):
+            if body:
+                cf.pack_request(
+                    b'{"messages": [{"role": "user", "content": "hi"}]}', target_context_tokens=50, edits=[changed]
+                )
+            else:
+                cf.pack_handoff(messages, target_context_tokens=50, edits=[changed])
 
 
 class _NameThatCompares(str):

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
-from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits, iterable_of
+from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits, has_exact_fields, iterable_of
 from ._js import (
     OPAQUE,
     Visit,
@@ -700,12 +700,15 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
         if kind is int or kind is str or value is None:
             key.append((name, value))
         elif kind is tuple or kind is list:
-            # Pins and edits (frozen, every field an exact int, str, bool or tuple of
-            # strs, so equal edits act alike); a loop, not all(...): a generator costs
-            # more than the check.
+            # Pins and edits (frozen, every field an exact int, str, bool or tuple, so
+            # equal edits act alike; one whose field was set behind its frozen back to
+            # an equal value of another type, `True` for 1, is built, so checked, again);
+            # a loop, not all(...): a generator costs more than the check.
             for item in value:
                 item_kind = type(item)
-                if not (item_kind is int or item_kind is ClearToolUses or item_kind is ClearThinking):
+                if item_kind is int:
+                    continue
+                if not ((item_kind is ClearToolUses or item_kind is ClearThinking) and has_exact_fields(item)):
                     return _build(keywords)
             key.append((name, (*value,)))  # not tuple(value), which allocates after reading (_js.listed)
         else:

@@ -157,6 +157,24 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
     return tuple(out)
 
 
+def has_exact_fields(edit: Edit) -> bool:
+    """Whether every field of ``edit`` has the very type its constructor gives it: true
+    unless one was set behind its frozen back (``object.__setattr__``), maybe to a value
+    that compares equal to a checked one (``True == 1``) but is not one. ``edit`` is of
+    one of the two types exactly (the caller told it by identity)."""
+    if not isinstance(edit, ClearToolUses):
+        return type(edit.keep) is int
+    trigger = edit.trigger
+    return (
+        type(edit.keep) is int
+        and type(edit.clear_at_least) is int
+        and (trigger is None or type(trigger) is int)
+        and type(edit.exclude_tools) is tuple
+        and type(edit.clear_tool_inputs) is bool
+        and type(edit.placeholder) is str
+    )
+
+
 def _rebuilt(edit: Edit) -> Edit:
     """``edit`` built again from its fields, so that one set behind its frozen back
     (``object.__setattr__``) is checked as its constructor checks it."""
