@@ -798,6 +798,44 @@ class _ClearsOnCompare:
         return False
 
 
+class _RaisesWhenCompared(str):
+    """A block key that reads as "zz" and hashes as ``like`` does, so a lookup of
+    ``like`` compares it, and the compare raises."""
+
+    def __new__(cls, like: str) -> _RaisesWhenCompared:
+        key = str.__new__(cls, "zz")
+        key.like = like  # type: ignore[attr-defined]
+        return key
+
+    def __hash__(self) -> int:
+        return hash(self.like)  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        raise LookupError("a block key's __eq__ ran")
+
+
+@pytest.mark.parametrize("tail", ["", " ", "  x", "x", "\U0001f600"])
+@pytest.mark.parametrize("length", [78, 79, 80, 81])
+@pytest.mark.parametrize("where", ["same block", "next block"])
+def test_a_note_line_reads_a_block_only_while_it_has_room_on_both_backends(length: int, tail: str, where: str) -> None:
+    """A note line shows 80 UTF-16 units of a message's texts: natively it stops reading
+    blocks there, and the reference looked up "text" and "content" in every block, so a
+    block key whose compare raises, past that point, raised on the reference alone."""
+    native_required()
+    first = {"type": "text", "text": "w" * length + tail}
+    blocks = [first] if where == "same block" else [first, {"type": "text", "text": "more"}]
+    blocks[-1][_RaisesWhenCompared("content")] = 1
+    message = {"role": "assistant", "content": blocks}
+    seen = []
+    for impl in (cf._native, cf.reference):
+        with _backend.using(impl):
+            try:
+                seen.append(cf.handoff_line(message))
+            except LookupError as exc:
+                seen.append(str(exc))
+    assert seen[0] == seen[1]
+
+
 class _ClearsOnIndex:
     """A number whose ``__index__`` empties ``victim`` once set."""
 

@@ -9,7 +9,7 @@ entry only when it sizes it or lists it in the note (docs/packing.md).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -100,7 +100,9 @@ def _lossy(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def snippet(parts: list[str], max_units: int) -> str:
+def snippet(parts: Iterable[str], max_units: int) -> str:
+    """The parts, whitespace runs as one space, cut with "…" at ``max_units`` UTF-16
+    units; a part after the cut is never read (``parts`` may read them as asked)."""
     out: list[str] = []
     used = 0
     pending = False
@@ -155,21 +157,25 @@ def _line(message: dict[str, Any]) -> str:
     content = plain(entry(message, "content"))
     if type(content) is not str and type(content) is not list:  # an item without content shows its output
         content = plain(entry(message, "output"))
-    parts: list[str] = []
-    if type(content) is str:
-        parts.append(content)
-    elif type(content) is list:
-        for block in content:
-            if issubclass(type(block), dict):
-                for key in ("text", "content"):
-                    if (text := str_value(entry(block, key))) is not None:
-                        parts.append(text)
-    summary = snippet(parts, LINE_SNIPPET_UNITS)
+    summary = snippet(_shown_texts(content), LINE_SNIPPET_UNITS)
     if names:
         line += f" [{', '.join(names)}]"
     if summary:
         line += f": {summary}"
     return line
+
+
+def _shown_texts(content: Any) -> Iterator[str]:
+    """The texts a line shows of ``content``, each block's looked up only once the line
+    has room left for it (as the core reads them: a block key's ``__eq__`` may run)."""
+    if type(content) is str:
+        yield content
+    elif type(content) is list:
+        for block in content:
+            if issubclass(type(block), dict):
+                for key in ("text", "content"):
+                    if (text := str_value(entry(block, key))) is not None:
+                        yield text
 
 
 def note_text(lines: list[str], unlisted: int) -> str:
