@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import gc
 import pickle
+import re
 import subprocess
 import sys
 import weakref
@@ -416,6 +417,16 @@ def test_an_edit_changed_behind_its_frozen_back_is_checked_again(
         cf.PackOptions(target_context_tokens=50, edits=[edit])
 
 
+class _LikeX:
+    """Not a str, but hashed and compared as "x" is."""
+
+    def __hash__(self) -> int:
+        return hash("x")
+
+    def __eq__(self, other: object) -> bool:
+        return other == "x"
+
+
 @pytest.mark.parametrize(
     ("make", "field", "value", "words"),
     [
@@ -427,6 +438,12 @@ def test_an_edit_changed_behind_its_frozen_back_is_checked_again(
             1,
             "ClearToolUses.clear_tool_inputs must be a bool, got int",
         ),
+        (
+            lambda: cf.ClearToolUses(exclude_tools=["x"]),
+            "exclude_tools",
+            (_LikeX(),),
+            "ClearToolUses.exclude_tools[0] must be a str, got _LikeX",
+        ),
     ],
 )
 def test_an_edit_changed_to_an_equal_value_is_refused_whatever_came_before(
@@ -436,12 +453,12 @@ def test_an_edit_changed_to_an_equal_value_is_refused_whatever_came_before(
     # once a call had packed with such an edit, its options were found for the changed
     # one, unchecked: the same call passed or failed by what ran before it.
     messages = [{"role": "user", "content": "hi"}]
-    for body in (False, True):
+    for through_request in (False, True):
         cf.pack_handoff(messages, target_context_tokens=50, edits=[make()])
         changed = make()
         object.__setattr__(changed, field, value)
-        with pytest.raises(cf.ArgumentTypeError, match=words):
-            if body:
+        with pytest.raises(cf.ArgumentTypeError, match=f"^{re.escape(words)}$"):
+            if through_request:
                 cf.pack_request(
                     b'{"messages": [{"role": "user", "content": "hi"}]}', target_context_tokens=50, edits=[changed]
                 )

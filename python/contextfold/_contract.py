@@ -700,10 +700,11 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
         if kind is int or kind is str or value is None:
             key.append((name, value))
         elif kind is tuple or kind is list:
-            # Pins and edits (frozen, every field an exact int, str, bool or tuple, so
-            # equal edits act alike; one whose field was set behind its frozen back to
-            # an equal value of another type, `True` for 1, is built, so checked, again);
-            # a loop, not all(...): a generator costs more than the check.
+            # Pins and edits (frozen, every field an exact int, str, bool or tuple of
+            # strs, so equal edits act alike; one whose field was set behind its frozen
+            # back to a value of another type, maybe equal, `True` for 1, is built, so
+            # checked, again); a loop, not all(...): a generator costs more than the
+            # check.
             for item in value:
                 item_kind = type(item)
                 if item_kind is int:
@@ -713,10 +714,7 @@ def pack_options(options: PackOptions | None, keywords: Mapping[str, Any]) -> Pa
             key.append((name, (*value,)))  # not tuple(value), which allocates after reading (_js.listed)
         else:
             return _build(keywords)
-    try:
-        built = _BUILT.get(frozen := tuple(key))
-    except TypeError:  # an edit whose field was made unhashable behind its frozen back
-        return _build(keywords)
+    built = _BUILT.get(frozen := tuple(key))  # every part hashable: exact ints, strs, edits
     if built is None:
         # Built of the key, not of `keywords` read again: code run meanwhile (a finaliser)
         # could change them, and the value would then be kept under the wrong key.

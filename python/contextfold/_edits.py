@@ -158,21 +158,27 @@ def check_edits(edits: Any) -> tuple[Edit, ...]:
 
 
 def has_exact_fields(edit: Edit) -> bool:
-    """Whether every field of ``edit`` has the very type its constructor gives it: true
-    unless one was set behind its frozen back (``object.__setattr__``), maybe to a value
-    that compares equal to a checked one (``True == 1``) but is not one. ``edit`` is of
-    one of the two types exactly (the caller told it by identity)."""
+    """Whether every field of ``edit`` has the very type its constructor gives it (each
+    tool name an exact str): false once one was set behind its frozen back
+    (``object.__setattr__``) to a value of another type, which may compare equal to a
+    checked value (``True == 1``) without being one. ``edit`` is of one of the two types
+    exactly (the caller told it by identity)."""
     if not isinstance(edit, ClearToolUses):
         return type(edit.keep) is int
-    trigger = edit.trigger
-    return (
+    trigger, names = edit.trigger, edit.exclude_tools
+    if not (
         type(edit.keep) is int
         and type(edit.clear_at_least) is int
         and (trigger is None or type(trigger) is int)
-        and type(edit.exclude_tools) is tuple
+        and type(names) is tuple
         and type(edit.clear_tool_inputs) is bool
         and type(edit.placeholder) is str
-    )
+    ):
+        return False
+    for name in names:  # a loop, not all(...): see pack_options
+        if type(name) is not str:
+            return False
+    return True
 
 
 def _rebuilt(edit: Edit) -> Edit:
