@@ -9,7 +9,7 @@ entry only when it sizes it or lists it in the note (docs/packing.md).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -100,31 +100,41 @@ def _lossy(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def snippet(parts: Iterable[str], max_units: int) -> str:
-    """The parts, whitespace runs as one space, cut with "…" at ``max_units`` UTF-16
-    units; a part after the cut is never read (``parts`` may read them as asked)."""
-    out: list[str] = []
-    used = 0
-    pending = False
-    started = False
-    for part in parts:
-        pending = pending or started
+class _Snippet:
+    """Texts pushed one by one, whitespace runs as one space, cut with "…" at
+    ``max_units`` UTF-16 units (the core's Snippet)."""
+
+    __slots__ = ("max_units", "out", "pending", "started", "used")
+
+    def __init__(self, max_units: int) -> None:
+        self.max_units = max_units
+        self.out: list[str] = []
+        self.used = 0
+        self.pending = self.started = False
+
+    def push(self, part: str) -> bool:
+        """Adds ``part``; False once the snippet is cut (no later part shows)."""
+        out, used, max_units = self.out, self.used, self.max_units
+        pending = self.pending or self.started
         for c in _lossy(part):
             if c in JS_SPACES:
-                pending = pending or started
+                pending = pending or self.started
                 continue
-            width = 2 if ord(c) > 0xFFFF else 1
-            need = (1 if pending else 0) + width
+            need = (1 if pending else 0) + (2 if ord(c) > 0xFFFF else 1)
             if used + need > max_units:
                 out.append("…")
-                return "".join(out)
+                return False
             if pending:
                 out.append(" ")
                 pending = False
             out.append(c)
-            started = True
+            self.started = True
             used += need
-    return "".join(out)
+        self.used, self.pending = used, pending
+        return True
+
+    def text(self) -> str:
+        return "".join(self.out)
 
 
 def handoff_line(message: dict[str, Any]) -> str:
@@ -157,7 +167,9 @@ def _line(message: dict[str, Any]) -> str:
     content = plain(entry(message, "content"))
     if type(content) is not str and type(content) is not list:  # an item without content shows its output
         content = plain(entry(message, "output"))
-    summary = snippet(_shown_texts(content), LINE_SNIPPET_UNITS)
+    shown = _Snippet(LINE_SNIPPET_UNITS)
+    _show(shown, content)
+    summary = shown.text()
     if names:
         line += f" [{', '.join(names)}]"
     if summary:
@@ -165,17 +177,19 @@ def _line(message: dict[str, Any]) -> str:
     return line
 
 
-def _shown_texts(content: Any) -> Iterator[str]:
-    """The texts a line shows of ``content``, each block's looked up only once the line
-    has room left for it (as the core reads them: a block key's ``__eq__`` may run)."""
+def _show(shown: _Snippet, content: Any) -> None:
+    """Pushes the texts of ``content`` a line shows, each block's looked up only while
+    the line has room (as the core reads them: a block key's ``__eq__`` may run). A
+    loop, not a generator, which would turn a StopIteration raised there into a
+    RuntimeError."""
     if type(content) is str:
-        yield content
+        shown.push(content)
     elif type(content) is list:
         for block in content:
             if issubclass(type(block), dict):
                 for key in ("text", "content"):
-                    if (text := str_value(entry(block, key))) is not None:
-                        yield text
+                    if (text := str_value(entry(block, key))) is not None and not shown.push(text):
+                        return
 
 
 def note_text(lines: list[str], unlisted: int) -> str:
@@ -507,7 +521,7 @@ class _Packer:
         )
         pinned = [p for p in self.pinned if prefix <= p < end and role(p) in ("user", "assistant")]
         core = sorted({segments.containing(i) for i in ([] if directive is None else [directive]) + pinned})
-        core_tokens = t.sum(0, prefix) + sum([t.sum(s, e) for s, e in core])  # a list: see Transcript.sum
+        core_tokens = t.sum(0, prefix) + sum([t.sum(s, e) for s, e in core])  # a list: see TranscriptOnDemand.sum
         if core_tokens > budget:
             kept = list(range(prefix)) + [i for s, e in core for i in range(s, e)]
             return History(kept, None, False, core_tokens)

@@ -188,7 +188,7 @@ def message_tokens_array(messages: Any, estimate: Counting = None, image_tokens:
     t = Transcript(messages, estimate, image_tokens=image_tokens)
     import numpy as np
 
-    # A list, not np.fromiter over a generator: see Transcript.sum.
+    # A list, not np.fromiter over a generator: see TranscriptOnDemand.sum.
     return np.array([_int64(i, t.tokens(i)) for i in range(len(t))], dtype=np.int64)
 
 
