@@ -1372,7 +1372,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn wide_escape_masks_equal_the_portable_ones() {
+    fn wide_escape_masks_equal_the_sse2_ones() {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             let all: Vec<u8> = (0..=255).collect();
@@ -1389,7 +1389,8 @@ mod tests {
     proptest! {
         #[test]
         fn the_mask_builders_equal_the_portable_ones(bytes in proptest::collection::vec(proptest::sample::select(vec![
-            b' ', b'\n', b'\r', b'\t', b'"', b'\\', b'/', b'n', b'u', b'a', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff,
+            b' ', b'\n', b'\r', b'\t', b'"', b'\\', b'/', b'b', b'f', b'n', b'r', b't', b'u', b'a', 0x00, 0x1f, 0x20,
+            0x7f, 0x80, 0xc3, 0xff,
         ]), 64)) {
             let block: [u8; 64] = bytes.as_slice().try_into().unwrap();
             for byte in [b'"', b'\\', b'n', b'a', 0x00, 0xff] {
