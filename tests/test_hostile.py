@@ -260,17 +260,20 @@ _MILLION = """
         {{"role": "tool", "tool_call_id": "c", "content": "ok"}},
     ]
     def seen(pack):
-        return [len(pack.messages), pack.kept, pack.dropped, pack.fits, pack.tokens, pack.note]
-    print(json.dumps([
-        seen(cf.pack_handoff(messages, target_context_tokens=8_000)),
-        seen(cf.pack_handoff(messages, target_context_tokens=8_000, cut="chunked")),
-        seen(cf.pack_handoff(messages, target_context_tokens=8_000, edits=[cf.ClearToolUses(keep=0, trigger=0)])),
-        [seen(p) for p in cf.pack_many([messages, messages[:500_000]], target_context_tokens=8_000, threads=2)],
-        cf.tokens_of(messages),
-        cf.window_start(messages),
-        len(cf.windowed(messages)),
-        cf.compact_tail_start_for_budget(messages, 8_000),
-    ]))
+        return {{"length": len(pack.messages), "kept": pack.kept, "dropped": pack.dropped, "fits": pack.fits,
+                "tokens": pack.tokens, "note": pack.note}}
+    print(json.dumps({{
+        "greedy": seen(cf.pack_handoff(messages, target_context_tokens=8_000)),
+        "chunked": seen(cf.pack_handoff(messages, target_context_tokens=8_000, cut="chunked")),
+        "edited": seen(cf.pack_handoff(messages, target_context_tokens=8_000,
+                                       edits=[cf.ClearToolUses(keep=0, trigger=0)])),
+        "many": [seen(p) for p in cf.pack_many([messages, messages[:500_000]], target_context_tokens=8_000,
+                                               threads=2)],
+        "tokens": cf.tokens_of(messages),
+        "window_start": cf.window_start(messages),
+        "windowed": len(cf.windowed(messages)),
+        "compact_tail_start": cf.compact_tail_start_for_budget(messages, 8_000),
+    }}))
 """
 
 
@@ -285,9 +288,11 @@ def test_a_million_message_transcript_is_packed_and_windowed_alike_on_both_backe
         assert done.returncode == 0, done.stderr
         seen[backend] = json.loads(done.stdout)
     assert seen["native"] == seen["python"]
-    packed, chunked, edited, many, total, *_ = seen["native"]
-    assert all(pack[3] and pack[2] > 990_000 for pack in (packed, chunked, edited)) and total > 6_000_000
-    assert packed[0] < 1_200 and many[1][0] < 1_200  # folded to the budget, not copied whole
+    found = seen["native"]
+    packs = [found["greedy"], found["chunked"], found["edited"]]
+    assert all(pack["fits"] and pack["dropped"] > 990_000 for pack in packs) and found["tokens"] > 6_000_000
+    # Folded to the budget, not copied whole.
+    assert found["greedy"]["length"] < 1_200 and found["many"][1]["length"] < 1_200
 
 
 @pytest.mark.parametrize("backend_name", ["native", "python"])

@@ -221,15 +221,16 @@ SIZING_CALLS: dict[str, Callable[[list[Any], Any], Any]] = {
 def test_an_estimators_exception_comes_out_as_it_was_raised(backend: str, call: str, raised: type[Exception]) -> None:
     # StopIteration too: a generator the estimator is called from made it a RuntimeError
     # (PEP 479), and map() took it for the end of the sizes (a short sum, no error).
+    # The estimator raises on the second message of the first, on the first of the second.
     transcripts = [
         [
             {"role": "user", "content": "first question"},
             {"role": "assistant", "content": "an answer"},
-            {"role": "user", "content": "MAGIC " * 50},
+            {"role": "user", "content": "a long question " * 20},
             {"role": "assistant", "content": "a second answer " * 20},
             {"role": "user", "content": "next"},
         ],
-        [{"role": "user", "content": "MAGIC question"}, {"role": "assistant", "content": "an answer"}],
+        [{"role": "user", "content": "another question"}, {"role": "assistant", "content": "an answer"}],
     ]
     error = raised("from the estimator")
 

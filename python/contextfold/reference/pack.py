@@ -104,21 +104,22 @@ class _Snippet:
     """Texts pushed one by one, whitespace runs as one space, cut with "…" at
     ``max_units`` UTF-16 units (the core's Snippet)."""
 
-    __slots__ = ("max_units", "out", "pending", "started", "used")
+    __slots__ = ("max_units", "out", "pending", "used")
 
     def __init__(self, max_units: int) -> None:
         self.max_units = max_units
         self.out: list[str] = []
         self.used = 0
-        self.pending = self.started = False
+        self.pending = False  # a space is due before the next character
 
     def push(self, part: str) -> bool:
         """Adds ``part``; False once the snippet is cut (no later part shows)."""
         out, used, max_units = self.out, self.used, self.max_units
-        pending = self.pending or self.started
+        started = bool(out)  # a character is shown: spaces count only after one
+        pending = self.pending or started
         for c in _lossy(part):
             if c in JS_SPACES:
-                pending = pending or self.started
+                pending = pending or started
                 continue
             need = (1 if pending else 0) + (2 if ord(c) > 0xFFFF else 1)
             if used + need > max_units:
@@ -128,7 +129,7 @@ class _Snippet:
                 out.append(" ")
                 pending = False
             out.append(c)
-            self.started = True
+            started = True
             used += need
         self.used, self.pending = used, pending
         return True
