@@ -20,7 +20,30 @@ import pytest
 from contextfold import _backend, reference
 from hypothesis import settings
 
-settings.register_profile("default", deadline=None, print_blob=True)
+
+def _examples_scale() -> float:
+    raw = os.environ.get("CONTEXTFOLD_EXAMPLES_SCALE", "1")
+    try:
+        scale = float(raw)
+    except ValueError:
+        scale = 0.0
+    if not 0 < scale < float("inf"):
+        raise ValueError(f"CONTEXTFOLD_EXAMPLES_SCALE must be a positive number, not {raw!r}")
+    return scale
+
+
+# Every property test draws its own count of examples times this scale: CI runs the
+# README's suite at 1 and the deeper or repeated passes at less (.ci/run), and a longer
+# hunt for bugs is CONTEXTFOLD_EXAMPLES_SCALE=10 (README, "Tests").
+EXAMPLES_SCALE = _examples_scale()
+
+
+def examples(count: int, **options: Any) -> settings:
+    """The settings of a property test that draws `count` examples (times the scale)."""
+    return settings(max_examples=max(1, round(count * EXAMPLES_SCALE)), **options)
+
+
+settings.register_profile("default", examples(100), deadline=None, print_blob=True)
 settings.load_profile("default")
 
 SHARED = Path(os.environ.get("CONTEXTFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))

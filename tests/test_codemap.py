@@ -12,10 +12,10 @@ from typing import Any
 import contextfold as cf
 import pytest
 from contextfold import reference
-from hypothesis import assume, example, given, settings
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from .conftest import native_required
+from .conftest import examples, native_required
 from .hostile_types import LyingStr
 
 ROOT = "C:\\code\\repo"
@@ -206,7 +206,7 @@ PATHY = st.lists(
 
 
 @pytest.mark.slow
-@settings(max_examples=5_000)
+@examples(5_000)
 @given(PATHY, st.one_of(st.none(), PATHY))
 def test_paths_native_equals_reference(path: str, root: str | None) -> None:
     native = native_required()
@@ -220,7 +220,7 @@ LONG_PATHS = [f"src/{d}/file_{n}.ts" for d in ("pkg1", "pkg10", "pkgé") for n i
 
 
 @pytest.mark.slow
-@settings(max_examples=3_000)
+@examples(3_000)
 @given(st.lists(st.one_of(PATHY, st.sampled_from(["a", "B", "b", "é", "_x", "a1", *LONG_PATHS])), max_size=60))
 def test_rank_native_equals_reference(items: list[str]) -> None:
     native = native_required()
@@ -260,7 +260,7 @@ def test_rank_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
     assert ranked == reference.rank_by_count(items)
 
 
-@settings(max_examples=500)
+@examples(500)
 @given(
     st.lists(st.tuples(st.sampled_from(["read", "created", "edited", "deleted"]), PATHY), max_size=40),
     st.lists(st.tuples(st.sampled_from(["read", "edited", "deleted"]), PATHY), max_size=20),

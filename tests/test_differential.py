@@ -11,13 +11,13 @@ import pytest
 from contextfold import reference
 from contextfold._contract import sizers
 from contextfold._js import utf16_len
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, native_required, openai_corpus
+from .conftest import anthropic_corpus, examples, native_required, openai_corpus
 from .strategies import content, item_transcripts, json_values, text, transcripts
 
-EXAMPLES = settings(max_examples=10_000)
+EXAMPLES = examples(10_000)
 
 pytestmark = pytest.mark.slow  # minutes of examples: CI runs them on the default Python
 
@@ -64,7 +64,7 @@ def test_compaction_tail(convo: list[dict[str, Any]], budget: int) -> None:
     same("verbatim_start", convo, budget % (len(convo) + 2) - 1)
 
 
-@settings(max_examples=2_000)
+@examples(2_000)
 @given(transcripts(), st.integers(4, 100), st.integers(4, 3000))
 def test_window_start_with_a_custom_estimator(convo: list[dict[str, Any]], window: int, budget: int) -> None:
     estimate: Callable[[str], int] = lambda text: len(text.split()) * 3  # noqa: E731
@@ -112,7 +112,7 @@ opaque_parts = st.lists(
 
 
 @pytest.mark.usefixtures("offline_tiktoken")
-@settings(max_examples=2_000)
+@examples(2_000)
 @given(item_transcripts(max_turns=8), st.sampled_from([None, 0, 1_600]))
 def test_responses_items_and_provider_sizing(items: list[dict[str, Any]], image_tokens: int | None) -> None:
     same("tokens_of", items, None, image_tokens)
@@ -125,7 +125,7 @@ def _chars_per_token(text: str) -> int:
 
 
 @pytest.mark.usefixtures("offline_tiktoken")
-@settings(max_examples=3_000)
+@examples(3_000)
 @given(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": opaque_parts}))
 def test_provider_sizing_of_opaque_blocks(message: dict[str, Any]) -> None:
     seed = same("message_tokens", message, None, None)

@@ -25,10 +25,10 @@ from contextfold.errors import ArgumentError, ArgumentTypeError
 from contextfold.reference.edits import apply_edits
 from contextfold.reference.tokens import message_tokens
 from contextfold.synthetic import responses_items
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, openai_corpus
+from .conftest import anthropic_corpus, examples, openai_corpus
 
 CASES = Path(__file__).with_name("edits_cases.json")
 TOOLS = ["read_file", "grep", "bash", "edit"]
@@ -438,7 +438,7 @@ shapes = st.sampled_from(SHAPES)
 
 
 @given(seeds, shapes)
-@settings(max_examples=200)
+@examples(200)
 def test_edits_change_only_results_inputs_and_thinking(seed: int, shape: Shape) -> None:
     case = Case(seed, shape)
     before = copy.deepcopy(case.messages)
@@ -472,7 +472,7 @@ def test_edits_change_only_results_inputs_and_thinking(seed: int, shape: Shape) 
 
 
 @given(seeds, shapes, st.integers(0, 5), st.booleans())
-@settings(max_examples=200)
+@examples(200)
 def test_the_newest_and_excluded_tool_uses_are_kept_and_clearing_goes_oldest_first(
     seed: int, shape: Shape, keep: int, inputs: bool
 ) -> None:
@@ -504,7 +504,7 @@ def test_the_newest_and_excluded_tool_uses_are_kept_and_clearing_goes_oldest_fir
 
 
 @given(seeds, shapes)
-@settings(max_examples=100)
+@examples(100)
 def test_nothing_is_cleared_at_or_under_the_trigger(seed: int, shape: Shape) -> None:
     case = Case(seed, shape)
     total = _total(case.messages) + case.base
@@ -517,7 +517,7 @@ def test_nothing_is_cleared_at_or_under_the_trigger(seed: int, shape: Shape) -> 
 
 
 @given(seeds, shapes)
-@settings(max_examples=200)
+@examples(200)
 def test_each_edit_reports_the_cost_difference_it_made(seed: int, shape: Shape) -> None:
     case = Case(seed, shape)
     _, _, applied = case.run()
@@ -538,7 +538,7 @@ def test_each_edit_reports_the_cost_difference_it_made(seed: int, shape: Shape) 
 
 
 @given(seeds, shapes)
-@settings(max_examples=200)
+@examples(200)
 def test_an_edit_rerun_on_its_output_changes_nothing(seed: int, shape: Shape) -> None:
     case = Case(seed, shape)
     for edits in [[e] for e in case.edits] + [case.edits]:
@@ -584,7 +584,7 @@ def _replay_cleared(
 
 
 @given(seeds, shapes, st.integers(0, 3), st.sampled_from([1, 30, 120]), st.booleans())
-@settings(max_examples=60)
+@examples(60)
 def test_the_edited_prefix_holds_while_the_transcript_grows(
     seed: int, shape: Shape, keep: int, step: int, inputs: bool
 ) -> None:
@@ -594,7 +594,7 @@ def test_the_edited_prefix_holds_while_the_transcript_grows(
 
 
 @given(seeds, shapes, st.sampled_from([1, 30, 120]))
-@settings(max_examples=100)
+@examples(100)
 def test_a_list_of_edits_never_brings_a_cleared_value_back_as_the_transcript_grows(
     seed: int, shape: Shape, step: int
 ) -> None:

@@ -18,10 +18,10 @@ from contextfold import _backend, reference
 from contextfold.reference.edits import apply_edits
 from contextfold.reference.pack import _compaction_segment
 from contextfold.reference.tokens import TranscriptOnDemand
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, native_required, openai_corpus
+from .conftest import anthropic_corpus, examples, native_required, openai_corpus
 from .test_edits import anthropic_transcript, openai_transcript, random_edits, responses_transcript, thinking_turn
 
 MAKERS = {"openai": openai_transcript, "anthropic": anthropic_transcript, "responses": responses_transcript}
@@ -43,7 +43,7 @@ def _both(call: Any) -> tuple[Any, Any]:
 
 
 @given(st.integers(0, 10**9), st.sampled_from(list(MAKERS)), st.sampled_from(["greedy", "chunked"]))
-@settings(max_examples=150, deadline=None)
+@examples(150, deadline=None)
 def test_both_backends_edit_and_fold_alike(seed: int, shape: str, cut: str) -> None:
     messages, edits, budget = _case(seed, shape)
     options = cf.PackOptions(target_context_tokens=budget, edits=edits, cut=cut)  # type: ignore[arg-type]
@@ -66,7 +66,7 @@ def test_both_backends_edit_and_fold_alike(seed: int, shape: str, cut: str) -> N
 
 
 @given(st.integers(0, 10**9), st.sampled_from(list(MAKERS)))
-@settings(max_examples=100, deadline=None)
+@examples(100, deadline=None)
 def test_editing_then_folding_is_folding_the_edited_transcript(seed: int, shape: str) -> None:
     messages, edits, budget = _case(seed, shape)
     before = json.dumps(messages)
@@ -171,7 +171,7 @@ def test_a_custom_estimator_sees_the_edited_messages(backend: str) -> None:
 
 
 @given(st.integers(0, 10**9))
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 def test_a_custom_estimator_weighs_each_tool_result_block_alone(seed: int) -> None:
     """A block's tool use is weighed as its message holding that block alone: natively that
     view was refused when a custom estimator asked for it as a Python value."""

@@ -21,10 +21,10 @@ from contextfold import _backend, reference
 from contextfold._contract import estimator_text
 from contextfold.errors import ArgumentError, EstimatorError, MessageTypeError
 from contextfold.synthetic import agent_run
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, native_required, openai_corpus
+from .conftest import anthropic_corpus, examples, native_required, openai_corpus
 from .offline_tiktoken import ENCODINGS, tiktoken_encoding
 from .strategies import transcripts
 from .test_pack import check_contract
@@ -92,7 +92,7 @@ _ALPHABET = st.sampled_from(
 _TEXTS = st.lists(_ALPHABET, max_size=60).map("".join) | st.text(max_size=200)
 
 
-@settings(max_examples=1_500)
+@examples(1_500)
 @given(_TEXTS)
 def test_counts_equal_tiktoken_on_generated_text(text: str) -> None:
     native_required()
@@ -117,7 +117,7 @@ def test_the_reference_counts_through_tiktoken(backend: str) -> None:
 
 
 @given(st.lists(st.fixed_dictionaries({"role": st.just("user"), "content": _TEXTS}), max_size=4))
-@settings(max_examples=200)
+@examples(200)
 def test_message_costs_agree_across_backends(messages: list[dict[str, Any]]) -> None:
     native = native_required()
     for name in ENCODINGS:
@@ -196,7 +196,7 @@ def test_packing_by_name_keeps_the_contract_on_the_corpus(name: str, budget: int
         assert pack.fits is False or pack.tokens <= budget
 
 
-@settings(max_examples=150)
+@examples(150)
 @given(transcripts(), st.integers(0, 2_500), st.sampled_from(ENCODINGS))
 def test_packing_by_name_keeps_the_contract_on_generated_transcripts(
     messages: list[dict[str, Any]], budget: int, name: str

@@ -8,14 +8,13 @@ they are read (both backends read their built-in storage and find keys as ``dict
 does), and estimators that return absurd numbers or mutate the transcript being packed.
 Each backend gets its own fresh copy of every input, built from one drawn recipe.
 
-``CONTEXTFOLD_FUZZ_EXAMPLES`` sets the examples per test (CI runs the default on its
-default Python and 50 on the others; see the README for a longer run). Marked ``long``:
-a plain ``pytest`` leaves it out (``pytest -m long`` runs it; CI does).
+Each test draws 150 examples times ``CONTEXTFOLD_EXAMPLES_SCALE`` (conftest; the README
+gives a longer run). Marked ``long``: a plain ``pytest`` leaves it out (``pytest -m long``
+runs it; CI does).
 """
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -24,19 +23,16 @@ import contextfold as cf
 import numpy as np
 import pytest
 from contextfold import _backend
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 
-from .conftest import native_required
+from .conftest import examples, native_required
 from .hostile_types import LyingDict, LyingFloat, LyingInt, LyingList, LyingStr, OddHashKey
 from .strategies import transcripts
 
 pytestmark = pytest.mark.long  # two minutes of examples on a 2-core machine
 
-EXAMPLES = settings(
-    max_examples=int(os.environ.get("CONTEXTFOLD_FUZZ_EXAMPLES", "150")),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+EXAMPLES = examples(150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 class CallerError(Exception):

@@ -14,10 +14,10 @@ import contextfold as cf
 import pytest
 from contextfold import _backend, reference
 from contextfold.synthetic import responses_items
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, native_required, openai_corpus
+from .conftest import anthropic_corpus, examples, native_required, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
 from .strategies import item_transcripts, text, transcripts
 
@@ -182,7 +182,7 @@ def same_on_both(messages: Any, **kwargs: Any) -> cf.HandoffPack:
 
 
 @pytest.mark.slow
-@settings(max_examples=3_000)
+@examples(3_000)
 @given(transcripts(), st.integers(0, 2500), st.data())
 def test_contract_on_generated_transcripts(messages: list[dict[str, Any]], budget: int, data: st.DataObject) -> None:
     pinned = data.draw(st.lists(st.integers(0, max(0, len(messages) - 1)), max_size=3)) if messages else []
@@ -486,7 +486,7 @@ def check_item_contract(items: list[dict[str, Any]], budget: int, pack: cf.Hando
 
 
 @pytest.mark.slow
-@settings(max_examples=2_000)
+@examples(2_000)
 @given(item_transcripts(), st.integers(0, 2500), st.data())
 def test_contract_on_generated_responses_items(items: list[dict[str, Any]], budget: int, data: st.DataObject) -> None:
     pinned = data.draw(st.lists(st.integers(0, max(0, len(items) - 1)), max_size=3)) if items else []
@@ -778,7 +778,7 @@ def test_the_chunked_cut_reads_every_entry_after_the_system_prefix(backend: str)
 
 
 @pytest.mark.slow
-@settings(max_examples=1_500)
+@examples(1_500)
 @given(
     item_transcripts(max_turns=4),
     transcripts(),
@@ -840,7 +840,7 @@ def test_the_output_is_a_new_list_even_when_everything_fits(backend: str) -> Non
     assert all(a is b for p in many for a, b in zip(p.messages, messages, strict=True))
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(transcripts(), st.integers(0, 2500), st.one_of(st.none(), st.text(max_size=80)), st.data())
 def test_packing_never_mutates_its_input(
     messages: list[dict[str, Any]], budget: int, summary: str | None, data: st.DataObject
@@ -917,7 +917,7 @@ def check_chunked_cut(messages: list[dict[str, Any]], budget: int, pack: cf.Hand
     assert start in cuts or (core and core[-1] + 1 == start and core[0] in cuts), (start, sorted(cuts))
 
 
-@settings(max_examples=1_000)
+@examples(1_000)
 @given(transcripts(), st.integers(4, 2500), st.one_of(st.none(), st.integers(1, 400)))
 def test_the_chunked_tail_starts_on_a_cut_point(messages: list[dict[str, Any]], budget: int, chunk: int | None) -> None:
     # SPEC §5.10: the tail starts where the running total from the first non-system message
@@ -964,7 +964,7 @@ def anthropic_transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return out
 
 
-@settings(max_examples=1_000)
+@examples(1_000)
 @given(
     anthropic_transcripts(), st.integers(0, 1500), st.one_of(st.none(), text), st.sampled_from(["greedy", "chunked"])
 )

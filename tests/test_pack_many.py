@@ -10,10 +10,10 @@ from typing import Any
 
 import contextfold as cf
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import anthropic_corpus, ctrl_c_at_start, native_required, openai_corpus
+from .conftest import anthropic_corpus, ctrl_c_at_start, examples, native_required, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
 from .strategies import transcripts
 
@@ -70,7 +70,7 @@ def test_systems_and_tools_are_sized_as_one_by_one(backend: str, threads: int, e
 
 
 @pytest.mark.long
-@settings(max_examples=300)
+@examples(300)
 @given(st.lists(transcripts(max_turns=12), max_size=12), st.integers(0, 1500), st.sampled_from([1, 2, 3]))
 def test_generated_batches_equal_one_by_one(batch: list[Any], budget: int, threads: int) -> None:
     assert cf.pack_many(batch, target_context_tokens=budget, threads=threads) == one_by_one(

@@ -19,10 +19,10 @@ import contextfold as cf
 import pytest
 from contextfold import _backend, reference
 from contextfold.synthetic import responses_items
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
-from .conftest import IMPLS, anthropic_corpus, native_required, openai_corpus
+from .conftest import IMPLS, anthropic_corpus, examples, native_required, openai_corpus
 from .offline_tiktoken import ENCODINGS
 from .strategies import item_transcripts, transcripts
 
@@ -347,7 +347,7 @@ and without tools."""
 
 
 @pytest.mark.long
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@examples(300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     generated_requests,
     st.sampled_from(STYLES),
@@ -716,7 +716,7 @@ RESPONSES_SEED = render(
 ).data
 
 
-@settings(max_examples=400)
+@examples(400)
 @given(st.one_of(st.binary(max_size=80), mutations(SEED), mutations(RESPONSES_SEED)), st.integers(0, 200))
 def test_arbitrary_and_mutated_bodies_never_crash(data: bytes, budget: int) -> None:
     for impl in ("native", "python"):
@@ -796,7 +796,7 @@ _HEAD_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300, deadline=None)
 @given(members=st.lists(st.tuples(st.sampled_from(_HEAD_KEYS), _HEAD_VALUES), max_size=8), spaced=st.booleans())
 def test_request_head_reads_what_json_loads_reads(members: list[tuple[str, Any]], spaced: bool) -> None:
     """Keys may repeat (the last counts), caps may be any JSON value; natively, None stands

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from contextfold import _backend
 from contextfold._js import compact_json
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import IMPLS
+from .conftest import IMPLS, examples
 from .offline_tiktoken import tiktoken_encoding
 from .strategies import transcripts
 
@@ -270,7 +270,7 @@ def test_messages_are_never_mutated(backend: str) -> None:
     assert repr(convo) == snapshot
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(transcripts(), st.integers(-2, 40), st.integers(1, 3_000))
 def test_compaction_helpers_never_mutate_their_input(
     convo: list[dict[str, Any]], covered_end: int, budget: int

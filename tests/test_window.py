@@ -9,10 +9,10 @@ import contextfold as cf
 import numpy as np
 import pytest
 from contextfold import _backend
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from .conftest import IMPLS
+from .conftest import IMPLS, examples
 from .strategies import transcripts
 
 
@@ -210,7 +210,7 @@ long_runs = st.integers(0, 200).flatmap(
 )
 
 
-@settings(max_examples=1_000)
+@examples(1_000)
 @given(
     st.one_of(transcripts(max_turns=60), long_runs),
     st.integers(4, 100),

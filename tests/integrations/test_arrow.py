@@ -12,10 +12,10 @@ import pytest
 from contextfold import _backend
 from contextfold._contract import pack_options
 from contextfold.integrations.dask import ERROR_KEY, pack_lines
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from ..conftest import IMPLS, corpus_rows
+from ..conftest import IMPLS, corpus_rows, examples
 from ..strategies import item_transcripts, transcripts
 from . import need
 
@@ -94,7 +94,7 @@ def test_the_backends_agree_on_the_corpus_and_on_generated_rows() -> None:
     assert sum(p != r for p, r in zip(outs[0][0], rows, strict=True)) >= 20  # folded rows, not only copies
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(rows=st.lists(st.one_of(transcripts(max_turns=8), item_transcripts(max_turns=8)), max_size=6))
 def test_generated_rows_pack_as_their_lines_on_both_backends(rows: list[list[dict[str, Any]]]) -> None:
     text = [json.dumps(r) for r in rows]

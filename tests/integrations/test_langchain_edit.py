@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 
+from ..conftest import examples
 from . import need
 
 edits = need("contextfold.integrations.langchain_edits", "langchain")
@@ -213,7 +214,7 @@ cases = transcripts().flatmap(lambda messages: st.tuples(edit_kwargs(messages), 
 
 
 @given(case=cases, counter=st.sampled_from(sorted(ADDITIVE)))
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@examples(500, suppress_health_check=[HealthCheck.too_slow])
 def test_generated_transcripts_come_out_as_langchains(
     case: tuple[dict[str, Any], list[BaseMessage]], counter: str
 ) -> None:
@@ -229,7 +230,7 @@ def test_generated_transcripts_come_out_as_langchains(
 
 
 @given(case=cases)
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@examples(150, suppress_health_check=[HealthCheck.too_slow])
 def test_any_counter_without_clear_at_least_comes_out_as_langchains(
     case: tuple[dict[str, Any], list[BaseMessage]],
 ) -> None:
