@@ -396,6 +396,14 @@ def _input(messages: list[Any], call: tuple[int, int | None] | None) -> Any:
     return m["content"][call[1]].get("input")
 
 
+def _untouched(grown: list[Any], edited: list[Any], place: Any, edited_place: Any) -> bool:
+    """Whether the edit handed back the caller's own message object at ``place`` (a tuple
+    starting with a message index, or None): then nothing in it was cleared."""
+    if place is None or edited_place is None:
+        return place is edited_place
+    return edited[edited_place[0]] is grown[place[0]]
+
+
 def _skeleton(m: Any, thinking: bool) -> Any:
     """What no edit may change: everything but results, call inputs and (when ``thinking``
     edits ran) thinking blocks."""
@@ -568,16 +576,18 @@ def _replay_cleared(
         assert thinking or removed == []
         cleared: set[tuple[int, int | None]] = set()  # the results and calls that changed
         for u, v in zip(_tool_uses(grown, responses), _tool_uses(edited, responses), strict=True):
-            if _result(grown, u, responses) != _result(edited, v, responses):
-                cleared.add((u["at"], u["block"]))
-            if _input(grown, u["call"]) != _input(edited, v["call"]):
-                cleared.add(u["call"])
+            if not _untouched(grown, edited, (u["at"],), (v["at"],)):
+                if _result(grown, u, responses) != _result(edited, v, responses):
+                    cleared.add((u["at"], u["block"]))
+            if not _untouched(grown, edited, u["call"], v["call"]):
+                if _input(grown, u["call"]) != _input(edited, v["call"]):
+                    cleared.add(u["call"])
         assert previous_cleared <= cleared, n  # a value once cleared stays cleared
         newly = {at for at, _ in cleared - previous_cleared}
         moves += bool(newly)
         if not thinking:
             for i, m in enumerate(previous):
-                if i not in newly:
+                if i not in newly and edited[i] is not m:
                     assert _dumps(edited[i]) == _dumps(m), (n, i)
         previous, previous_cleared = edited, cleared
     return moves
