@@ -34,7 +34,7 @@ def _examples_scale() -> float:
 
 # Every property test draws its own count of examples times this scale: CI runs the
 # README's suite at 1 and the deeper or repeated passes at less (.ci/run), and a longer
-# hunt for bugs is CONTEXTFOLD_EXAMPLES_SCALE=10 (README, "Tests").
+# hunt for bugs is CONTEXTFOLD_EXAMPLES_SCALE=10 (the README says so at its top).
 EXAMPLES_SCALE = _examples_scale()
 
 

@@ -396,12 +396,13 @@ def _input(messages: list[Any], call: tuple[int, int | None] | None) -> Any:
     return m["content"][call[1]].get("input")
 
 
-def _untouched(grown: list[Any], edited: list[Any], place: Any, edited_place: Any) -> bool:
-    """Whether the edit handed back the caller's own message object at ``place`` (a tuple
-    starting with a message index, or None): then nothing in it was cleared."""
-    if place is None or edited_place is None:
-        return place is edited_place
-    return edited[edited_place[0]] is grown[place[0]]
+def _untouched(grown: list[Any], edited: list[Any], at: int | None, edited_at: int | None) -> bool:
+    """Whether the edit handed back the caller's own message object (message ``at`` of
+    ``grown``, ``edited_at`` of ``edited``; None where there is none): then nothing in it
+    was cleared."""
+    if at is None or edited_at is None:
+        return at is edited_at
+    return edited[edited_at] is grown[at]
 
 
 def _skeleton(m: Any, thinking: bool) -> Any:
@@ -576,10 +577,10 @@ def _replay_cleared(
         assert thinking or removed == []
         cleared: set[tuple[int, int | None]] = set()  # the results and calls that changed
         for u, v in zip(_tool_uses(grown, responses), _tool_uses(edited, responses), strict=True):
-            if not _untouched(grown, edited, (u["at"],), (v["at"],)):
+            if not _untouched(grown, edited, u["at"], v["at"]):
                 if _result(grown, u, responses) != _result(edited, v, responses):
                     cleared.add((u["at"], u["block"]))
-            if not _untouched(grown, edited, u["call"], v["call"]):
+            if not _untouched(grown, edited, u["call"] and u["call"][0], v["call"] and v["call"][0]):
                 if _input(grown, u["call"]) != _input(edited, v["call"]):
                     cleared.add(u["call"])
         assert previous_cleared <= cleared, n  # a value once cleared stays cleared
