@@ -301,7 +301,10 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
 
     fn get(&self, key: Key) -> Option<Self> {
         let name = key.as_str();
-        self.all_entries()?.filter(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(name))).last().map(|(_, v)| v)
+        let mut found = self.all_entries()?.filter(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(name)));
+        // The last entry of a repeated key wins; a key that does not repeat ends the walk.
+        let repeats = matches!(self.slot(), Slot::Object { duplicates: true, .. });
+        if repeats { found.last() } else { found.next() }.map(|(_, v)| v)
     }
 
     fn message_fields(&self) -> MessageFields<Self> {

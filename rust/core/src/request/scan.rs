@@ -19,13 +19,16 @@
 //! behind run-time dispatch: the call dominated), and a step a special byte within a
 //! block mask (a mispredicted branch an escape, and tool outputs escape every line).
 //! Escape codes are classified (valid, `/`, `u`) only in a block holding a code other
-//! than `n`, `\\` or `"`, which the block masks already show: classifying every block
-//! with an escape took a fifth of the scan of the corpus bodies.
+//! than `n`, `\\` or `"`, which the block masks (and, in a block with a code other than
+//! `\\` or `"`, a mask of its `n` bytes) show: classifying every block with an escape took
+//! a fifth of the scan of the corpus bodies.
 //! A string without an escape is never copied. Containers are walked with an explicit
 //! stack: no recursion.
 //!
 //! Blocks are aligned to the input and their masks kept for the next string in the same
-//! block (keys and roles are short: the corpus holds a string every 92 bytes), and
+//! block (keys and roles are short: the corpus holds a string every 92 bytes; one that
+//! closes in its first block with no backslash, control byte or byte above 0x7F before
+//! its quote is read from that block's masks alone, no escape arithmetic), and
 //! masked where they lie (copying each into a buffer first stalled the loads on store
 //! forwarding). The whole scan is compiled twice, portable (SSE2) and for AVX2 with
 //! POPCNT and BMI1, picked once a parse: with the mask builders behind a per-block call
@@ -368,8 +371,6 @@ struct Masks {
     control: u64,
     /// Bytes above 0x7F (the sign bits a movemask gives for free).
     high: u64,
-    /// `n` bytes: escaped, the code of the commonest escape (`\n`).
-    n: u64,
 }
 
 /// Masks of the bytes that may follow a backslash, and of the two the scan measures.
@@ -399,8 +400,20 @@ fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
         backslash: byte_mask(block, b'\\'),
         control: control_mask(block),
         high: high_mask(block),
-        n: byte_mask(block, b'n'),
     }
+}
+
+/// Bit `i` set when byte `i` of `block` is `n`, the code of the commonest escape (`\n`):
+/// needed only in a block with an escape other than `\"` and `\\`, so not a block mask.
+#[inline(always)]
+fn n_mask(block: &[u8; 64], avx2: bool) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: as in `block_masks`.
+        return unsafe { wide::byte_mask(block, b'n') };
+    }
+    let _ = avx2;
+    byte_mask(block, b'n')
 }
 
 /// [`EscapeMasks`] of a block that holds escapes (the valid codes ORed before one
@@ -518,7 +531,13 @@ mod wide {
             _mm256_cmpeq_epi8(_mm256_min_epu8(lo, last_control), lo),
             _mm256_cmpeq_epi8(_mm256_min_epu8(hi, last_control), hi),
         );
-        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi), n: eq(v, b'n') }
+        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn byte_mask(block: &[u8; 64], byte: u8) -> u64 {
+        eq(halves(block), byte)
     }
 
     /// Each byte classified by two table lookups, one by its high nibble and one by its
@@ -1171,6 +1190,17 @@ impl<'a> Scanner<'a> {
         let first = quote + 1;
         let mut block = first & !63;
         let mut from_first = u64::MAX << (first & 63);
+        // Most strings (keys, roles, part types) end in their first block with no
+        // backslash, control byte or byte above 0x7F before the closing quote: that quote
+        // is the end, and the string is plain ASCII.
+        let masks = self.masks_at(block);
+        let quotes = masks.quote & from_first;
+        let before_quote = (quotes & quotes.wrapping_neg()).wrapping_sub(1);
+        if quotes != 0 && (masks.backslash | masks.control | masks.high) & from_first & before_quote == 0 {
+            let end = block + quotes.trailing_zeros() as usize;
+            self.pos = end + 1;
+            return Ok(Slot::Str { start: first, end, ascii: true });
+        }
         let mut carry = 0u64;
         let (mut saved, mut json_saved, mut escapes) = (0usize, 0usize, 0u32);
         // The first byte above 0x7F and one past the last (none: `usize::MAX..0`).
@@ -1210,7 +1240,8 @@ impl<'a> Scanner<'a> {
             // Most escapes are `\n`, `\\` and `\"` (of the corpus's blocks that hold any,
             // nineteen in twenty hold only these): valid, a UTF-16 unit each, and written
             // as they are. Only a block with another code has its codes classified.
-            if codes & !(masks.n | masks.quote | masks.backslash) != 0 {
+            let not_quotes = codes & !(masks.quote | masks.backslash);
+            if not_quotes != 0 && not_quotes & !n_mask(self.block_bytes(block), self.avx2) != 0 {
                 let EscapeMasks { valid, slash, unicode } = escape_masks(self.block_bytes(block), self.avx2);
                 if codes & !valid != 0 {
                     // The first error by position, a bad `\uXXXX` before it included.
@@ -1398,6 +1429,15 @@ mod tests {
             }
             prop_assert_eq!(control_mask(&block), portable::control_mask(&block));
             prop_assert_eq!(high_mask(&block), portable::high_mask(&block));
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                let (wide, n) = unsafe { (wide::masks(&block), wide::byte_mask(&block, b'n')) };
+                let portable_masks = [b'"', b'\\'].map(|byte| portable::byte_mask(&block, byte));
+                prop_assert_eq!([wide.quote, wide.backslash], portable_masks);
+                prop_assert_eq!((wide.control, wide.high), (portable::control_mask(&block), portable::high_mask(&block)));
+                prop_assert_eq!(n, portable::byte_mask(&block, b'n'));
+            }
             prop_assert_eq!(any_byte_mask(&block, &ESCAPE_CODES), portable::any_byte_mask(&block, &ESCAPE_CODES));
             for chunk in block.chunks_exact(16) {
                 let chunk: &[u8; 16] = chunk.try_into().unwrap();
