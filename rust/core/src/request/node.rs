@@ -302,7 +302,8 @@ impl<'t, 'a> JsonNode for Node<'t, 'a> {
     fn get(&self, key: Key) -> Option<Self> {
         let name = key.as_str();
         let mut found = self.all_entries()?.filter(|(k, _)| k.as_text().is_some_and(|t| t.eq_ascii(name)));
-        // The last entry of a repeated key wins; a key that does not repeat ends the walk.
+        // The last entry of a repeated key wins; in an object where no key repeats, the
+        // first match is the only one.
         let repeats = matches!(self.slot(), Slot::Object { duplicates: true, .. });
         if repeats { found.last() } else { found.next() }.map(|(_, v)| v)
     }

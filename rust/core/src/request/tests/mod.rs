@@ -217,6 +217,33 @@ fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
 }
 
 #[test]
+fn a_string_ends_at_its_first_unescaped_quote_wherever_it_lies() {
+    // What comes last in a string (the scan reads one that closes in its first block with
+    // nothing to look at from the block's masks alone), followed by a string holding what
+    // that shortcut must not see, starting at every offset around two block boundaries.
+    let lasts = ["", "\\n", "\\\"", "\u{e9}", "\\\\", "\u{1}", "\u{7f}"];
+    for pad in 0..140 {
+        for last in lasts {
+            for next in ["\\\\\u{e9}\u{1}", "\\\"\u{e9}\\n"] {
+                let body = format!("[\"{}{last}\",\"{next}\"]", "a".repeat(pad));
+                let ours = parsed(&body);
+                let portable = scan::parse_with(body.as_bytes(), Root::Request, false).map(|tape| value(tape.node(0)));
+                assert_eq!(ours, portable, "{body:?}");
+                match serde_json::from_str::<Value>(&body) {
+                    Ok(theirs) => assert_eq!(ours, Ok(theirs), "{body:?}"),
+                    Err(_) => assert!(ours.is_err(), "{body:?}"),
+                }
+                // A control byte is reported where the first one lies, in whichever string.
+                if let Some(offset) = body.find('\u{1}') {
+                    let expected = "an unescaped control character in a string";
+                    assert_eq!(ours, Err(ScanError::Syntax { offset, expected }), "{body:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn request_errors_come_in_the_object_paths_order() {
     let pack = |s: &str| pack_body(s.as_bytes(), &options(100), Root::Request, false).err().map(|e| e.to_string());
     assert_eq!(pack("[1]").as_deref(), Some("request body: expected a JSON object, got list"));
