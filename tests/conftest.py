@@ -43,6 +43,26 @@ def examples(count: int, **options: Any) -> settings:
     return settings(max_examples=max(1, round(count * EXAMPLES_SCALE)), **options)
 
 
+def _test_backends() -> list[str]:
+    raw = os.environ.get("CONTEXTFOLD_TEST_BACKENDS", "native,python")
+    names = [name.strip() for name in raw.split(",")]
+    if not names or any(name not in ("native", "python") for name in names):
+        raise ValueError(f"CONTEXTFOLD_TEST_BACKENDS must name native, python or both, not {raw!r}")
+    return names
+
+
+# The backends a test runs on, by the `backend` and `impl` fixtures or a parametrization
+# by backend name (`on_backends`); both by default. CI's debug-allocator pass takes native
+# alone: the reference is pure Python, where that allocator has nothing to find.
+BACKENDS = _test_backends()
+
+
+def on_backends(cases: list[Any]) -> list[Any]:
+    """The parametrized cases (tuples or ``pytest.param``s, each led by a backend's name)
+    whose backend is run."""
+    return [case for case in cases if getattr(case, "values", case)[0] in BACKENDS]
+
+
 settings.register_profile("default", examples(100), deadline=None, print_blob=True)
 settings.load_profile("default")
 
@@ -113,7 +133,7 @@ def switch_to(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_backend, "impl", impl)
 
 
-@pytest.fixture(params=["native", "python"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Runs the test once per backend, with the public API switched to it."""
     switch_to(request.param, monkeypatch)
@@ -129,7 +149,7 @@ def offline_tiktoken() -> None:
         tiktoken_encoding(name)
 
 
-@pytest.fixture(params=["native", "python"])
+@pytest.fixture(params=BACKENDS)
 def impl(request: pytest.FixtureRequest) -> Any:
     """The low-level module of each backend."""
     module = IMPLS[request.param]
@@ -201,6 +221,7 @@ def python_writes_4300_digits() -> Iterator[None]:
 
 
 __all__ = [
+    "BACKENDS",
     "IMPLS",
     "SHARED",
     "Interrupted",
@@ -210,6 +231,7 @@ __all__ = [
     "ctrl_c_at_start",
     "missing",
     "native_required",
+    "on_backends",
     "openai_corpus",
     "vectors",
 ]
