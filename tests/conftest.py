@@ -43,10 +43,13 @@ def examples(count: int, **options: Any) -> settings:
     return settings(max_examples=max(1, round(count * EXAMPLES_SCALE)), **options)
 
 
+_ALL_BACKENDS = ("native", "python")
+
+
 def _test_backends() -> list[str]:
-    raw = os.environ.get("CONTEXTFOLD_TEST_BACKENDS", "native,python")
+    raw = os.environ.get("CONTEXTFOLD_TEST_BACKENDS", ",".join(_ALL_BACKENDS))
     names = [name.strip() for name in raw.split(",")]
-    if not names or any(name not in ("native", "python") for name in names):
+    if not names or any(name not in _ALL_BACKENDS for name in names):
         raise ValueError(f"CONTEXTFOLD_TEST_BACKENDS must name native, python or both, not {raw!r}")
     return names
 
@@ -56,7 +59,8 @@ def _test_backends() -> list[str]:
 BACKENDS = _test_backends()
 
 # The parameters that name the backend a test case runs on: the `backend` and `impl`
-# fixtures', and the tests that parametrize a backend's name themselves.
+# fixtures', and the tests that parametrize a backend's name themselves. The benchmarks
+# give `backend` and `impl` other contenders too (`floor`, `counter`): those always run.
 _BACKEND_PARAMETERS = ("backend", "impl", "backend_name")
 
 
@@ -66,7 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     left_out: list[pytest.Item] = []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        off = any(params[name] not in BACKENDS for name in _BACKEND_PARAMETERS if name in params)
+        named = [params[name] for name in _BACKEND_PARAMETERS if name in params]
+        off = any(value in _ALL_BACKENDS and value not in BACKENDS for value in named)
         (left_out if off else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
