@@ -202,7 +202,7 @@ def seed_window_start(convo: list[dict[str, Any]], window: int, token_budget: in
 ROLES = ("user", "assistant", "tool", "system")
 long_runs = st.integers(0, 200).flatmap(
     lambda n: st.binary(min_size=n, max_size=n).map(
-        lambda codes: [{"role": ROLES[c % 4], "content": "x" * (c // 4 % 41)} for c in codes]
+        lambda codes: [{"role": ROLES[c % 4], "content": "x" * ((c >> 2) * 40 // 63)} for c in codes]
     )
 )
 
