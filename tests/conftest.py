@@ -49,7 +49,7 @@ _ALL_BACKENDS = ("native", "python")
 def _test_backends() -> list[str]:
     raw = os.environ.get("CONTEXTFOLD_TEST_BACKENDS", ",".join(_ALL_BACKENDS))
     names = [name.strip() for name in raw.split(",")]
-    if not names or any(name not in _ALL_BACKENDS for name in names):
+    if any(name not in _ALL_BACKENDS for name in names):
         raise ValueError(f"CONTEXTFOLD_TEST_BACKENDS must name native, python or both, not {raw!r}")
     return names
 
