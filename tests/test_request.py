@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -516,6 +517,8 @@ BAD = {
     "huge integer after a long fraction": b'{"a": 0.' + b"9" * 5000 + b', "messages": [], "n": ' + b"9" * 5000 + b"}",
     "huge integer after a long exponent": b'{"a": 1e' + b"9" * 5000 + b', "messages": [], "n": ' + b"9" * 5000 + b"}",
     "deep": b'{"messages": [], "x": ' + b"[" * 100_001 + b"]" * 100_001 + b"}",
+    "a sign before part of Infinity": b'{"messages": [], "x": -Inf}',
+    "a sign before I": b'{"messages": [], "x": -I}',
 }
 LOADABLE = {
     "messages not a list": b'{"messages": {"role": "user"}}',
@@ -562,6 +565,39 @@ def test_bad_bodies_are_worded_alike_by_both_backends(name: str) -> None:
             impl.pack_request(BAD[name], cf.PackOptions(target_context_tokens=100), {})
         said[impl] = (str(caught.value), caught.value.offset)
     assert len(set(said.values())) == 1, said
+
+
+@pytest.mark.parametrize(("limit", "digits"), [(0, 5_000), (1_000, 1_000), (1_000, 1_001), (5_000, 4_301)])
+def test_integers_are_held_to_pythons_digit_limit_at_the_call(limit: int, digits: int) -> None:
+    # json.loads reads integers as far as sys.set_int_max_str_digits allows when it is
+    # called (0: no limit); a body packs, and a gateway reads its head, exactly then.
+    body = b'{"messages": [{"role": "user", "content": "hi"}], "n": -' + b"7" * digits + b"}"
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(limit)
+    try:
+        loads = json.loads(body) if 0 < digits <= limit or limit == 0 else None
+        outcomes = {}
+        for impl in (reference, native_required()):
+            options = cf.PackOptions(target_context_tokens=100)
+            batch = impl.pack_requests([body] * 3, options, 2) if impl is not reference else None
+            try:
+                packed = impl.pack_request(body, options, {})
+            except cf.RequestError as error:
+                outcomes[impl] = (str(error), error.offset)
+                assert batch is None or all(str(e) == str(error) for e in batch)
+            else:
+                assert json.loads(packed.body) == loads
+                outcomes[impl] = packed.body
+                assert batch is None or all(p == packed for p in batch)
+            outcomes[impl, "head"] = impl.request_head(body)
+        assert outcomes[reference] == outcomes[native_required()]
+        assert outcomes[reference, "head"] == outcomes[native_required(), "head"]
+        if loads is None:
+            at = body.index(b"-")
+            assert outcomes[reference] == (f"not JSON: an integer of more than {limit} digits at byte {at}", at)
+            assert outcomes[reference, "head"] == (None, (None, None, None), None, None)
+    finally:
+        sys.set_int_max_str_digits(previous)
 
 
 def test_request_errors_name_the_byte(backend: str) -> None:

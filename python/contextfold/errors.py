@@ -67,8 +67,8 @@ class EstimatorError(ContextfoldError, TypeError, ValueError):
 class RequestError(ContextfoldError, ValueError):
     """A request body that cannot be packed before any message is read: not UTF-8, not
     JSON that ``json.loads`` would load (a syntax error, trailing data, an empty body,
-    nesting too deep, an integer of more than 4,300 digits), not an object, or without a
-    ``messages`` member.
+    nesting too deep, an integer of more digits than ``sys.get_int_max_str_digits()``), not
+    an object, or without a ``messages`` member.
 
     ``offset`` is the byte offset in the body where the problem was found, when there is
     one.

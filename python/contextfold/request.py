@@ -25,7 +25,8 @@ encoding (``"o200k_base"``, ``"cl100k_base"``: exact counts, native and GIL-free
 
 Reading follows ``json.loads``: escapes decoded, a lone ``\\ud800`` kept, numbers sized as
 JavaScript prints them, a repeated key holds its last value, ``NaN`` and ``Infinity``
-accepted, integers of at most 4,300 digits. The body must be strict UTF-8 (``json.loads``
+accepted, integers of at most as many digits as Python converts at the call
+(``sys.get_int_max_str_digits()``: 4,300 unless set). The body must be strict UTF-8 (``json.loads``
 given bytes also takes UTF-16 and UTF-32, and surrogates encoded in UTF-8: these are
 refused). A ``str`` body is read as its UTF-8 encoding; a leading UTF-8 byte-order mark is
 skipped (and kept in the output).

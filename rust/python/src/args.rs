@@ -8,6 +8,7 @@
 use contextfold_core::edits::{ClearThinking, ClearToolUses, Edit};
 use contextfold_core::pack::{Counting, Cut, Dialect, PackOptions};
 use contextfold_core::provider::Sizing;
+use contextfold_core::request::IntDigits;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -134,6 +135,8 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
         counting,
         edits: edits.iter().map(|edit| edit_of(&edit)).collect::<PyResult<_>>()?,
         edit_step: Some(step.extract()?),
+        // Read again at each call on the bytes path (`request::bytes_options`).
+        int_digits: IntDigits::default(),
     };
     Ok((pack, sizing))
 }

@@ -14,7 +14,7 @@ use crate::errors;
 use crate::strings;
 use contextfold_core::pack::{Counting, PackOptions};
 use contextfold_core::request::head::{self, Cap};
-use contextfold_core::request::{self, arrow, scan, PackedBody, RequestError, Root, ScanError};
+use contextfold_core::request::{self, arrow, scan, IntDigits, PackedBody, RequestError, Root, ScanError};
 use contextfold_core::{JsonNode, Text};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyException;
@@ -31,11 +31,28 @@ const DETACH_BYTES: usize = 8 * 1024;
 /// The core's options for the bytes path. A custom estimator would run Python code in
 /// the middle of the work: every public caller refuses one first
 /// (`contextfold._contract.bytes_options`, the one place its error is worded).
+/// Bodies are held to Python's digit limit as it is at the call ([`int_digits`]).
 fn bytes_options(options: Options<'_>) -> PyResult<(Arc<PackOptions>, Bound<'_, PyAny>)> {
     if options.runs_python() {
         return Err(errors::internal("a custom estimator reached the bytes path: bytes_options refuses it first"));
     }
-    Ok((options.pack, options.budget))
+    let int_digits = int_digits(options.budget.py())?;
+    let pack = if options.pack.int_digits == int_digits {
+        options.pack
+    } else {
+        Arc::new(PackOptions { int_digits, ..(*options.pack).clone() })
+    };
+    Ok((pack, options.budget))
+}
+
+/// The most digits `json.loads` reads an integer with now: Python's limit on converting a
+/// decimal string to an int (`sys.get_int_max_str_digits()`; 0, none), which a program
+/// may set at any time, so it is read at every call (a builtin's call: tens of
+/// nanoseconds).
+fn int_digits(py: Python<'_>) -> PyResult<IntDigits> {
+    static GET: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let limit: usize = GET.import(py, "sys", "get_int_max_str_digits")?.call0()?.extract()?;
+    Ok(IntDigits((limit > 0).then_some(limit)))
 }
 
 /// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
@@ -56,7 +73,10 @@ fn to_py(err: RequestError) -> PyErr {
         RequestError::Pack(e) => errors::to_py(e),
         RequestError::MessagesNotAList { root: Root::Request, .. } => errors::message_type(text, ""),
         RequestError::Scan(
-            ScanError::NotUtf8 { offset } | ScanError::Syntax { offset, .. } | ScanError::TooDeep { offset },
+            ScanError::NotUtf8 { offset }
+            | ScanError::Syntax { offset, .. }
+            | ScanError::TooDeep { offset }
+            | ScanError::LongInteger { offset, .. },
         ) => errors::request(text, Some(offset)),
         _ => errors::request(text, None),
     }
@@ -270,7 +290,8 @@ pub fn request_head<'py>(body: &Bound<'py, PyBytes>) -> PyResult<Option<Bound<'p
     let input = body.as_bytes();
     let nothing =
         || (None::<Bound<'py, PyString>>, (None::<u64>, None::<u64>, None::<u64>), None::<usize>, None::<usize>);
-    let Ok(tape) = py.detach(|| scan::parse(input, Root::Request)) else {
+    let int_digits = int_digits(py)?;
+    let Ok(tape) = py.detach(|| scan::parse(input, Root::Request, int_digits)) else {
         return nothing().into_pyobject(py).map(Some);
     };
     let Some(found) = head::head(&tape.node(0)) else {

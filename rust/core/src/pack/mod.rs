@@ -35,6 +35,7 @@ use crate::items::Format;
 use crate::json::{JsonNode, JsonType, Key, View};
 use crate::message::Role;
 use crate::provider::Sizing;
+use crate::request::scan::IntDigits;
 use crate::tokens::{CharsPerToken, InputIndices, MessageSizer, SizedMessages};
 use crate::transcript::Transcript;
 use segments::{is_volatile, newest_shape, only_tool_results, seg_tokens, Segment, Segmenter};
@@ -135,6 +136,9 @@ pub struct PackOptions {
     /// tokens of tool results (`None`: the chunked cut's chunk, else a quarter of the
     /// budget; at least 1 either way).
     pub edit_step: Option<u64>,
+    /// The most digits an integer in a request body may have (the bytes path refuses a
+    /// body as `json.loads` would: the binding passes Python's setting at each call).
+    pub int_digits: IntDigits,
 }
 
 impl PackOptions {

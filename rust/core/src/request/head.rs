@@ -61,12 +61,12 @@ pub fn head<N: JsonNode>(root: &N) -> Option<Head<N>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::scan::{parse, Root};
+    use crate::request::scan::{parse, IntDigits, Root};
     use serde_json::json;
 
     /// The head of `body`, its model as a `String`.
     fn head_of(body: &str) -> Option<Head<String>> {
-        let tape = parse(body.as_bytes(), Root::Request).unwrap();
+        let tape = parse(body.as_bytes(), Root::Request, IntDigits::default()).unwrap();
         let found = head(&tape.node(0))?;
         let model = found
             .model

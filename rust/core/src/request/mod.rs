@@ -22,7 +22,7 @@ mod rewrite;
 pub mod scan;
 
 pub use node::Node;
-pub use scan::{Root, ScanError};
+pub use scan::{IntDigits, Root, ScanError};
 
 use crate::edits::Edited;
 use crate::encoding::ExactTokens;
@@ -105,7 +105,7 @@ pub fn pack_body(
     root: Root,
     count_input: bool,
 ) -> Result<PackedBody, RequestError> {
-    let tape = scan::parse(input, root).map_err(RequestError::Scan)?;
+    let tape = scan::parse(input, root, options.int_digits).map_err(RequestError::Scan)?;
     let body = Body { input, tape: &tape, root, count_input };
     match options.counting {
         Counting::Chars(Sizing::Seed) => body.pack(options, CharsPerToken),

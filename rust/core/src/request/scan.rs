@@ -3,8 +3,8 @@
 //!
 //! The grammar is what Python's `json.loads` accepts (so a body packs exactly when the
 //! object path can load it): RFC 8259 plus `NaN`, `Infinity` and `-Infinity`, duplicate
-//! keys (the last one wins), integers of at most 4,300 digits (Python's default limit for
-//! int conversion). The input must be UTF-8 (a leading byte-order mark is skipped, as
+//! keys (the last one wins), integers of at most as many digits as Python converts at the
+//! call ([`IntDigits`]). The input must be UTF-8 (a leading byte-order mark is skipped, as
 //! `json.loads` skips it in bytes).
 //!
 //! While scanning, the scanner notes where the request's `messages` array (or a
@@ -191,6 +191,8 @@ pub enum ScanError {
     Syntax { offset: usize, expected: &'static str },
     /// Containers nested deeper than [`MAX_DEPTH`], at byte `offset`.
     TooDeep { offset: usize },
+    /// An integer of more than `limit` digits ([`IntDigits`]) at byte `offset`.
+    LongInteger { offset: usize, limit: usize },
 }
 
 impl std::fmt::Display for ScanError {
@@ -199,6 +201,9 @@ impl std::fmt::Display for ScanError {
             ScanError::Empty => f.write_str("not JSON: the body is empty"),
             ScanError::NotUtf8 { offset } => write!(f, "not UTF-8: invalid byte at byte {offset}"),
             ScanError::Syntax { offset, expected } => write!(f, "not JSON: {expected} at byte {offset}"),
+            ScanError::LongInteger { offset, limit } => {
+                write!(f, "not JSON: an integer of more than {limit} digits at byte {offset}")
+            }
             ScanError::TooDeep { offset } => {
                 write!(f, "not JSON that can be loaded: nested deeper than {MAX_DEPTH} levels at byte {offset}")
             }
@@ -245,21 +250,31 @@ pub enum Root {
     RequestOrTranscript,
 }
 
-/// Digits an integer may have (`sys.get_int_max_str_digits()`'s default).
-const MAX_INT_DIGITS: usize = 4300;
+/// The most digits an integer may have: Python's limit on converting a decimal string to
+/// an int (`sys.get_int_max_str_digits()`), which `json.loads` applies at the time it is
+/// called. `None`: no limit (the setting 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntDigits(pub Option<usize>);
 
-/// Parses `input`.
+impl Default for IntDigits {
+    /// Python's default, 4,300 digits.
+    fn default() -> Self {
+        IntDigits(Some(4300))
+    }
+}
+
+/// Parses `input` with at most `int_digits` digits an integer.
 ///
 /// # Errors
 /// The first reason, by position, that `json.loads` would refuse the text.
-pub fn parse(input: &[u8], root: Root) -> Result<Tape<'_>, ScanError> {
+pub fn parse(input: &[u8], root: Root, int_digits: IntDigits) -> Result<Tape<'_>, ScanError> {
     #[cfg(target_arch = "x86_64")]
     let avx2 = std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("popcnt")
         && std::arch::is_x86_feature_detected!("bmi1");
     #[cfg(not(target_arch = "x86_64"))]
     let avx2 = false;
-    parse_with(input, root, avx2)
+    parse_with(input, root, int_digits, avx2)
 }
 
 /// The buffers of a dropped tape, kept for the next parse on the same thread: a gateway
@@ -309,8 +324,9 @@ mod spare {
 }
 
 /// [`parse`], with AVX2 (and POPCNT and BMI1) used or not: `avx2` only when the CPU has them.
-pub(super) fn parse_with(input: &[u8], root: Root, avx2: bool) -> Result<Tape<'_>, ScanError> {
+pub(super) fn parse_with(input: &[u8], root: Root, int_digits: IntDigits, avx2: bool) -> Result<Tape<'_>, ScanError> {
     let mut scanner = Scanner {
+        int_digits,
         bytes: input,
         pos: usize::from(input.starts_with(b"\xEF\xBB\xBF")) * 3,
         tape: Tape {
@@ -350,6 +366,7 @@ struct Scanner<'a> {
     tape: Tape<'a>,
     stack: Vec<Frame>,
     root: Root,
+    int_digits: IntDigits,
     /// The CPU has AVX2, POPCNT and BMI1 (every AVX2 CPU has the other two).
     avx2: bool,
     /// The last 64-byte block masked, kept for the next string in it.
@@ -1103,7 +1120,8 @@ impl<'a> Scanner<'a> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
-            if self.peek() == Some(b'I') {
+            // Anything else after the sign (`-Inf` too) is refused at the sign, below.
+            if self.bytes.get(self.pos..).is_some_and(|rest| rest.starts_with(b"Infinity")) {
                 return self.literal("Infinity", Slot::Float { value: f64::NEG_INFINITY, int: false });
             }
         }
@@ -1140,9 +1158,10 @@ impl<'a> Scanner<'a> {
             let magnitude = literal.bytes().filter(u8::is_ascii_digit).fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
             Slot::Int(if literal.starts_with('-') { -magnitude } else { magnitude })
         } else if integer {
-            if int_digits > MAX_INT_DIGITS {
-                self.pos = start;
-                return Err(self.error("an integer of more than 4300 digits"));
+            if let IntDigits(Some(limit)) = self.int_digits {
+                if int_digits > limit {
+                    return Err(ScanError::LongInteger { offset: start, limit });
+                }
             }
             match literal.parse::<i64>() {
                 Ok(i) => Slot::Int(i),

@@ -29,7 +29,7 @@ fn value(node: Node<'_, '_>) -> Value {
 }
 
 fn parsed(text: &str) -> Result<Value, ScanError> {
-    scan::parse(text.as_bytes(), Root::Request).map(|tape| value(tape.node(0)))
+    scan::parse(text.as_bytes(), Root::Request, IntDigits::default()).map(|tape| value(tape.node(0)))
 }
 
 fn options(budget: u64) -> PackOptions {
@@ -46,7 +46,12 @@ fn values_read_as_json_loads_reads_them() {
     assert_eq!(parsed(r#"{"k":"\u0041\/\ud83d\ude00\"","k":2}"#), Ok(json!({"k": 2})));
     assert_eq!(parsed(r#"["\u0041\/\ud83d\ude00\"\\\b\f\n\r\t"]"#), Ok(json!(["A/😀\"\\\u{8}\u{c}\n\r\t"])));
     // Python's extra literals; big integers become doubles.
-    let tape = scan::parse(b"[NaN, Infinity, -Infinity, 123456789012345678901, -0, 1e400]", Root::Request).unwrap();
+    let tape = scan::parse(
+        b"[NaN, Infinity, -Infinity, 123456789012345678901, -0, 1e400]",
+        Root::Request,
+        IntDigits::default(),
+    )
+    .unwrap();
     let items: Vec<String> = match tape.node(0).view().unwrap() {
         View::Array { items, .. } => items.map(|n| n.type_name()).collect(),
         _ => vec![],
@@ -56,7 +61,8 @@ fn values_read_as_json_loads_reads_them() {
 
 #[test]
 fn an_item_is_reached_by_its_index_past_nested_ones() {
-    let tape = scan::parse(br#"{"a": [1, [2, [3]], {"b": [4]}, "five", 6]}"#, Root::Request).unwrap();
+    let tape =
+        scan::parse(br#"{"a": [1, [2, [3]], {"b": [4]}, "five", 6]}"#, Root::Request, IntDigits::default()).unwrap();
     let View::Object { mut entries, .. } = tape.node(0).view().unwrap() else { panic!("an object") };
     let (_, array) = entries.next().unwrap();
     let all: Vec<Value> = match array.view().unwrap() {
@@ -73,7 +79,7 @@ fn an_item_is_reached_by_its_index_past_nested_ones() {
 
 #[test]
 fn lone_surrogates_stay_utf16() {
-    let tape = scan::parse(br#"["a\ud800b", "\udc00", "\ud83d\u0041"]"#, Root::Request).unwrap();
+    let tape = scan::parse(br#"["a\ud800b", "\udc00", "\ud83d\u0041"]"#, Root::Request, IntDigits::default()).unwrap();
     let units: Vec<Vec<u16>> = match tape.node(0).view().unwrap() {
         View::Array { items, .. } => items.map(|n| n.as_text().unwrap().utf16_units().collect()).collect(),
         _ => vec![],
@@ -89,7 +95,7 @@ fn repeated_keys_are_found_however_they_are_written() {
     // Each object's keys as json.loads keeps them: a repeated key where it first appears,
     // with its last value.
     let keys = |text: &str| {
-        let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+        let tape = scan::parse(text.as_bytes(), Root::Request, IntDigits::default()).unwrap();
         let View::Object { entries, len } = tape.node(0).view().unwrap() else { unreachable!() };
         let kept: Vec<String> =
             entries.map(|(k, v)| format!("{}={}", k.as_text().unwrap().to_string_lossy(), value(v))).collect();
@@ -139,7 +145,7 @@ fn a_repeated_key_among_many_costs_reads_linear_in_the_keys() {
         assert!(reads <= 4 * (n + 8), "{reads} strings read for {n} keys");
     }
     // The repeat is still resolved as json.loads resolves it.
-    let tape = scan::parse(wide.as_bytes(), Root::Request).unwrap();
+    let tape = scan::parse(wide.as_bytes(), Root::Request, IntDigits::default()).unwrap();
     let View::Object { entries, len } = tape.node(0).view().unwrap() else { unreachable!() };
     assert_eq!(len, n);
     let first = entries.into_iter().next().map(|(k, v)| (k.as_text().unwrap().to_string_lossy(), value(v)));
@@ -148,7 +154,7 @@ fn a_repeated_key_among_many_costs_reads_linear_in_the_keys() {
 
 #[test]
 fn bad_input_is_reported_with_its_offset() {
-    let err = |s: &[u8]| scan::parse(s, Root::Request).err();
+    let err = |s: &[u8]| scan::parse(s, Root::Request, IntDigits::default()).err();
     assert_eq!(err(b"  "), Some(ScanError::Empty));
     assert_eq!(err(b"{\"a\":\xff}"), Some(ScanError::NotUtf8 { offset: 5 }));
     assert!(matches!(err(b"{\"a\" 1}"), Some(ScanError::Syntax { offset: 5, .. })));
@@ -175,8 +181,14 @@ fn bad_input_is_reported_with_its_offset() {
     assert!(matches!(err(b"[-]"), Some(ScanError::Syntax { offset: 1, .. })));
     assert!(matches!(err(b"[1.]"), Some(ScanError::Syntax { offset: 2, .. })));
     assert!(matches!(err(b"[tru]"), Some(ScanError::Syntax { offset: 1, .. })));
+    // A sign that does not begin `-Infinity` is refused where it stands, as json.loads
+    // refuses it.
+    for cut in [&b"[-I]"[..], b"[-Inf]", b"[-Infinit]", b"[-I:nfinity]", b"[-x]"] {
+        assert_eq!(err(cut), Some(ScanError::Syntax { offset: 1, expected: "expecting a value" }), "{cut:?}");
+    }
+    assert!(err(b"[-Infinity]").is_none());
     let long = format!("[{}]", "1".repeat(4301));
-    assert!(matches!(err(long.as_bytes()), Some(ScanError::Syntax { offset: 1, .. })));
+    assert_eq!(err(long.as_bytes()), Some(ScanError::LongInteger { offset: 1, limit: 4300 }));
     assert!(err(format!("[{}]", "1".repeat(4300)).as_bytes()).is_none());
     let deep = "[".repeat(crate::error::MAX_DEPTH + 1);
     assert_eq!(err(deep.as_bytes()), Some(ScanError::TooDeep { offset: crate::error::MAX_DEPTH }));
@@ -184,10 +196,33 @@ fn bad_input_is_reported_with_its_offset() {
 }
 
 #[test]
+fn integers_are_held_to_the_digit_limit_given() {
+    let err = |s: &str, digits: IntDigits| scan::parse(s.as_bytes(), Root::Request, digits).err();
+    let ones = |n: usize| "1".repeat(n);
+    assert!(err(&format!("[{}]", ones(1000)), IntDigits(Some(1000))).is_none());
+    assert_eq!(
+        err(&format!("[2, -{}]", ones(1001)), IntDigits(Some(1000))),
+        Some(ScanError::LongInteger { offset: 4, limit: 1000 })
+    );
+    // The first refusal by position: the integer before a syntax error after it.
+    assert_eq!(
+        err(&format!("[{}, ]", ones(1001)), IntDigits(Some(1000))),
+        Some(ScanError::LongInteger { offset: 1, limit: 1000 })
+    );
+    // No limit (Python's setting 0); a fraction or exponent is no integer.
+    assert!(err(&format!("[{}]", ones(100_000)), IntDigits(None)).is_none());
+    assert!(err(&format!("[{}.5, {}e1]", ones(5000), ones(5000)), IntDigits::default()).is_none());
+    assert_eq!(
+        ScanError::LongInteger { offset: 4, limit: 1000 }.to_string(),
+        "not JSON: an integer of more than 1000 digits at byte 4"
+    );
+}
+
+#[test]
 fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
     let err = |s: &[u8]| {
-        let ours = scan::parse(s, Root::Request).err();
-        assert_eq!(ours, scan::parse_with(s, Root::Request, false).err(), "{s:?}");
+        let ours = scan::parse(s, Root::Request, IntDigits::default()).err();
+        assert_eq!(ours, scan::parse_with(s, Root::Request, IntDigits::default(), false).err(), "{s:?}");
         ours
     };
     // Invalid UTF-8 outside strings, or after a syntax error, is still what is reported.
@@ -200,7 +235,7 @@ fn utf8_is_checked_where_it_lies_and_reported_before_any_syntax_error() {
         let head = format!("[\"{}", "a".repeat(pad));
         for (text, units) in [("\u{e9}", 1), ("\u{20ac}\\n", 2), ("\u{1f600}", 2)] {
             let body = format!("{head}{text}\"]");
-            let tape = scan::parse(body.as_bytes(), Root::Request).unwrap();
+            let tape = scan::parse(body.as_bytes(), Root::Request, IntDigits::default()).unwrap();
             let string = tape.node(0).view().ok().and_then(|v| match v {
                 crate::View::Array { mut items, .. } => items.next(),
                 _ => None,
@@ -227,7 +262,8 @@ fn a_string_ends_at_its_first_unescaped_quote_wherever_it_lies() {
             for next in ["\\\\\u{e9}\u{1}", "\\\"\u{e9}\\n"] {
                 let body = format!("[\"{}{last}\",\"{next}\"]", "a".repeat(pad));
                 let ours = parsed(&body);
-                let portable = scan::parse_with(body.as_bytes(), Root::Request, false).map(|tape| value(tape.node(0)));
+                let portable = scan::parse_with(body.as_bytes(), Root::Request, IntDigits::default(), false)
+                    .map(|tape| value(tape.node(0)));
                 assert_eq!(ours, portable, "{body:?}");
                 match serde_json::from_str::<Value>(&body) {
                     Ok(theirs) => assert_eq!(ours, Ok(theirs), "{body:?}"),
@@ -343,7 +379,7 @@ fn as_doubles(v: &Value) -> Value {
 /// decoding, after `pad` bytes of whitespace (to move it across block boundaries).
 fn measured(body: &str, pad: usize) -> (usize, usize) {
     let text = format!("{}[\"{body}\"]", " ".repeat(pad));
-    let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+    let tape = scan::parse(text.as_bytes(), Root::Request, IntDigits::default()).unwrap();
     let node = tape.node(1);
     // `value` checks both against the decoded text.
     value(node);
@@ -378,7 +414,7 @@ fn unicode_escapes_are_measured_from_their_digits() {
 #[test]
 fn the_volatile_tag_is_found_without_decoding_the_whole_string() {
     let text = r#"["\u003crun-state>\n", "<run-state>", "<run-stat\u0065>\nx", "\ud800<run-state>", "<run\n", "\n<run-state>", "<run-state\ud83d\ude00", [{"text": "<run-\u0073tate>\n"}], 7]"#;
-    let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+    let tape = scan::parse(text.as_bytes(), Root::Request, IntDigits::default()).unwrap();
     let View::Array { items, .. } = tape.node(0).view().unwrap() else { panic!("an array") };
     let found: Vec<bool> = items.map(|item| crate::pack::is_volatile_content(&item)).collect();
     assert_eq!(found, [true, true, true, false, false, false, false, true, false]);
@@ -413,7 +449,7 @@ fn whitespace_runs_are_skipped_wherever_they_end() {
 #[test]
 fn a_tape_leaves_its_buffers_to_the_next_parse_on_its_thread_unless_they_are_large() {
     let body = br#"{"messages": [{"role": "user", "content": "line\nline"}]}"#;
-    let first = scan::parse(body, Root::Request).unwrap();
+    let first = scan::parse(body, Root::Request, IntDigits::default()).unwrap();
     let buffers = (first.slots.as_ptr(), first.escaped.as_ptr());
     let bytes =
         (first.slots.capacity() * size_of::<scan::Slot>(), first.escaped.capacity() * size_of::<scan::Escaped>());
@@ -421,17 +457,17 @@ fn a_tape_leaves_its_buffers_to_the_next_parse_on_its_thread_unless_they_are_lar
     // Blocks of the buffers' sizes, held meanwhile: an allocator handing a freed block
     // back to the next request of its size is not what makes the buffers the same.
     let decoys = (vec![1u8; bytes.0], vec![1u8; bytes.1]);
-    let second = scan::parse(body, Root::Request).unwrap();
+    let second = scan::parse(body, Root::Request, IntDigits::default()).unwrap();
     assert_eq!((second.slots.as_ptr(), second.escaped.as_ptr()), buffers);
     drop(decoys);
     assert_eq!((second.slots.len(), second.escaped.len()), (8, 1));
     drop(second);
     // A body of a million values: its tape's slots are over the bound, and let go.
     let huge = format!("[{}]", vec!["0"; 1 << 20].join(","));
-    let large = scan::parse(huge.as_bytes(), Root::RequestOrTranscript).unwrap();
+    let large = scan::parse(huge.as_bytes(), Root::RequestOrTranscript, IntDigits::default()).unwrap();
     let large_capacity = large.slots.capacity();
     drop(large);
-    let after = scan::parse(body, Root::Request).unwrap();
+    let after = scan::parse(body, Root::Request, IntDigits::default()).unwrap();
     assert!(after.slots.capacity() < large_capacity / 100, "{} kept", after.slots.capacity());
 }
 
@@ -439,11 +475,11 @@ proptest! {
     #[test]
     fn scanner_agrees_with_serde_json(v in any_value(), pretty in any::<bool>()) {
         let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { serde_json::to_string(&v).unwrap() };
-        let tape = scan::parse(text.as_bytes(), Root::Request).unwrap();
+        let tape = scan::parse(text.as_bytes(), Root::Request, IntDigits::default()).unwrap();
         prop_assert_eq!(value(tape.node(0)), as_doubles(&v));
         prop_assert_eq!(json_len(&tape.node(0)), json_len(&&v));
         // The portable scan reads the same values (the AVX2 one is the default here).
-        let portable = scan::parse_with(text.as_bytes(), Root::Request, false).unwrap();
+        let portable = scan::parse_with(text.as_bytes(), Root::Request, IntDigits::default(), false).unwrap();
         prop_assert_eq!(value(portable.node(0)), as_doubles(&v));
     }
 
@@ -458,8 +494,8 @@ proptest! {
 
     #[test]
     fn scanner_never_panics_and_agrees_on_validity(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-        let ours = scan::parse(&bytes, Root::Request);
-        let portable = scan::parse_with(&bytes, Root::Request, false);
+        let ours = scan::parse(&bytes, Root::Request, IntDigits::default());
+        let portable = scan::parse_with(&bytes, Root::Request, IntDigits::default(), false);
         prop_assert_eq!(ours.as_ref().err(), portable.as_ref().err());
         // serde_json refuses NaN/Infinity and accepts big integers: compare where both apply.
         let plain = !bytes.iter().any(|&b| matches!(b, b'N' | b'I' | b'\xEF' | b'e' | b'E' | b'\\')) && !bytes.iter().all(u8::is_ascii_whitespace);
@@ -748,7 +784,7 @@ fn responses_bodies_pack_their_input_items() {
 fn message_items_know_their_source_bytes() {
     let body = r#"{"messages": "no", "messages": [ {"role": "user", "content": "a\nb"} ,{"role":"tool","content":[1.0]}],
         "input": [{"type": "reasoning"}], "other": [{"role": "user"}]}"#;
-    let tape = scan::parse(body.as_bytes(), Root::Request).unwrap();
+    let tape = scan::parse(body.as_bytes(), Root::Request, IntDigits::default()).unwrap();
     let sources = |list: Option<usize>| -> Vec<Option<String>> {
         let View::Array { items, .. } = tape.node(list.unwrap()).view().unwrap() else { panic!("not a list") };
         items.map(|item| item.source().map(|s| String::from_utf8(s.to_vec()).unwrap())).collect()
@@ -761,7 +797,7 @@ fn message_items_know_their_source_bytes() {
     assert_eq!(tape.node(tape.messages.unwrap() + 2).source(), None);
     // A messages member that is not the last array: its layout is not the member's.
     let stale = r#"{"messages": [{"role": "user", "content": "x"}], "messages": "no"}"#;
-    let tape = scan::parse(stale.as_bytes(), Root::Request).unwrap();
+    let tape = scan::parse(stale.as_bytes(), Root::Request, IntDigits::default()).unwrap();
     assert!((0..8).all(|at| tape.node(at).source().is_none()));
 }
 
