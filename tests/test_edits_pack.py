@@ -67,6 +67,75 @@ def test_both_backends_edit_and_fold_alike(seed: int, shape: str, cut: str) -> N
 
 @given(st.integers(0, 10**9), st.sampled_from(list(MAKERS)))
 @examples(100, deadline=None)
+def test_a_custom_estimator_sees_the_same_texts_in_the_same_order_on_both_backends(seed: int, shape: str) -> None:
+    # A stateful estimator (a cache, a meter) gets what a pure one gets only when each
+    # backend asks it the same questions: natively, edits that run over the budget only
+    # were first sized for the fit, before the entries were checked and the plan sized
+    # them again.
+    messages, edits, budget = _case(seed, shape)
+
+    def recorded() -> tuple[list[str], Any]:
+        seen: list[str] = []
+
+        def estimate(text: str) -> int:
+            seen.append(text)
+            return len(text) // 4
+
+        return seen, cf.pack_handoff(messages, target_context_tokens=budget, edits=edits, estimate_tokens=estimate)
+
+    native, python = _both(recorded)
+    assert native == python
+
+
+@pytest.mark.parametrize("edits", [(cf.ClearToolUses(),), (cf.ClearToolUses(trigger=10**9),), ()])
+def test_ctrl_c_in_a_custom_estimator_stops_the_pack(backend: str, edits: tuple[Any, ...]) -> None:
+    # Raised once, as a real Ctrl-C is: natively, an edit that runs over the budget only
+    # sized the transcript for the fit first and put any error off until the entries
+    # were checked, so the interrupt was dropped and the pack went on.
+    messages = openai_transcript(random.Random(3), 4)
+    calls = 0
+
+    def estimate(text: str) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyboardInterrupt
+        return len(text) // 4
+
+    with pytest.raises(KeyboardInterrupt):
+        cf.pack_handoff(messages, target_context_tokens=10**6, edits=edits, estimate_tokens=estimate)
+    assert calls == 1
+
+
+def test_an_entry_a_custom_estimator_empties_after_sizing_it_is_not_read_again() -> None:
+    # ClearThinking sizes the reasoning item it removes; natively, ClearToolUses then
+    # sized it again as the transcript was given, and found the dict the estimator had
+    # emptied (a malformed message), where the reference asked once and packed.
+    def run() -> tuple[Any, ...]:
+        items: list[dict[str, Any]] = [
+            {"type": "message", "role": "user", "content": "q" * 100},
+            {"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "think"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "o" * 200},
+            {"type": "message", "role": "user", "content": "next"},
+        ]
+
+        def estimate(text: str) -> int:
+            if text.startswith('{"type":"reasoning"'):
+                items[1].clear()
+            return len(text) // 4
+
+        edits = [cf.ClearThinking(keep=0), cf.ClearToolUses(keep=2)]
+        pack = cf.pack_handoff(items, target_context_tokens=1000, estimate_tokens=estimate, edits=edits)
+        return pack.kept, pack.tokens, pack.applied_edits
+
+    native, python = _both(run)
+    assert native == python
+    assert native[0] == [0, 2, 3, 4]
+
+
+@given(st.integers(0, 10**9), st.sampled_from(list(MAKERS)))
+@examples(100, deadline=None)
 def test_editing_then_folding_is_folding_the_edited_transcript(seed: int, shape: str) -> None:
     messages, edits, budget = _case(seed, shape)
     before = json.dumps(messages)
@@ -628,6 +697,38 @@ def test_a_malformed_message_before_a_compaction_is_never_read(backend: str, res
     messages[2] = {**item, "role": "assistant", "content": 5}
     with pytest.raises(cf.MessageTypeError, match="message 2, field 'content'"):
         cf.pack_handoff(messages, target_context_tokens=10_000)
+
+
+@pytest.mark.parametrize("edits", [(), (cf.ClearToolUses(),)])
+@pytest.mark.parametrize("responses", [False, True])
+def test_a_message_a_custom_estimator_cannot_size_before_a_compaction_is_never_read(
+    backend: str, responses: bool, edits: tuple[Any, ...]
+) -> None:
+    # For a custom estimator a message's text is written by the contract's helpers,
+    # which find a value without a JSON form (bytes) where the native walk finds it for
+    # the built-in counts: a MessageError of the caller's side, which natively ended
+    # the pack where a malformed message before the compaction is left unread.
+    compaction: dict[str, Any] = (
+        {"type": "compaction", "encrypted_content": "E" * 40}
+        if responses
+        else {"role": "assistant", "content": [{"type": "compaction", "content": "all so far"}]}
+    )
+    item: dict[str, Any] = {"type": "message"} if responses else {}
+    messages = [
+        {**item, "role": "user", "content": [b"x"]},
+        compaction,
+        {**item, "role": "assistant", "content": "reply"},
+        {**item, "role": "user", "content": "latest"},
+    ]
+
+    def estimate(text: str) -> int:
+        return len(text) // 4
+
+    pack = cf.pack_handoff(messages, target_context_tokens=10_000, estimate_tokens=estimate, edits=edits)
+    assert (pack.kept, pack.note, pack.dropped) == ([1, 2, 3], None, 1)
+    messages[2] = {**item, "role": "assistant", "content": [b"x"]}
+    with pytest.raises(cf.MessageTypeError, match="message 2, field 'content'"):
+        cf.pack_handoff(messages, target_context_tokens=10_000, estimate_tokens=estimate, edits=edits)
 
 
 @pytest.mark.parametrize("responses", [False, True])

@@ -1064,6 +1064,14 @@ where
         if self.edits.is_empty() {
             self.edits = vec![None; self.messages.len()];
         }
+        // A message edited or removed for the first time keeps its cost as given for what
+        // later edits ask of the transcript as given: sized again, a custom estimator saw
+        // it twice where the reference asks once.
+        for &i in changed.keys().chain(gone) {
+            if let (Some(Some(given)), Some(None)) = (self.costs.get(i), self.edits.get(i)) {
+                self.given_costs.entry(i).or_insert(*given);
+            }
+        }
         for ((i, edit), &cost) in changed.into_iter().zip(after) {
             if let Some(slot) = self.costs.get_mut(i) {
                 *slot = Some(cost);

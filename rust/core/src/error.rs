@@ -34,7 +34,9 @@ pub enum CoreError {
     /// An argument other than a message is invalid (a `ValueError` in Python).
     Argument(String),
     /// A caller-supplied callback failed; the binding keeps the original exception.
-    Callback,
+    /// `malformed`: the caller's side found a message malformed as it sized it, which
+    /// packing takes as it takes a [`CoreError::Message`].
+    Callback { malformed: bool },
     /// A state the core's own logic rules out (a bug if ever seen), named for the report.
     Internal(&'static str),
 }
@@ -113,7 +115,7 @@ impl fmt::Display for CoreError {
             CoreError::Prompt { field, index: Some(i), problem } => write!(f, "{field}[{i}]: {problem}"),
             CoreError::Prompt { field, index: None, problem } => write!(f, "{field}: {problem}"),
             CoreError::Argument(text) => f.write_str(text),
-            CoreError::Callback => f.write_str("a callback raised"),
+            CoreError::Callback { .. } => f.write_str("a callback raised"),
             CoreError::Internal(what) => write!(f, "internal error in contextfold: {what} (please report it)"),
         }
     }

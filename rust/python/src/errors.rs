@@ -16,6 +16,7 @@ use pyo3::PyErrArguments;
 #[derive(Clone, Copy)]
 enum Class {
     Contextfold,
+    Message,
     MessageType,
     MessageValue,
     Argument,
@@ -27,6 +28,7 @@ impl Class {
     fn name(self) -> &'static str {
         match self {
             Class::Contextfold => "ContextfoldError",
+            Class::Message => "MessageError",
             Class::MessageType => "MessageTypeError",
             Class::MessageValue => "MessageValueError",
             Class::Argument => "ArgumentError",
@@ -37,6 +39,7 @@ impl Class {
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
         static CONTEXTFOLD: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        static MESSAGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static MESSAGE_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static MESSAGE_VALUE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static ARGUMENT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -44,6 +47,7 @@ impl Class {
         static REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         match self {
             Class::Contextfold => &CONTEXTFOLD,
+            Class::Message => &MESSAGE,
             Class::MessageType => &MESSAGE_TYPE,
             Class::MessageValue => &MESSAGE_VALUE,
             Class::Argument => &ARGUMENT,
@@ -73,6 +77,7 @@ impl Class {
 pub fn load(py: Python<'_>) {
     for class in [
         Class::Contextfold,
+        Class::Message,
         Class::MessageType,
         Class::MessageValue,
         Class::Argument,
@@ -81,6 +86,16 @@ pub fn load(py: Python<'_>) {
     ] {
         let _ = class.cell().import(py, "contextfold.errors", class.name());
     }
+}
+
+/// Whether `err` is a `MessageError`: a message found malformed (by the contract's
+/// helpers that size it for a custom estimator, say), which packing treats as the core's
+/// own. A class that cannot be looked up is no match.
+pub fn is_message_error(py: Python<'_>, err: &PyErr) -> bool {
+    Class::Message
+        .cell()
+        .import(py, "contextfold.errors", Class::Message.name())
+        .is_ok_and(|class| err.is_instance(py, class))
 }
 
 /// The Python exception for a core error.
@@ -95,7 +110,7 @@ pub fn to_py(err: CoreError) -> PyErr {
         CoreError::Message { index, field, .. } | CoreError::Prompt { index, field, .. } => {
             Class::MessageType.err((text, index, field))
         }
-        CoreError::Argument(_) | CoreError::Callback => Class::Argument.err(text),
+        CoreError::Argument(_) | CoreError::Callback { .. } => Class::Argument.err(text),
         CoreError::Internal(_) => Class::Contextfold.err(text),
     }
 }

@@ -111,7 +111,7 @@ impl<'py> PySizer<'py> {
     /// The Python exception for `err`: the one a callback raised, else the mapped core error.
     pub fn take_error(&mut self, err: CoreError) -> PyErr {
         match (err, self.error.take()) {
-            (CoreError::Callback, Some(py_err)) => py_err,
+            (CoreError::Callback { .. }, Some(py_err)) => py_err,
             (err, _) => crate::errors::to_py(err),
         }
     }
@@ -129,8 +129,9 @@ impl<'py> PySizer<'py> {
         match result.and_then(|r| r.extract::<u64>()) {
             Ok(n) => Ok(n),
             Err(e) => {
+                let malformed = crate::errors::is_message_error(self.py, &e);
                 self.error = Some(e);
-                Err(CoreError::Callback)
+                Err(CoreError::Callback { malformed })
             }
         }
     }

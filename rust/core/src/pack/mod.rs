@@ -235,20 +235,22 @@ where
     let share = !MessageSizer::<N>::calls_out(&sizer);
     let mut fitted_sizes = None;
     // Edits that run only over the budget leave a transcript that fits it as it is: the
-    // fit is found as packing finds it (sizing no more than that takes).
-    let over_budget_only = options.edits.iter().all(|edit| match edit {
-        Edit::ClearToolUses(clear) => clear.trigger.is_none_or(|trigger| trigger >= options.budget),
-        Edit::ClearThinking(_) => false,
-    });
+    // fit is found as packing finds it (sizing no more than that takes). Not with the
+    // caller's estimator, which sees the entries only once they are checked, and as
+    // many times and in the order the plan and the fold size them (an exception it
+    // raises, Ctrl-C among them, is then never put off until the checks).
+    let over_budget_only = share
+        && options.edits.iter().all(|edit| match edit {
+            Edit::ClearToolUses(clear) => clear.trigger.is_none_or(|trigger| trigger >= options.budget),
+            Edit::ClearThinking(_) => false,
+        });
     if over_budget_only {
         let mut t = Transcript::read(messages, &mut sizer, format)?;
         // (An error here is raised below, where the entries are checked in order.)
         if let (Ok(()), Ok((Some(tokens), _))) = (options.check_pinned(messages.len()), fits_whole(&mut t, options)) {
             return Ok(Packed::all(messages.len(), tokens + u128::from(options.system_tokens)));
         }
-        if share {
-            fitted_sizes = t.sizes_format().map(|format| (format, t.sizes()));
-        }
+        fitted_sizes = t.sizes_format().map(|format| (format, t.sizes()));
     }
     let responses = match options.dialect {
         Some(dialect) => dialect == Dialect::Responses,
@@ -364,8 +366,10 @@ pub fn pack<N: JsonNode + Clone, S: MessageSizer<N>>(
         // what precedes it.
         Ok(folded) => pack_after_compaction(t, options)?.unwrap_or(folded),
         // A malformed message the fold sized may precede a compaction, which leaves it
-        // unread.
-        Err(malformed @ CoreError::Message { .. }) => pack_after_compaction(t, options)?.ok_or(malformed)?,
+        // unread (malformed as the caller's estimator reads it too).
+        Err(malformed @ (CoreError::Message { .. } | CoreError::Callback { malformed: true })) => {
+            pack_after_compaction(t, options)?.ok_or(malformed)?
+        }
         Err(other) => return Err(other),
     };
     packed.tokens += u128::from(options.system_tokens);
@@ -625,7 +629,8 @@ fn unsigned(total: i128) -> Result<u128, CoreError> {
 mod tests {
     use super::note::elision_marker_units;
     use super::*;
-    use crate::edits::ClearToolUses;
+    use crate::edits::{ClearThinking, ClearToolUses};
+    use crate::message::Checked;
     use crate::text::Text;
     use crate::tokens::CharsPerToken;
     use proptest::prelude::*;
@@ -856,5 +861,97 @@ mod tests {
                 prop_assert!(p.kept.contains(&d));
             }
         }
+    }
+
+    /// A caller's estimator, as a binding's sizer stands for one (it calls out): chars/4,
+    /// each message it is asked recorded, and `fail` deciding, by the count of calls so
+    /// far and the message's index, what a call raises instead.
+    struct Caller {
+        asked: Vec<Option<usize>>,
+        fail: fn(usize, Option<usize>) -> Option<CoreError>,
+    }
+
+    impl<N: JsonNode> MessageSizer<N> for Caller {
+        fn message_tokens(
+            &mut self,
+            index: Option<usize>,
+            message: &N,
+            checked: &Checked<N>,
+        ) -> Result<u64, CoreError> {
+            self.asked.push(index);
+            match (self.fail)(self.asked.len(), index) {
+                Some(err) => Err(err),
+                None => CharsPerToken.message_tokens(index, message, checked),
+            }
+        }
+
+        fn system_tokens(&mut self, checked: &Checked<N>) -> Result<u64, CoreError> {
+            CharsPerToken.system_tokens(checked)
+        }
+
+        fn text_tokens(&mut self, text: &str) -> Result<u64, CoreError> {
+            MessageSizer::<N>::text_tokens(&mut CharsPerToken, text)
+        }
+
+        fn calls_out(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_callers_estimator_failing_while_edits_wait_for_the_budget_ends_the_pack() {
+        // Edits that run only over the budget: the first question's error (Ctrl-C, say) is
+        // the pack's, not put off until the entries are checked and then dropped.
+        let messages = build(&[(0, 40, 0), (2, 400, 2), (1, 40, 0)]);
+        let refs: Vec<&Value> = messages.iter().collect();
+        let edits = vec![Edit::ClearToolUses(ClearToolUses::default())];
+        let options = PackOptions { budget: 1_000_000, edits, ..PackOptions::default() };
+        let first = |calls, _| (calls == 1).then_some(CoreError::Callback { malformed: false });
+        let mut caller = Caller { asked: Vec::new(), fail: first };
+        assert_eq!(pack_edited(&refs, &mut caller, &options), Err(CoreError::Callback { malformed: false }));
+        assert_eq!(caller.asked.len(), 1);
+    }
+
+    #[test]
+    fn an_entry_an_edit_removed_is_not_sized_again_as_given() {
+        // ClearThinking sizes the reasoning item it removes; ClearToolUses then sums the
+        // transcript as given from that size (the caller's estimator asked once, as the
+        // reference asks it).
+        let items = [
+            json!({"type": "message", "role": "user", "content": "q".repeat(100)}),
+            json!({"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "think"}]}),
+            json!({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}),
+            json!({"type": "function_call_output", "call_id": "c1", "output": "o".repeat(200)}),
+            json!({"type": "message", "role": "user", "content": "next"}),
+        ];
+        let refs: Vec<&Value> = items.iter().collect();
+        let edits = vec![
+            Edit::ClearThinking(ClearThinking { keep: 0 }),
+            Edit::ClearToolUses(ClearToolUses { keep: 2, ..ClearToolUses::default() }),
+        ];
+        let options = PackOptions { budget: 1_000, edits, ..PackOptions::default() };
+        let mut caller = Caller { asked: Vec::new(), fail: |_, _| None };
+        let packed = pack_edited(&refs, &mut caller, &options).unwrap();
+        assert_eq!(packed.kept, vec![0, 2, 3, 4]);
+        assert_eq!(caller.asked.iter().filter(|&&i| i == Some(1)).count(), 1, "{:?}", caller.asked);
+    }
+
+    #[test]
+    fn a_message_the_caller_finds_malformed_before_a_compaction_goes_unread() {
+        let items = [
+            json!({"role": "user", "content": "x"}),
+            json!({"role": "assistant", "content": [{"type": "compaction", "content": "all so far"}]}),
+            json!({"role": "user", "content": "latest"}),
+        ];
+        let refs: Vec<&Value> = items.iter().collect();
+        let options = PackOptions { budget: 10_000, ..PackOptions::default() };
+        let malformed = |_, index| (index == Some(0)).then_some(CoreError::Callback { malformed: true });
+        let mut t = Transcript::read(&refs, Caller { asked: Vec::new(), fail: malformed }, Format::Auto).unwrap();
+        let packed = pack(&mut t, &options).unwrap();
+        assert_eq!((packed.kept, packed.note), (vec![1, 2], None));
+        // Any other failure of the caller's is the pack's.
+        let failed = |_, index| (index == Some(0)).then_some(CoreError::Callback { malformed: false });
+        let mut t = Transcript::read(&refs, Caller { asked: Vec::new(), fail: failed }, Format::Auto).unwrap();
+        assert_eq!(pack(&mut t, &options), Err(CoreError::Callback { malformed: false }));
     }
 }
