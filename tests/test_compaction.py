@@ -70,6 +70,51 @@ def test_summarize_folds_each_chunk_onto_the_note() -> None:
     assert inputs[-1]["signal"] == "abort-token"
 
 
+def test_the_note_so_far_never_clips_a_chunk_it_goes_with() -> None:
+    # The note shares its call's budget: clipped together, a full chunk lost its last
+    # messages and the note went on as if it covered them.
+    messages = [{"role": "user", "content": f"<m{i}>" + "x" * 4_000} for i in range(150)]
+    inputs: list[str] = []
+
+    async def complete(req: dict[str, Any]) -> str:
+        inputs.append(req["user"])
+        return "n" * 10_000  # the most a call may answer: 2,500 tokens
+
+    assert run(cf.summarize_transcript(complete, messages)) == "n" * 10_000
+    assert not any(text.endswith("[…clipped]") for text in inputs)
+    seen = [i for text in inputs for i in range(150) if f"<m{i}>" in text]
+    assert seen == list(range(150))  # each message in one call, in order
+    # Short notes leave SPEC §7's chunks as they are: one call a chunk.
+    short: list[str] = []
+
+    async def brief(req: dict[str, Any]) -> str:
+        short.append(req["user"])
+        return "n"
+
+    run(cf.summarize_transcript(brief, messages))
+    assert len(short) == len(cf.summary_chunks(messages))
+    # A note that leaves no room for the next message: no note that skipped it.
+    calls = 0
+
+    async def verbose(_req: dict[str, Any]) -> str:
+        nonlocal calls
+        calls += 1
+        return "n" * 1_000
+
+    assert run(cf.summarize_transcript(verbose, long(6), None, 150)) is None
+    assert calls == 1
+    # A message larger than a whole call is clipped, the note before it.
+    huge = [{"role": "user", "content": "a"}, {"role": "user", "content": "h" * 8_000}]
+    clipped: list[str] = []
+
+    async def keep(req: dict[str, Any]) -> str:
+        clipped.append(req["user"])
+        return "n" * 40
+
+    assert run(cf.summarize_transcript(keep, huge, None, 100)) == "n" * 40
+    assert len(clipped) == 2 and clipped[1].startswith("assistant: " + "n" * 40) and clipped[1].endswith("[…clipped]")
+
+
 @pytest.mark.parametrize("failure", ["", None, "   ", "raise"])
 def test_any_failing_chunk_gives_none(failure: Any) -> None:
     calls = 0

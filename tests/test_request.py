@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -598,6 +599,48 @@ def test_integers_are_held_to_pythons_digit_limit_at_the_call(limit: int, digits
             assert outcomes[reference, "head"] == (None, (None, None, None), None, None)
     finally:
         sys.set_int_max_str_digits(previous)
+
+
+def test_one_options_value_follows_the_digit_limit_from_call_to_call(backend: str) -> None:
+    # The limit is Python's at each call, not at the options' making; a batch and a
+    # block of JSONL lines read it as a single body does.
+    from contextfold.integrations.dask import pack_lines
+
+    body = b'{"messages": [{"role": "user", "content": "hi"}], "n": ' + b"7" * 5_000 + b"}"
+    options = cf.PackOptions(target_context_tokens=100)
+    previous = sys.get_int_max_str_digits()
+    try:
+        for limit, loads in ((4_300, False), (0, True), (6_000, True), (4_300, False)):
+            sys.set_int_max_str_digits(limit)
+            if loads:
+                assert json.loads(cf.pack_request(body, options=options).body) == json.loads(body)
+                batch = cf.pack_requests([body] * 3, options=options, threads=2)
+                assert all(not isinstance(p, Exception) for p in batch)
+                assert json.loads(pack_lines([body], options=options)[0]) == json.loads(body)
+            else:
+                with pytest.raises(cf.RequestError, match="more than 4300 digits"):
+                    cf.pack_request(body, options=options)
+                assert all(isinstance(p, cf.RequestError) for p in cf.pack_requests([body] * 3, options=options))
+                assert "more than 4300 digits" in pack_lines([body], options=options)[0]
+    finally:
+        sys.set_int_max_str_digits(previous)
+
+
+def test_a_python_without_a_digit_limit_reads_any_integer() -> None:
+    # Python 3.10.0 to 3.10.6 have no limit, nor sys.get_int_max_str_digits: the native
+    # bytes path then reads every integer (it raised AttributeError on every call).
+    native_required()
+    script = (
+        "import sys; del sys.get_int_max_str_digits\n"
+        "from contextfold import _backend, _native\n"
+        "import contextfold as cf\n"
+        "body = b'{\"messages\": [], \"n\": ' + b'7' * 5000 + b'}'\n"
+        "with _backend.using(_native):\n"
+        "    packed = cf.pack_request(body, target_context_tokens=10)\n"
+        "print(packed.body == body, _native.request_head(b'{}') is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]
 
 
 def test_request_errors_name_the_byte(backend: str) -> None:

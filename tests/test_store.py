@@ -99,6 +99,21 @@ def test_invalidate_takes_changed_files_out(make_store: object) -> None:
     assert store.invalidate(["src/b.ts"]) == 1 and store.get("codemap:src") is None
 
 
+def test_a_map_left_listing_no_file_is_dropped_not_served(make_store: object) -> None:
+    # A run that deleted every file the map listed (or a deletion-only run with no map
+    # before it) left a bare header, recalled for its area; and invalidate, finding no
+    # entry left, deleted it whatever paths it was given.
+    store = make_store()  # type: ignore[operator]
+    store.write(mapped("src/old/a.ts", "src/old/b.ts", "src/old/c.ts"))
+    gone = mapped(deleted=("src/old/a.ts", "src/old/b.ts", "src/old/c.ts"))
+    assert store.write(gone) == "" and store.get(gone.key) is None
+    assert store.recall("src/old/a.ts") == []
+    assert store.write(mapped(deleted=("lib/x.ts", "lib/y.ts"))) == "" and store.get("codemap:lib") is None
+    # Content under another key is a store's to keep, listing no file or not.
+    store.write(cf.ConsolidatedMemory("notes:run", "no files here"))
+    assert store.invalidate(["elsewhere/z.py"]) == 0 and store.get("notes:run") == "no files here"
+
+
 def test_invalidate_refuses_a_bare_path(make_store: object) -> None:
     # A str is an iterable of characters: none matched, so the changed file stayed listed.
     store = make_store()  # type: ignore[operator]

@@ -258,6 +258,21 @@ def _clip(text: str, budget: int) -> str:
     return utf16_cut(text, limit) + _CLIPPED if utf16_len(text) > limit else text
 
 
+def _beside(note: Message, chunk: list[Message], budget: int) -> tuple[list[Message], list[Message]]:
+    """The messages of ``chunk`` that go into one call after ``note`` unclipped, and the
+    rest, for the next call. A message larger than a whole call (a chunk of its own) goes
+    as it is, to be clipped; nothing goes when even the first message does not fit."""
+    limit = budget * 4
+    used = utf16_len(render_for_summary([note]))
+    for k, m in enumerate(chunk):
+        used += 2 + utf16_len(render_for_summary([m]))  # each after a blank line
+        if used > limit:
+            if len(chunk) == 1 and message_tokens(m) > budget:
+                return chunk, []
+            return chunk[:k], chunk[k:]
+    return chunk, []
+
+
 async def summarize_transcript(
     complete: Complete,
     messages: Sequence[Message],
@@ -267,7 +282,10 @@ async def summarize_transcript(
     """A note for ``messages``: one ``complete`` call per chunk of ``budget`` tokens, each
     folding the next chunk onto the note so far. None when any call fails or answers
     nothing (the caller then falls back), never a note that skipped part of the history.
-    One message longer than a whole call reads is clipped, with a marker. ``budget`` is at
+    One message longer than a whole call reads is clipped, with a marker. The note so far
+    shares its call's budget: a chunk that would not fit beside it unclipped goes over
+    more calls, and when the note leaves no room for the next message the result is None
+    (the chunks and calls are SPEC §7's whenever nothing would be clipped). ``budget`` is at
     least 1 and ``complete`` must be callable (:class:`~contextfold.ArgumentError` and
     :class:`~contextfold.ArgumentTypeError` otherwise)."""
     check_callable("complete", complete)
@@ -276,8 +294,20 @@ async def summarize_transcript(
     if not chunks:
         return None
     note: str | None = None
-    for chunk in chunks:
-        given = chunk if note is None else [{"role": "assistant", "content": note}, *chunk]
+    pending = chunks[::-1]  # the next chunk last
+    while pending:
+        chunk = pending.pop()
+        given = chunk
+        if note is not None:
+            # Clipping the note and the chunk together cut the chunk's last messages,
+            # and the note then covered less than the history it stood for.
+            carried = {"role": "assistant", "content": note}
+            chunk, rest = _beside(carried, chunk, budget)
+            if not chunk:
+                return None
+            if rest:
+                pending.append(rest)
+            given = [carried, *chunk]
         request: dict[str, Any] = {
             "system": TRANSCRIPT_SUMMARY_PROMPT,
             "user": _clip(render_for_summary(given), budget),

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ._contract import spelled, whole
 from ._js import collapse_spaces, is_str, js_trim, mapping_get, quoted
-from .codemap import rank_by_count
+from .codemap import _LINE_BREAK, rank_by_count
 from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["BRIEF_MAX_FILES", "BRIEF_MAX_SEARCHES", "BRIEF_MIN_OBSERVATIONS", "WorkingMemory", "WorkingMemorySnapshot"]
@@ -113,7 +113,10 @@ class WorkingMemory:
         made = self._observations if observations is None else whole("observations", observations, None, None)
         if made < BRIEF_MIN_OBSERVATIONS:
             return None
-        lists = self._lists
+        # An item holding a line break cannot be one `- <item>` line (a file named so
+        # would write lines and sections of its own): left out, as consolidate leaves
+        # such a path out of a map.
+        lists = {kind: [x for x in items if not _LINE_BREAK.search(x)] for kind, items in self._lists.items()}
         changed = list(dict.fromkeys(lists["created"] + lists["edited"]))
         changed_set = set(changed)
         deleted = list(dict.fromkeys(lists["deleted"]))

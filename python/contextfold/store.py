@@ -29,6 +29,7 @@ from typing import Any
 from ._edits import iterable_of, text_field
 from ._js import is_str
 from .codemap import (
+    CONSOLIDATED_KEY_PREFIX,
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
     _text,
@@ -36,6 +37,7 @@ from .codemap import (
     areas_of_paths_in,
     consolidated_area,
     consolidated_facts_for,
+    consolidated_files,
     merge_consolidated,
     without_consolidated_files,
 )
@@ -91,14 +93,20 @@ class CodeMapStore(ABC):
 
     def write(self, memory: ConsolidatedMemory) -> str:
         """Stores a run's map, merged with the live map under its key; returns the result.
-        A key or content that is no str, or that UTF-8 cannot hold (a lone surrogate), is
-        refused naming it."""
+        A code map the merge leaves listing no file (a run that deleted every file the map
+        listed) is deleted, not kept as a bare header: the result is then ``""``. A key or
+        content that is no str, or that UTF-8 cannot hold (a lone surrogate), is refused
+        naming it."""
         if not isinstance(memory, ConsolidatedMemory):
             raise ArgumentTypeError(f"memory must be a ConsolidatedMemory, got {type(memory).__name__}")
         key = text_field("ConsolidatedMemory", "key", memory.key)
         content = text_field("ConsolidatedMemory", "content", memory.content)
-        stored = self._update(key, lambda prior: merge_consolidated(key, prior, content))
-        return stored or ""
+
+        def merged(prior: str | None) -> str | None:
+            out = merge_consolidated(key, prior, content)
+            return out if consolidated_files(out) or not key.startswith(CONSOLIDATED_KEY_PREFIX) else None
+
+        return self._update(key, merged) or ""
 
     def get(self, key: str) -> str | None:
         """The live content under ``key``, or None."""
@@ -119,11 +127,13 @@ class CodeMapStore(ABC):
     def invalidate(self, changed_paths: Iterable[str]) -> int:
         """Takes files that changed since their maps were written out of every map that
         lists them (compared canonically, case-insensitively); a map left with no file is
-        deleted. Returns how many maps changed."""
+        deleted. A map that lists none of them (or no file at all) is left as it is.
+        Returns how many maps changed."""
         paths = list(iterable_of("changed_paths", changed_paths, "paths"))
         changed = 0
         for memory in self.live():
-            if without_consolidated_files(memory.content, paths) == memory.content:
+            listed = consolidated_files(memory.content)
+            if not listed or without_consolidated_files(memory.content, paths) == memory.content:
                 continue
             self._update(memory.key, lambda live: None if live is None else without_consolidated_files(live, paths))
             changed += 1

@@ -146,6 +146,12 @@ def test_a_row_opening_with_a_newline_is_reported_as_its_list() -> None:
 def test_bad_columns_and_options_are_refused() -> None:
     with pytest.raises(cf.ArgumentTypeError, match=r"expected a string or binary column .*got int64"):
         pack_column(pa.array([1, 2]), target_context_tokens=50)
+    # Refused with no rows too (a chunked column of none, an empty table): a job fails
+    # on its first batch, not on the first that has rows.
+    with pytest.raises(cf.ArgumentTypeError, match=r"expected a string or binary column .*got int64"):
+        pack_column(pa.chunked_array([], pa.int64()), target_context_tokens=50)
+    with pytest.raises(cf.ArgumentTypeError, match=r"expected a string or binary column .*got int64"):
+        pack_batch(pa.table({"text": pa.array([], pa.int64())}), column="text", target_context_tokens=50)
     with pytest.raises(cf.ArgumentTypeError, match="expected a pyarrow Array or ChunkedArray, got list"):
         pack_column(["[]"], target_context_tokens=50)  # type: ignore[type-var]
     with pytest.raises(cf.ArgumentError, match=r"one column 'body', it has none \(it has \['text'\]\)"):

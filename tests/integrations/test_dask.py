@@ -156,6 +156,12 @@ def test_pack_lines_refuses_what_is_not_one_line(backend: str) -> None:
     with pytest.raises(cf.RequestError, match="newline") as raised:
         pack_lines([b"\n", BARE + b"\n" + BARE], target_context_tokens=100, errors="raise")
     assert raised.value.__notes__ == ["in line 1 of the batch"]
+    # The first bad line's error, whichever step refuses it: a later line that is not
+    # one line (or no text) was raised before the packer read the lines before it.
+    for later in (5, b"x\ny", "\ud800"):
+        with pytest.raises(cf.RequestError, match="expecting") as raised:
+            pack_lines([BARE, b"{bad", later], target_context_tokens=100, errors="raise")  # type: ignore[list-item]
+        assert raised.value.__notes__ == ["in line 1 of the batch"]
     assert pack_lines([], target_context_tokens=100) == []
     lines = pack_lines([BARE, b"  ", BARE + b"\n" + BARE, 7, BARE], target_context_tokens=100)  # type: ignore[list-item]
     assert [ERROR_KEY in json.loads(line) for line in lines] == [False, True, True, False]  # the blank one skipped

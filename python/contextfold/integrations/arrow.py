@@ -68,17 +68,18 @@ def pack_column(
     options = pack_options(options, keywords)
     bytes_options(options)
     count = thread_count(threads)
+    if not isinstance(column, (pa.Array, pa.ChunkedArray)):
+        raise cf.ArgumentTypeError(f"column: expected a pyarrow Array or ChunkedArray, got {type(column).__name__}")
+    wide = _wide_offsets(column.type)  # refused with no rows too, not at the first batch that has some
     if isinstance(column, pa.ChunkedArray):
         # Where each chunk starts in the column (and, last, where the column ends).
         starts = accumulate((len(chunk) for chunk in column.chunks), initial=0)
         pairs = zip(column.chunks, starts, strict=False)
-        chunks = [_pack_chunk(chunk, options, count, start) for chunk, start in pairs]
+        chunks = [_pack_chunk(chunk, wide, options, count, start) for chunk, start in pairs]
         packed = pa.chunked_array([p for p, _ in chunks], column.type)
         errors = pa.chunked_array([e for _, e in chunks], pa.string())
         return packed, errors
-    if isinstance(column, pa.Array):
-        return _pack_chunk(column, options, count, 0)
-    raise cf.ArgumentTypeError(f"column: expected a pyarrow Array or ChunkedArray, got {type(column).__name__}")
+    return _pack_chunk(column, wide, options, count, 0)
 
 
 def pack_batch(
@@ -123,13 +124,22 @@ _KINDS = {
 """The column types packed, each with whether its offsets are 64-bit."""
 
 
-def _pack_chunk(chunk: pa.Array, options: cf.PackOptions, threads: int, first: int) -> tuple[pa.Array, pa.Array]:
-    """One array packed, ``(packed, errors)``; its rows are the column's from ``first``."""
-    wide = _KINDS.get(chunk.type)
+def _wide_offsets(kind: pa.DataType) -> bool:
+    """Whether a column of type ``kind`` has 64-bit offsets; refused when it is not one
+    packed."""
+    wide = _KINDS.get(kind)
     if wide is None:
         raise cf.ArgumentTypeError(
-            f"column: expected a string or binary column (large ones too), got {chunk.type}: cast it first"
+            f"column: expected a string or binary column (large ones too), got {kind}: cast it first"
         )
+    return wide
+
+
+def _pack_chunk(
+    chunk: pa.Array, wide: bool, options: cf.PackOptions, threads: int, first: int
+) -> tuple[pa.Array, pa.Array]:
+    """One array packed, ``(packed, errors)`` (``wide``: 64-bit offsets); its rows are the
+    column's from ``first``."""
     n = len(chunk)
     _, offsets, data = chunk.buffers()
     if n == 0 or offsets is None:  # nothing to read: every row (if any) is null

@@ -96,9 +96,8 @@ def pack_lines(
             if b"\n" in body:
                 raise cf.RequestError("a line holds a newline: each item of lines must be one JSONL line")
         except (cf.ContextfoldError, TypeError, ValueError) as exc:
-            if errors == "raise":
-                add_note(exc, f"in line {index} of the batch")
-                raise
+            # Kept, not raised, with errors="raise" too: a line before it may be one the
+            # packer refuses, and the first bad line's error is the one raised.
             refused[index] = exc
             body = b""  # packed as a blank line: nothing; its error stands in its place
         bodies.append(body)

@@ -789,8 +789,9 @@ struct Editor<'m, 's, N, S> {
     /// Entries left out of the edits ([`EditContext::hidden`]).
     hidden: std::ops::Range<usize>,
     costs: Vec<Option<u64>>,
-    /// The cost as given of each message an edit changed (an edit of tool uses plans on the
-    /// transcript as given; an unchanged message's is its cost in `costs`).
+    /// The cost as given of each message an edit changed or removed, kept from `costs`
+    /// when it is committed (an edit of tool uses plans on the transcript as given; an
+    /// unchanged message's is its cost in `costs`).
     given_costs: FxHashMap<usize, u64>,
 }
 

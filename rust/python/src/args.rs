@@ -135,8 +135,9 @@ fn converted(native: &Bound<'_, PyTuple>, sizers: Option<&Bound<'_, PyAny>>) -> 
         counting,
         edits: edits.iter().map(|edit| edit_of(&edit)).collect::<PyResult<_>>()?,
         edit_step: Some(step.extract()?),
-        // Read again at each call on the bytes path (`request::bytes_options`).
-        int_digits: IntDigits::default(),
+        // The bytes path sets Python's limit as it is at the call
+        // (`request::with_live_int_digits`, `request::batch_options`).
+        int_digits: IntDigits::FEWEST,
     };
     Ok((pack, sizing))
 }

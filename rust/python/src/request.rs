@@ -31,28 +31,58 @@ const DETACH_BYTES: usize = 8 * 1024;
 /// The core's options for the bytes path. A custom estimator would run Python code in
 /// the middle of the work: every public caller refuses one first
 /// (`contextfold._contract.bytes_options`, the one place its error is worded).
-/// Bodies are held to Python's digit limit as it is at the call ([`int_digits`]).
 fn bytes_options(options: Options<'_>) -> PyResult<(Arc<PackOptions>, Bound<'_, PyAny>)> {
     if options.runs_python() {
         return Err(errors::internal("a custom estimator reached the bytes path: bytes_options refuses it first"));
     }
-    let int_digits = int_digits(options.budget.py())?;
-    let pack = if options.pack.int_digits == int_digits {
-        options.pack
+    Ok((options.pack, options.budget))
+}
+
+/// [`bytes_options`] for a batch: its bodies held to Python's digit limit as it is at the
+/// call ([`live_int_digits`], read once).
+fn batch_options(options: Options<'_>) -> PyResult<(Arc<PackOptions>, Bound<'_, PyAny>)> {
+    let (options, budget) = bytes_options(options)?;
+    let int_digits = live_int_digits(budget.py())?;
+    Ok((holding(options, int_digits), budget))
+}
+
+/// `options` with integers of at most `int_digits` digits (a copy only when they differ).
+fn holding(options: Arc<PackOptions>, int_digits: IntDigits) -> Arc<PackOptions> {
+    if options.int_digits == int_digits {
+        options
     } else {
-        Arc::new(PackOptions { int_digits, ..(*options.pack).clone() })
-    };
-    Ok((pack, options.budget))
+        Arc::new(PackOptions { int_digits, ..(*options).clone() })
+    }
 }
 
 /// The most digits `json.loads` reads an integer with now: Python's limit on converting a
 /// decimal string to an int (`sys.get_int_max_str_digits()`; 0, none), which a program
-/// may set at any time, so it is read at every call (a builtin's call: tens of
-/// nanoseconds).
-fn int_digits(py: Python<'_>) -> PyResult<IntDigits> {
-    static GET: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let limit: usize = GET.import(py, "sys", "get_int_max_str_digits")?.call0()?.extract()?;
+/// may set at any time. Python 3.10.0 to 3.10.6 have no limit (nor the function).
+fn live_int_digits(py: Python<'_>) -> PyResult<IntDigits> {
+    static GET: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+    let get = GET.get_or_init(py, || {
+        py.import("sys").and_then(|sys| sys.getattr("get_int_max_str_digits")).ok().map(Bound::unbind)
+    });
+    let Some(get) = get else { return Ok(IntDigits(None)) };
+    let limit: usize = get.bind(py).call0()?.extract()?;
     Ok(IntDigits((limit > 0).then_some(limit)))
+}
+
+/// `read` of one body with at most [`IntDigits::FEWEST`] digits an integer, and again
+/// with the live limit ([`live_int_digits`]) when that refuses a longer integer and the
+/// live limit differs. Every other body reads the same under any limit Python allows, so
+/// the limit, a call into Python (70-90 ns, 3% of packing a short body), is read only for
+/// the rare body that needs it.
+fn with_live_int_digits<T>(
+    py: Python<'_>,
+    read: impl Fn(IntDigits) -> Result<T, RequestError>,
+) -> PyResult<Result<T, RequestError>> {
+    let first = read(IntDigits::FEWEST);
+    if !matches!(first, Err(RequestError::Scan(ScanError::LongInteger { .. }))) {
+        return Ok(first);
+    }
+    let live = live_int_digits(py)?;
+    Ok(if live == IntDigits::FEWEST { first } else { read(live) })
 }
 
 /// The body as `bytes`: itself, or what `as_bytes` makes of it (or raises).
@@ -123,11 +153,19 @@ pub fn pack_request<'py>(
     let (options, budget) = bytes_options(options)?;
     let body = as_bytes(before_python(), body)?;
     let input = body.as_bytes();
-    let pack = || request::pack_body(input, &options, Root::Request, false);
     // A short body counted by chars/4 packs in little more than releasing and retaking
     // the GIL takes (an exact count of one takes milliseconds).
     let short = input.len() < DETACH_BYTES && matches!(options.counting, Counting::Chars(_));
-    let packed = if short { pack() } else { body.py().detach(pack) }.map_err(to_py)?;
+    let packed = with_live_int_digits(body.py(), |int_digits| {
+        let options = holding(Arc::clone(&options), int_digits);
+        let pack = || request::pack_body(input, &options, Root::Request, false);
+        if short {
+            pack()
+        } else {
+            body.py().detach(pack)
+        }
+    })?
+    .map_err(to_py)?;
     packed_request(before_python(), &body, packed, &budget).map(Some)
 }
 
@@ -141,7 +179,7 @@ pub fn pack_requests<'py>(
     threads: usize,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = bodies.py();
-    let (options, budget) = bytes_options(options)?;
+    let (options, budget) = batch_options(options)?;
     // A body that cannot be read as bytes keeps its exception; the others are packed. An
     // interrupt (KeyboardInterrupt, SystemExit: not an Exception) is no body's: it stops
     // the batch.
@@ -205,7 +243,7 @@ pub fn pack_lines<'py>(
     threads: usize,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = block.py();
-    let (options, _) = bytes_options(options)?;
+    let (options, _) = batch_options(options)?;
     let (input, rest) = (block.as_bytes(), rest.as_bytes());
     let lines = py.detach(|| request::pack_lines(input, rest, &options, threads));
     let errors: Vec<(usize, String)> = lines.errors.iter().map(|(i, e)| (*i, e.to_string())).collect();
@@ -242,7 +280,7 @@ pub fn pack_rows<'py>(
     threads: usize,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = options.budget.py();
-    let (options, _) = bytes_options(options)?;
+    let (options, _) = batch_options(options)?;
     let (data, offsets) = (bytes_of(&data)?, bytes_of(&offsets)?);
     let spans = arrow::rows(data.len(), offsets, wide, start, count).map_err(errors::to_py)?;
     // An Arrow buffer may be writable (pyarrow's own are; one may wrap a bytearray), so the
@@ -290,8 +328,8 @@ pub fn request_head<'py>(body: &Bound<'py, PyBytes>) -> PyResult<Option<Bound<'p
     let input = body.as_bytes();
     let nothing =
         || (None::<Bound<'py, PyString>>, (None::<u64>, None::<u64>, None::<u64>), None::<usize>, None::<usize>);
-    let int_digits = int_digits(py)?;
-    let Ok(tape) = py.detach(|| scan::parse(input, Root::Request, int_digits)) else {
+    let read = |int_digits| py.detach(|| scan::parse(input, Root::Request, int_digits)).map_err(RequestError::Scan);
+    let Ok(tape) = with_live_int_digits(py, read)? else {
         return nothing().into_pyobject(py).map(Some);
     };
     let Some(found) = head::head(&tape.node(0)) else {

@@ -256,6 +256,13 @@ pub enum Root {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IntDigits(pub Option<usize>);
 
+impl IntDigits {
+    /// The fewest digits Python's limit can be set to (`sys.int_info`'s
+    /// `str_digits_check_threshold`; 0 is no limit): a text whose integers are no longer
+    /// loads the same whatever the setting.
+    pub const FEWEST: IntDigits = IntDigits(Some(640));
+}
+
 impl Default for IntDigits {
     /// Python's default, 4,300 digits.
     fn default() -> Self {
