@@ -113,15 +113,19 @@ class WorkingMemory:
         made = self._observations if observations is None else whole("observations", observations, None, None)
         if made < BRIEF_MIN_OBSERVATIONS:
             return None
+        lists = self._lists
+
         # An item holding a line break cannot be one `- <item>` line (a file named so
         # would write lines and sections of its own): left out, as consolidate leaves
-        # such a path out of a map.
-        lists = {kind: [x for x in items if not _LINE_BREAK.search(x)] for kind, items in self._lists.items()}
-        changed = list(dict.fromkeys(lists["created"] + lists["edited"]))
+        # such a path out of a map. Tested on the distinct items, not on every observation.
+        def listable(item: str) -> bool:
+            return not _LINE_BREAK.search(item)
+
+        changed = [p for p in dict.fromkeys(lists["created"] + lists["edited"]) if listable(p)]
         changed_set = set(changed)
-        deleted = list(dict.fromkeys(lists["deleted"]))
-        reads = [(p, n) for p, n in rank_by_count(lists["read"]) if p not in changed_set]
-        searches = rank_by_count(lists["searched"])
+        deleted = [p for p in dict.fromkeys(lists["deleted"]) if listable(p)]
+        reads = [(p, n) for p, n in rank_by_count(lists["read"]) if p not in changed_set and listable(p)]
+        searches = [(s, n) for s, n in rank_by_count(lists["searched"]) if listable(s)]
         if not (changed or deleted or reads or searches):
             return None
 

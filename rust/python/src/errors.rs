@@ -65,10 +65,15 @@ impl Class {
     }
 
     fn made<A: PyErrArguments + Send + Sync + 'static>(self, _: MayRunPython, args: A) -> PyErr {
-        Python::attach(|py| match self.cell().import(py, "contextfold.errors", self.name()) {
+        Python::attach(|py| match self.class(py) {
             Ok(class) => PyErr::from_type(class.clone(), args),
             Err(lookup) => lookup,
         })
+    }
+
+    /// The class, looked up once.
+    fn class(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+        self.cell().import(py, "contextfold.errors", self.name())
     }
 }
 
@@ -84,7 +89,7 @@ pub fn load(py: Python<'_>) {
         Class::ArgumentType,
         Class::Request,
     ] {
-        let _ = class.cell().import(py, "contextfold.errors", class.name());
+        let _ = class.class(py);
     }
 }
 
@@ -92,10 +97,7 @@ pub fn load(py: Python<'_>) {
 /// helpers that size it for a custom estimator, say), which packing treats as the core's
 /// own. A class that cannot be looked up is no match.
 pub fn is_message_error(py: Python<'_>, err: &PyErr) -> bool {
-    Class::Message
-        .cell()
-        .import(py, "contextfold.errors", Class::Message.name())
-        .is_ok_and(|class| err.is_instance(py, class))
+    Class::Message.class(py).is_ok_and(|class| err.is_instance(py, class))
 }
 
 /// The Python exception for a core error.
