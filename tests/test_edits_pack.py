@@ -265,6 +265,53 @@ def test_results_report_no_edit_when_none_ran(backend: str) -> None:
     assert cf.pack_handoff(messages, target_context_tokens=10**7).applied_edits == ()
 
 
+def _mixed_with_an_item_type_not_a_str() -> list[dict[str, Any]]:
+    """A transcript that marks Responses items (its first entry) yet packs as chat (its
+    newest entry shows the OpenAI shape), entry 1's ``type`` wrong for an item."""
+    return [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"role": "assistant", "content": "x", "type": 5},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+    ]
+
+
+@pytest.mark.parametrize("trigger", [None, 1_000, 2_000])
+def test_edits_that_run_only_over_the_budget_leave_a_fitting_transcript_as_packing_reads_it(
+    backend: str, trigger: int | None
+) -> None:
+    # docs/editing.md: such a transcript costs nothing extra, so its entries are read as
+    # packing without edits reads them (helper-80 found the reference checking them all).
+    messages = _mixed_with_an_item_type_not_a_str()
+    options = cf.PackOptions(target_context_tokens=1_000, edits=[cf.ClearToolUses(trigger=trigger)])
+    plain = cf.pack_handoff(messages, target_context_tokens=1_000)
+    edited = cf.pack_handoff(messages, options=options)
+    assert edited.kept == plain.kept == [0, 1, 2, 3] and edited.applied_edits == ()
+    assert cf.pack_many([messages], options=options) == [edited]
+    body = json.dumps({"messages": messages}).encode()
+    assert cf.pack_request(body, options=options).kept == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        {"edits": [cf.ClearToolUses(trigger=5)]},  # runs under the budget too
+        {"edits": [cf.ClearThinking()]},
+        {"edits": [cf.ClearToolUses()], "estimate_tokens": lambda text: len(text) // 4},
+        {"edits": [cf.ClearToolUses()], "target_context_tokens": 10},  # over the budget
+    ],
+    ids=["low trigger", "thinking", "custom estimator", "over budget"],
+)
+def test_edits_that_read_the_transcript_check_every_entry(backend: str, keywords: dict[str, Any]) -> None:
+    messages = _mixed_with_an_item_type_not_a_str()
+    with pytest.raises(cf.MessageTypeError, match=r"^message 1, field 'type': expected str, got int$"):
+        cf.pack_handoff(messages, **{"target_context_tokens": 1_000, **keywords})
+
+
 def _thinking_turns(turns: int, responses: bool) -> list[dict[str, Any]]:
     """``turns`` turns of a user question and an answer that thinks first."""
     out: list[dict[str, Any]] = []

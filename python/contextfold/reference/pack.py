@@ -30,6 +30,7 @@ from .._contract import (
     pack_options,
     prompt_message,
 )
+from .._edits import ClearToolUses
 from .._js import JS_SPACES, entry, is_list, list_value, listed, plain, str_value, utf16_len
 from ..errors import EstimatorError, MessageError
 from .count_cache import resolved
@@ -381,17 +382,6 @@ class _Packer:
     def note_tokens(self, text: str) -> int:
         return self._text_tokens(text) + MESSAGE_OVERHEAD
 
-    def cost_within(self, start: int, stop: int, budget: int) -> int | None:
-        """What messages ``start:stop`` cost when it is at most ``budget`` (``None`` when
-        not), sized from the newest and no further once over."""
-        total = 0
-        tokens = self.t.tokens
-        for i in range(stop - 1, start - 1, -1):
-            total += tokens(i)
-            if total > budget:
-                return None
-        return total if total <= budget else None
-
     def listing_cost(self, newest: list[str], total: int, lines_units: int) -> int:
         """Cost of the note listing ``newest``: from its length alone with the default
         estimate (no text built per candidate), else from the text."""
@@ -505,7 +495,7 @@ class _Packer:
         """With ``system_prefix``, the leading system messages are kept whatever happens."""
         t = self.t
         role = t.role
-        tokens = self.cost_within(0, end, budget)
+        tokens = self.t.cost_within(0, end, budget)
         if tokens is not None:
             return History(list(range(end)), None, True, tokens)
         prefix = next((i for i in range(end) if role(i) != "system"), end) if system_prefix else 0
@@ -572,12 +562,14 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     if not options.edits:
         return _fold(messages, options, system_tokens)
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
+    n = len(t)
+    check_pinned(options.pinned, n)
+    if (whole := _fits_unedited(t, options, system_tokens)) is not None:
+        return whole
     given = t.messages  # what the output holds; t.messages what the edits read
     # Another thread may run at any point of a Python call (and a custom estimator runs
     # mid-call): the edits plan on, and the output is built from, copies of the lists.
     t.messages = frozen(given)
-    n = len(t)
-    check_pinned(options.pinned, n)
     # The edits read the whole transcript, each in its own order: every entry is checked
     # first, in order, so the first malformed one is the one named.
     Transcript(t.messages, None, options.shape)
@@ -633,6 +625,27 @@ def _in_input(exc: MessageError | EstimatorError, source: list[int]) -> MessageE
     return type(exc)(text, source[index])
 
 
+def _fits_unedited(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> HandoffPack | None:
+    """``t`` whole when its edits run only over the budget (each a ``ClearToolUses`` whose
+    trigger is at least the budget) and it fits: found as packing finds the fit, reading
+    no entry packing would not (``pack_edited``'s shortcut in pack.rs). None otherwise,
+    and always with a custom estimator, which sees an entry only once it is checked."""
+    custom = options.sizers is not None and not isinstance(options.sizers, str)
+    if custom or not all(
+        isinstance(edit, ClearToolUses) and (edit.trigger is None or edit.trigger >= options.budget)
+        for edit in options.edits
+    ):
+        return None
+    try:
+        tokens, _ = _fits_whole(t, options, system_tokens)
+    except MessageError:  # raised where the edits check every entry, in order
+        return None
+    if tokens is None:
+        return None
+    n = len(t)
+    return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, options.budget, None, list(range(n)), ())
+
+
 def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:
     """Folds ``messages`` under ``options`` (its edits aside)."""
     t = TranscriptOnDemand(messages, options.sizers, options.shape, options.images)
@@ -672,18 +685,14 @@ def _decide(
 ) -> History:
     """What to keep of ``t`` (``pack_transcript`` in pack.rs); with ``system_prefix``, its
     leading system messages are kept whatever happens."""
-    summary = None if options.summary is None else _lossy(options.summary)
-    packer = _Packer(t, resolved(options.sizers, options.images), pinned, summary)
     n = len(t)
-    dialect = options.shape
-    # shape="auto" reads back to the newest entry that shows a shape only.
-    shown = _newest_shape(t.messages) if dialect == "auto" else None
-    if t.responses is None:
-        t.responses = shown == "responses"
-    available = options.budget - system_tokens
-    tokens = packer.cost_within(0, n, available)
+    tokens, shown = _fits_whole(t, options, system_tokens)
     if tokens is not None:
         return History(list(range(n)), None, True, tokens)
+    summary = None if options.summary is None else _lossy(options.summary)
+    packer = _Packer(t, resolved(options.sizers, options.images), pinned, summary)
+    dialect = options.shape
+    available = options.budget - system_tokens
     if t.responses:
         dialect = "responses"
     elif dialect == "auto":
@@ -700,6 +709,16 @@ def _decide(
             with_tail.kept.extend(range(volatile, n))
             return with_tail._replace(tokens=with_tail.tokens + tail_tokens)
     return packer.pack_history(volatile, available, dialect, options.chunk, system_prefix)
+
+
+def _fits_whole(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> tuple[int | None, str | None]:
+    """What ``t`` costs whole when it fits (None when not), its format decided, and the
+    shape its newest entry shows under ``shape="auto"`` (``fits_whole`` in pack.rs)."""
+    # shape="auto" reads back to the newest entry that shows a shape only.
+    shown = _newest_shape(t.messages) if options.shape == "auto" else None
+    if t.responses is None:
+        t.responses = shown == "responses"
+    return t.cost_within(0, len(t), options.budget - system_tokens), shown
 
 
 def _after_compaction(t: TranscriptOnDemand, options: PackOptions, system_tokens: int) -> History | None:

@@ -103,6 +103,17 @@ class TranscriptOnDemand:
             whole = False
         return self._size(i, m, whole)
 
+    def cost_within(self, start: int, stop: int, budget: int) -> int | None:
+        """What entries ``start:stop`` cost when it is at most ``budget`` (None when not),
+        sized from the newest and no further once over."""
+        total = 0
+        tokens = self.tokens
+        for i in range(stop - 1, start - 1, -1):
+            total += tokens(i)
+            if total > budget:
+                return None
+        return total if total <= budget else None
+
     def sum(self, start: int, stop: int) -> int:
         # A loop, not sum() over map() or a generator: an estimator's StopIteration ends
         # map() early (a short sum) and leaves a generator as a RuntimeError (PEP 479).
