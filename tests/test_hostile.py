@@ -880,6 +880,64 @@ def test_python_code_run_while_reading_does_not_reach_the_result(backend: str, w
     assert (pack.kept, pack.tokens, pack.fits, pack.note) == (want.kept, want.tokens, want.fits, want.note)
 
 
+class _ChangesPartOnIndex:
+    """A number whose ``__index__`` changes the content part holding it, as ``change``
+    says: a key popped and put back (the same contents, a new order), one taken out, or
+    one added."""
+
+    def __init__(self, change: str) -> None:
+        self.change = change
+        self.part: dict[str, Any] = {}
+
+    def __index__(self) -> int:
+        part, change = self.part, self.change
+        if change.startswith("moved"):
+            part["text"] = part.pop("text")
+        elif change == "taken out":
+            del part["type"]
+        elif change == "added":
+            part["extra"] = 1
+        return 7
+
+
+_PART_CHANGES = {
+    # The text, read already, moved to the end: read twice (Python's iteration raises).
+    "moved back": (["type", "text", "n"], 0, "dictionary keys changed during iteration"),
+    # The same after two moves that leave the dict's entry table full: moving it once
+    # more rebuilds the table, which passes the text over, unread, on either path.
+    "moved back, table rebuilt": (["type", "text", "n"], 2, "dictionary keys changed during iteration"),
+    "taken out": (["type", "text", "n"], 0, "dictionary changed size during iteration"),
+    "added": (["type", "text", "n"], 0, "dictionary changed size during iteration"),
+}
+
+
+@pytest.mark.parametrize("call", ["pack_handoff", "pack_many", "tokens_of"])
+@pytest.mark.parametrize("change", [*_PART_CHANGES, "moved ahead"])
+def test_a_dict_changed_while_it_is_read_raises_as_pythons_iteration_does(backend: str, call: str, change: str) -> None:
+    """Python code run while a message is read (a number's ``__index__``) that changes a
+    dict being walked: what Python's own iteration raises is raised, and for an entry
+    passed over too (helper-79 found the native count taking the text twice, 2,020
+    tokens for 1,018, and the reference passing it over). A change the walk reads
+    whole (the text, not reached yet, moved to the end) is no error."""
+    meddler = _ChangesPartOnIndex(change)
+    keys, moves, error = _PART_CHANGES.get(change, (["type", "n", "text"], 0, None))
+    values = {"type": "text", "text": "L" * 4_000, "n": meddler}
+    part = meddler.part = {key: values[key] for key in keys}
+    for _ in range(moves):
+        part["text"] = part.pop("text")
+    messages = [{"role": "user", "content": [part]}, {"role": "user", "content": "go"}]
+    packs = {
+        "pack_handoff": lambda: cf.pack_handoff(messages, target_context_tokens=10**6).tokens,
+        "pack_many": lambda: cf.pack_many([messages], target_context_tokens=10**6, threads=1)[0].tokens,
+        "tokens_of": lambda: cf.tokens_of(messages),
+    }
+    if error is None:
+        assert packs[call]() == cf.tokens_of([{"role": "user", "content": [{**values, "n": 7}]}, messages[1]])
+    else:
+        with pytest.raises(RuntimeError, match=f"^{error}"):
+            packs[call]()
+
+
 def test_windowed_reads_the_transcript_once(backend: str) -> None:
     """``windowed`` finds its start and slices at it on one reading of the transcript: an
     estimator that empties the caller's list mid-call changes nothing it returns (the

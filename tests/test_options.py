@@ -38,6 +38,23 @@ def test_a_value_is_frozen_hashable_and_equal_by_its_options() -> None:
     assert a != cf.PackOptions(target_context_tokens=8_000, pinned=(1, 2), cut="chunked")
 
 
+class _Route(cf.PackOptions):
+    __slots__ = ()
+
+
+@pytest.mark.parametrize("cls", [cf.PackOptions, _Route])
+def test_a_value_with_a_custom_estimator_pickles_when_the_estimator_does(backend: str, cls: type) -> None:
+    # For a process pool: the derived fields hold closures over the estimator, so the
+    # value is written as the options given and built again (helper-80 found it refused).
+    options = cls(target_context_tokens=60, estimate_tokens=len, edits=[cf.ClearToolUses()], pinned=[0])
+    copy = pickle.loads(pickle.dumps(options))
+    assert copy == options and type(copy) is cls and copy.estimate_tokens is len
+    messages = openai_corpus()[0]
+    assert cf.pack_handoff(messages, options=copy) == cf.pack_handoff(messages, options=options)
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # the estimator's own refusal
+        pickle.dumps(cf.PackOptions(target_context_tokens=60, estimate_tokens=lambda text: 1))
+
+
 @pytest.mark.parametrize(
     ("keywords", "error", "words"),
     [

@@ -155,6 +155,20 @@ def test_bad_options(backend: str) -> None:
     assert cf.pack_many([], target_context_tokens=10) == []
 
 
+@pytest.mark.parametrize("threads", [2**64, 2**100])
+def test_threads_is_a_maximum_on_every_batch(backend: str, threads: int) -> None:
+    # Any count past the CPUs packs as the CPUs do, on each batch path alike (helper-79
+    # found pack_requests, pack_lines and pack_column refusing what pack_many took).
+    convo = [{"role": "user", "content": "hi"}]
+    assert cf.pack_many([convo] * 3, target_context_tokens=10, threads=threads) == cf.pack_many(
+        [convo] * 3, target_context_tokens=10
+    )
+    body = json.dumps({"messages": convo}).encode()
+    assert cf.pack_requests([body] * 3, target_context_tokens=10, threads=threads) == cf.pack_requests(
+        [body] * 3, target_context_tokens=10, threads=1
+    )
+
+
 @pytest.mark.usefixtures("switch_interval_of_a_microsecond")
 def test_a_signal_stops_a_long_batch() -> None:
     # Ctrl-C reaches the main thread as KeyboardInterrupt between bytecodes; a long native

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
@@ -95,8 +96,9 @@ def check_callable(name: str, value: Any, optional: bool = False) -> None:
 
 
 def thread_count(threads: int | None, name: str = "threads") -> int:
-    """The threads a batch asks for: ``threads`` checked (at least 1), or one a CPU for None."""
-    return (os.cpu_count() or 1) if threads is None else whole(name, threads, 1)
+    """The threads a batch asks for: ``threads`` checked (at least 1; a maximum, so any
+    larger count is capped, not refused), or one a CPU for None."""
+    return (os.cpu_count() or 1) if threads is None else min(whole(name, threads, 1, None), sys.maxsize)
 
 
 def read_items(name: str, items: Any, what: str) -> list[Any]:
@@ -584,6 +586,17 @@ class PackOptions:
             ("native", native),
         ):
             object.__setattr__(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as the options given and built again: the derived fields hold closures
+        # over a custom estimator, which pickle cannot write (the estimator itself it can).
+        given = tuple((f.name, getattr(self, f.name)) for f in fields(self) if f.init)
+        return (_built_options, (type(self), given))
+
+
+def _built_options(cls: type[PackOptions], given: tuple[tuple[str, Any], ...]) -> PackOptions:
+    """Options of class ``cls`` built of the options given (``PackOptions.__reduce__``)."""
+    return cls(**dict(given))
 
 
 def bytes_options(options: PackOptions) -> EncodingName | None:

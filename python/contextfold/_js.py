@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, TypeGuard, TypeVar
 
@@ -351,6 +351,31 @@ def _too_deep(field: str, index: int | None) -> MessageValueError:
 
 _END = object()
 
+_DICT_ENTRIES = type(iter({}.items()))
+
+DICT_KEYS_CHANGED = "dictionary keys changed during iteration"
+"""What reading a dict raises when the caller's code run meanwhile changed it so that an
+entry was passed over (the native ``DictEntries``), as Python's own iteration raises for
+an entry it would see twice (and ``dictionary changed size during iteration``)."""
+
+
+def _count_entries(frames: list[tuple[Any, Any]]) -> None:
+    """Before a value's own code runs (a number's ``__index__``): each dict being walked
+    has its entries counted from here on, so that one the code moves out of reach (a key
+    popped and put back, the dict rebuilt) is not passed over unsaid."""
+    for j, (skip, entries) in enumerate(frames):
+        if skip is not False and type(entries) is _DICT_ENTRIES:
+            frames[j] = (skip, _counted(entries, operator.length_hint(entries)))
+
+
+def _counted(entries: Iterator[Any], left: int) -> Iterator[Any]:
+    for entry in entries:
+        left -= 1
+        yield entry
+    if left:
+        raise RuntimeError(DICT_KEYS_CHANGED)
+
+
 Visit = Callable[[dict[str, Any]], Any]
 """How :func:`json_length` measures an object: see its ``visit``."""
 
@@ -383,6 +408,9 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
             total += 2 + (len(item) - 1 if item else 0)
             frames.append((False, iter(item)))
         else:
+            # (Types told apart by identity: a metaclass may define __eq__ or no hash.)
+            if frames and cls is not int and cls is not float and cls is not bool and item is not None:
+                _count_entries(frames)
             total += _scalar_length(item, field, index)
         while frames:
             skip, iterator = frames[-1]

@@ -38,7 +38,7 @@ from ._contract import (
     is_volatile_content,
     pack_options,
     read_items,
-    whole,
+    thread_count,
 )
 from ._edits import iterable_of
 from ._js import entry, is_str, js_trim, str_value
@@ -205,7 +205,7 @@ def pack_many(
     the batch or a transcript during the call changes no field of any result.
     """
     options = pack_options(options, keywords)
-    count = 0 if threads is None else whole("threads", threads, 1, None)  # 0: the backend picks
+    count = 0 if threads is None else thread_count(threads)  # 0: the backend picks
     # The batch is read once, here: a list another thread shortens or grows meanwhile
     # changes no result (it gave a silent prefix natively, and raised on the reference).
     transcripts = read_items("transcripts", transcripts, "transcripts")

@@ -102,7 +102,9 @@ def pack_lines(
             body = b""  # packed as a blank line: nothing; its error stands in its place
         bodies.append(body)
     packed = _backend.impl.pack_lines(b"\n".join(bodies), b"", options, count)
-    good = iter(packed[0].decode().split("\n")[:-1])  # each packed line ends with a newline
+    # Each packed line ends with a newline; split before decoding (a newline is no part
+    # of any other UTF-8 character): a third of the time of decoding the whole first.
+    good = map(bytes.decode, packed[0].split(b"\n")[:-1])
     for index, _ in packed[-1]:
         refused[index] = row_refusal(bodies[index], options)
         if errors == "raise":

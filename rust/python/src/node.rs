@@ -129,26 +129,60 @@ impl<'py> Iterator for ListItems<'py> {
     }
 }
 
-/// A dict's entries, by `PyDict_Next`.
+/// A dict's entries, by `PyDict_Next`. The caller's code run while they are read (a
+/// number's `__index__`, a finaliser) may change the dict: the walk then ends, and
+/// [`raising`] raises what Python's own iteration raises (`_js.DICT_KEYS_CHANGED` in
+/// the reference), for an entry passed over too.
 pub struct DictEntries<'py> {
     dict: Bound<'py, PyDict>,
     pos: pyo3::ffi::Py_ssize_t,
+    /// The dict's size when the walk began, and how many entries are still to come.
+    size: usize,
+    left: usize,
+}
+
+impl<'py> DictEntries<'py> {
+    fn new(dict: &Bound<'py, PyDict>) -> Self {
+        let size = dict.len();
+        DictEntries { dict: dict.clone(), pos: 0, size, left: size }
+    }
+
+    #[cold]
+    fn changed(&mut self, what: &'static str) -> Option<(PyNode<'py>, PyNode<'py>)> {
+        self.left = 0;
+        self.pos = pyo3::ffi::Py_ssize_t::MAX;
+        keep_raised(crate::borrow::before_python(), pyo3::exceptions::PyRuntimeError::new_err(what));
+        None
+    }
 }
 
 impl<'py> Iterator for DictEntries<'py> {
     type Item = (PyNode<'py>, PyNode<'py>);
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.pos == pyo3::ffi::Py_ssize_t::MAX {
+            return None;
+        }
+        if self.dict.len() != self.size {
+            return self.changed("dictionary changed size during iteration");
+        }
         let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: a valid dict; PyDict_Next hands out borrowed references, which we turn
         // into owned ones before anything can run Python code.
         if unsafe { pyo3::ffi::PyDict_Next(self.dict.as_ptr(), &mut self.pos, &mut k, &mut v) } == 0 {
-            return None;
+            self.pos = pyo3::ffi::Py_ssize_t::MAX;
+            return if self.left == 0 { None } else { self.changed(KEYS_CHANGED) };
         }
+        if self.left == 0 {
+            return self.changed(KEYS_CHANGED);
+        }
+        self.left -= 1;
         let py = self.dict.py();
         Some(unsafe { (PyNode(Bound::from_borrowed_ptr(py, k)), PyNode(Bound::from_borrowed_ptr(py, v))) })
     }
 }
+
+const KEYS_CHANGED: &str = "dictionary keys changed during iteration";
 
 /// The JSON type of a Python value, by its type flags (no failed casts).
 pub fn json_type_of(v: &Bound<'_, PyAny>) -> JsonType {
@@ -253,7 +287,7 @@ impl<'py> JsonNode for PyNode<'py> {
             }
             JsonType::Object => {
                 let d = unsafe { v.cast_unchecked::<PyDict>() };
-                View::Object { entries: DictEntries { dict: d.clone(), pos: 0 }, len: d.len() }
+                View::Object { entries: DictEntries::new(d), len: d.len() }
             }
             JsonType::Array => {
                 let l = unsafe { v.cast_unchecked::<PyList>() };
