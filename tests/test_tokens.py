@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from .conftest import IMPLS, examples
+from .hostile_types import LyingStr
 from .offline_tiktoken import tiktoken_encoding
 from .strategies import transcripts
 
@@ -302,6 +303,20 @@ def test_tiktoken_estimator_is_exact_or_says_why() -> None:
     assert estimate(special) == len(tiktoken_encoding("cl100k_base").encode(special, disallowed_special=())) > 1
     with pytest.raises(cf.ArgumentError, match="tiktoken encoding 'no_such_encoding' is not available offline"):
         tiktoken_estimator("no_such_encoding")
+
+
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_a_str_subclass_is_counted_by_the_text_it_holds(backend: str, encoding: str) -> None:
+    # Its own len, isascii and encode never run (helper-78 found the reference reading
+    # them, and caching the count tiktoken took through its encode for the plain text).
+    text = "a lone \ud800 surrogate, naïve 😀 and <|endoftext|>"
+    cf.set_count_cache(cf.DEFAULT_COUNT_CACHE_BYTES)  # empty: the lie would be counted first
+    assert cf.count_tokens(LyingStr(text), encoding) == cf.count_tokens(text, encoding)
+    plain = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # as tiktoken reads it
+    assert cf.count_tokens(text, encoding) == len(tiktoken_encoding(encoding).encode(plain, disallowed_special=()))
+    units = len(text.encode("utf-16-le", "surrogatepass")) // 2
+    assert cf.estimate_tokens(LyingStr(text)) == cf.estimate_tokens(text) == -(-units // 4)
 
 
 def test_million_message_transcripts(backend: str) -> None:

@@ -99,10 +99,13 @@ def set_count_cache(max_bytes: int) -> None:
     path, and :func:`count_tokens`) of a text of 16 UTF-8 bytes or more is remembered,
     keyed by the encoding and a 128-bit hash of the text (natively, on the bytes path, of
     the message's JSON in the body), so a conversation resent turn after turn is
-    byte-pair encoded once. Natively the cache is a fixed table (a shard allocated on its
-    first use, its pages mapped as they are written) and a bound under 6 KiB turns it
-    off; the reference evicts its oldest counts while its measured memory is above the
-    bound. Each backend has its own cache. Counts are identical with the cache on or off.
+    byte-pair encoded once. Natively the cache is a fixed table of 64 shards, each
+    allocated whole (a 64th of the bound) when a count first reaches it, so a process
+    holds up to the bound once counts have reached every shard, and a bound under 6 KiB
+    turns it off; the reference evicts its oldest counts while its measured memory is
+    above the bound. Each backend has its own cache, and a child made by ``os.fork``
+    starts both empty, under the same bounds. Counts are identical with the cache on or
+    off.
     The hash: natively XXH3-128 under a secret drawn at random on first use in the
     process, so no text can be written to take another's count; the reference, BLAKE2b
     personalised by the encoding. A wrong count needs two keys equal by chance, about

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import sys
 import threading
 from collections import OrderedDict
@@ -85,9 +86,18 @@ class CountCache:
         with self._lock:
             return self._hits, self._misses, len(self._counts), self._bytes(), self._max_bytes
 
+    def forget_after_fork(self) -> None:
+        """For a child just forked: a new lock and an empty cache under the same bound (a
+        thread of the parent that held the lock at the fork is not in the child, which
+        would wait for it forever; ``CountCache::forget_after_fork`` natively)."""
+        self._lock = threading.Lock()
+        self.configure(self._max_bytes)
+
 
 CACHE = CountCache(DEFAULT_COUNT_CACHE_BYTES)
 """The process's count cache (the reference backend's own; the extension keeps another)."""
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=CACHE.forget_after_fork)
 
 
 def set_count_cache(max_bytes: int) -> None:

@@ -168,12 +168,16 @@ def _sizer(sizing: Counting, image_tokens: int | None) -> PerMessage:
     return _default_tokens
 
 
+# A str subclass is read by the text it holds (str.__str__), as natively: its own len,
+# isascii and encode (which tiktoken calls on a text with a lone surrogate) never run.
+
+
 def estimate_tokens(text: str) -> int:
-    return -(-utf16_len(text) // 4)
+    return -(-utf16_len(str.__str__(text)) // 4)
 
 
 def count_tokens(text: str, name: str) -> int:
-    return exact_count(encoding_name(name))(text)
+    return exact_count(encoding_name(name))(str.__str__(text))
 
 
 def message_tokens(message: Any, estimate: Counting = None, image_tokens: int | None = None) -> int:

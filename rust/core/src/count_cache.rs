@@ -14,9 +14,10 @@
 //! an eviction policy: its memory is the table, so the bound holds by construction, and a
 //! full set evicts its least recently used entry in place (no allocation, no list to
 //! maintain). Each of 64 shards has its own lock, so threads rarely wait. A shard
-//! allocates its table (zeroed, so the OS maps pages only as they are written) on its
-//! first insert, and a failed allocation leaves that shard empty: a count then goes
-//! uncached, never aborts.
+//! allocates its whole table, zeroed (a 64th of the bound: 1 MiB by default), on its
+//! first insert, so a process holds up to the bound once counts have reached every
+//! shard; a failed allocation leaves that shard empty: a count then goes uncached, never
+//! aborts.
 //!
 //! Keys: the [`keyed`] 128-bit hash of the domain and of the bytes' own keyed hash, under
 //! a secret drawn at random on first use (`key`). Collisions: a lookup compares its key
@@ -29,7 +30,9 @@
 use crate::keyed;
 use std::alloc::Layout;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 /// The bound a process starts with: 64 MiB, room for about 2.8 million counts.
@@ -151,6 +154,14 @@ const fn shard_capacity(max_bytes: usize) -> usize {
 /// A count cache; the process has one, [`GLOBAL`], which [`crate::encoding::Encoding`]
 /// counts through.
 pub struct CountCache {
+    first: Tables,
+    /// The tables a forked child counts with (see [`CountCache::forget_after_fork`]);
+    /// null until then. Each is leaked, so a reference to it lives as long as the process.
+    forked: AtomicPtr<Tables>,
+}
+
+/// The cache's shards and counters.
+struct Tables {
     shards: [Mutex<Shard>; SHARDS],
     /// Slots a shard allocates.
     shard_capacity: AtomicUsize,
@@ -185,15 +196,13 @@ fn untaken<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 impl CountCache {
     /// An empty cache bounded by `max_bytes` (see [`CountCache::configure`]).
     pub const fn new(max_bytes: usize) -> Self {
-        Self {
-            shards: [const { Mutex::new(Shard::new()) }; SHARDS],
-            shard_capacity: AtomicUsize::new(shard_capacity(max_bytes)),
-            enabled: AtomicBool::new(shard_capacity(max_bytes) > 0),
-            max_bytes: AtomicUsize::new(max_bytes),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            configuring: Mutex::new(()),
-        }
+        Self { first: Tables::new(max_bytes), forked: AtomicPtr::new(std::ptr::null_mut()) }
+    }
+
+    fn tables(&self) -> &Tables {
+        let forked = self.forked.load(Acquire);
+        // SAFETY: a non-null pointer here is a leaked box (`forget_after_fork`), never freed.
+        unsafe { forked.as_ref() }.unwrap_or(&self.first)
     }
 
     /// `count(text)`, remembered in `domain` (one per encoding) when the text is long
@@ -211,6 +220,51 @@ impl CountCache {
     /// # Errors
     /// What `count` returns; an error is not remembered.
     pub fn remembered<E>(
+        &self,
+        domain: Domain,
+        source: &[u8],
+        count: impl FnOnce() -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        self.tables().remembered(domain, source, count)
+    }
+
+    /// Empties the cache, zeroes its counters and bounds its table by `max_bytes` (0
+    /// turns it off, and so does anything under one slot a set in every shard: 6 KiB).
+    pub fn configure(&self, max_bytes: usize) {
+        self.tables().configure(max_bytes);
+    }
+
+    /// The cache's counters and size now.
+    pub fn stats(&self) -> CountCacheStats {
+        self.tables().stats()
+    }
+
+    /// For a child process just forked, before it runs anything else: counts go on in new,
+    /// empty tables under the same bound. A thread of the parent that held a shard's lock
+    /// at the fork does not exist in the child, so that lock would never be released, and
+    /// [`CountCache::stats`] and [`CountCache::configure`], which wait for every shard,
+    /// would wait forever. The old tables are left as they are: their pages are the
+    /// parent's until written.
+    pub fn forget_after_fork(&self) {
+        let max_bytes = self.tables().max_bytes.load(Relaxed);
+        self.forked.store(Box::leak(Box::new(Tables::new(max_bytes))), Release);
+    }
+}
+
+impl Tables {
+    const fn new(max_bytes: usize) -> Self {
+        Self {
+            shards: [const { Mutex::new(Shard::new()) }; SHARDS],
+            shard_capacity: AtomicUsize::new(shard_capacity(max_bytes)),
+            enabled: AtomicBool::new(shard_capacity(max_bytes) > 0),
+            max_bytes: AtomicUsize::new(max_bytes),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            configuring: Mutex::new(()),
+        }
+    }
+
+    fn remembered<E>(
         &self,
         domain: Domain,
         source: &[u8],
@@ -239,9 +293,7 @@ impl CountCache {
         Ok(counted)
     }
 
-    /// Empties the cache, zeroes its counters and bounds its table by `max_bytes` (0
-    /// turns it off, and so does anything under one slot a set in every shard: 6 KiB).
-    pub fn configure(&self, max_bytes: usize) {
+    fn configure(&self, max_bytes: usize) {
         let _one_at_a_time = locked(&self.configuring);
         let capacity = shard_capacity(max_bytes);
         self.enabled.store(false, Relaxed);
@@ -255,8 +307,7 @@ impl CountCache {
         self.enabled.store(capacity > 0, Relaxed);
     }
 
-    /// The cache's counters and size now.
-    pub fn stats(&self) -> CountCacheStats {
+    fn stats(&self) -> CountCacheStats {
         let (mut entries, mut bytes) = (0, 0);
         for shard in &self.shards {
             let shard = locked(shard);
@@ -395,6 +446,22 @@ mod tests {
             }
             assert_eq!(cache.stats(), nothing_held(max_bytes));
         }
+    }
+
+    #[test]
+    fn a_forked_child_never_waits_for_a_lock_its_parent_held() {
+        let cache = CountCache::new(1 << 20);
+        o200k(&cache, &text(1));
+        // What a child forked while a parent's thread held a shard's lock inherits: that
+        // lock held, by a thread the child does not have.
+        let held = locked(cache.first.shards.first().expect("shards"));
+        cache.forget_after_fork();
+        assert_eq!(cache.stats(), nothing_held(1 << 20));
+        assert_eq!(o200k(&cache, &text(1)), o200k(&cache, &text(1)));
+        assert_eq!((cache.stats().hits, cache.stats().entries), (1, 1));
+        cache.configure(1 << 21);
+        assert_eq!(cache.stats(), nothing_held(1 << 21));
+        drop(held);
     }
 
     #[test]

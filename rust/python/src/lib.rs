@@ -96,6 +96,21 @@ fn set_count_cache(max_bytes: u64) {
     count_cache::GLOBAL.configure(usize::try_from(max_bytes).unwrap_or(usize::MAX));
 }
 
+/// Has every child forked by `os.fork` start its count cache afresh (see
+/// `CountCache::forget_after_fork`): a thread that held one of its locks at the fork
+/// (`pack_requests`' workers count without the GIL) is not in the child, and
+/// `count_cache_info` and `set_count_cache` there would wait for it forever.
+fn forget_count_cache_in_forked_children(py: Python<'_>) -> PyResult<()> {
+    let Ok(register) = py.import("os")?.getattr("register_at_fork") else { return Ok(()) }; // not on Windows
+    let forget = pyo3::types::PyCFunction::new_closure(py, None, None, |_, _| {
+        count_cache::GLOBAL.forget_after_fork();
+    })?;
+    let keywords = pyo3::types::PyDict::new(py);
+    keywords.set_item("after_in_child", forget)?;
+    register.call((), Some(&keywords))?;
+    Ok(())
+}
+
 /// The count cache's `(hits, misses, entries, bytes, max_bytes)`.
 #[pyfunction]
 fn count_cache_info() -> (u64, u64, usize, usize, usize) {
@@ -263,6 +278,7 @@ mod _native {
         let _ = super::result::Class::AppliedEdit.get(m.py());
         super::errors::load(m.py());
         super::node::load(m.py());
+        super::forget_count_cache_in_forked_children(m.py())?;
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         m.add("build_profile", profile)?;
         // The workspace's version, which maturin also gives the distribution.
