@@ -57,8 +57,8 @@ def _in_a_forked_child(check: Callable[[], bool]) -> bool:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_forked_child_starts_its_cache_afresh(backend: str) -> None:
     # A thread holding the cache's lock at a fork is not in the child, which would wait
-    # for it forever in count_cache_info or set_count_cache (helper-78 found 8 children
-    # in 20 hanging natively, forked beside pack_requests' workers). The reference's lock
+    # for it forever in count_cache_info or set_count_cache (8 to 13 children in 20
+    # hung natively, forked beside pack_requests' workers). The reference's lock
     # is held here for certain; the native shard locks are tested in count_cache.rs.
     cf.count_tokens(LONG, "o200k_base")
     empty = cf.CountCacheInfo(0, 0, 0, 0, cf.DEFAULT_COUNT_CACHE_BYTES)

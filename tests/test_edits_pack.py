@@ -296,6 +296,20 @@ def test_edits_that_run_only_over_the_budget_leave_a_fitting_transcript_as_packi
     assert cf.pack_request(body, options=options).kept == [0, 1, 2, 3]
 
 
+class _Interrupts:
+    def __index__(self) -> int:
+        raise KeyboardInterrupt
+
+
+def test_a_pin_out_of_range_is_named_before_any_entry_is_read(backend: str) -> None:
+    # helper-81: natively the fit read the entries first, and a Ctrl-C a number's
+    # __index__ raised there was raised instead.
+    messages = [{"role": "user", "content": [{"type": "text", "n": _Interrupts()}]}, {"role": "user", "content": "go"}]
+    for edits in ([cf.ClearToolUses()], []):
+        with pytest.raises(cf.ArgumentError, match="pinned index 5"):
+            cf.pack_handoff(messages, target_context_tokens=1_000, edits=edits, pinned=[5])
+
+
 @pytest.mark.parametrize(
     "keywords",
     [

@@ -911,31 +911,43 @@ _PART_CHANGES = {
 }
 
 
+class _Part(dict[str, Any]):
+    pass
+
+
+def _sized(messages: list[Any], call: str, sizing: str) -> int:
+    if call == "pack_handoff":
+        return cf.pack_handoff(messages, target_context_tokens=10**6, sizing=sizing).tokens
+    if call == "pack_many":
+        return cf.pack_many([messages], target_context_tokens=10**6, sizing=sizing, threads=1)[0].tokens
+    return cf.tokens_of(messages, sizing=sizing)
+
+
 @pytest.mark.parametrize("call", ["pack_handoff", "pack_many", "tokens_of"])
 @pytest.mark.parametrize("change", [*_PART_CHANGES, "moved ahead"])
-def test_a_dict_changed_while_it_is_read_raises_as_pythons_iteration_does(backend: str, call: str, change: str) -> None:
+@pytest.mark.parametrize("container", [dict, _Part], ids=["dict", "dict subclass"])
+def test_a_dict_changed_while_it_is_read_raises_as_pythons_iteration_does(
+    backend: str, call: str, change: str, container: type
+) -> None:
     """Python code run while a message is read (a number's ``__index__``) that changes a
     dict being walked: what Python's own iteration raises is raised, and for an entry
     passed over too (helper-79 found the native count taking the text twice, 2,020
-    tokens for 1,018, and the reference passing it over). A change the walk reads
-    whole (the text, not reached yet, moved to the end) is no error."""
+    tokens for 1,018, and the reference passing it over; helper-81 a dict subclass the
+    reference walked a copy of). A change the walk reads whole (the text, not reached
+    yet, moved to the end) is no error."""
     meddler = _ChangesPartOnIndex(change)
     keys, moves, error = _PART_CHANGES.get(change, (["type", "n", "text"], 0, None))
     values = {"type": "text", "text": "L" * 4_000, "n": meddler}
-    part = meddler.part = {key: values[key] for key in keys}
+    part = meddler.part = container((key, values[key]) for key in keys)
     for _ in range(moves):
         part["text"] = part.pop("text")
     messages = [{"role": "user", "content": [part]}, {"role": "user", "content": "go"}]
-    packs = {
-        "pack_handoff": lambda: cf.pack_handoff(messages, target_context_tokens=10**6).tokens,
-        "pack_many": lambda: cf.pack_many([messages], target_context_tokens=10**6, threads=1)[0].tokens,
-        "tokens_of": lambda: cf.tokens_of(messages),
-    }
     if error is None:
-        assert packs[call]() == cf.tokens_of([{"role": "user", "content": [{**values, "n": 7}]}, messages[1]])
+        plain = [{"role": "user", "content": [{**values, "n": 7}]}, messages[1]]
+        assert _sized(messages, call, "seed") == cf.tokens_of(plain)
     else:
         with pytest.raises(RuntimeError, match=f"^{error}"):
-            packs[call]()
+            _sized(messages, call, "seed")
 
 
 def test_windowed_reads_the_transcript_once(backend: str) -> None:

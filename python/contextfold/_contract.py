@@ -12,6 +12,7 @@ reference backend imports this module, :mod:`contextfold._js` and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -284,7 +285,7 @@ class Opaque:
         return min(U64_MAX, tokens + self.blocks * image_tokens)
 
     def __call__(self, obj: dict[str, Any]) -> Any:
-        kind = obj.get("type")
+        kind = dict.get(obj, "type")  # a subclass through its storage
         if not issubclass(type(kind), str):
             return None
         kind = str.__str__(kind)  # a subclass by the text it holds, not its hash
@@ -590,13 +591,8 @@ class PackOptions:
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as the options given and built again: the derived fields hold closures
         # over a custom estimator, which pickle cannot write (the estimator itself it can).
-        given = tuple((f.name, getattr(self, f.name)) for f in fields(self) if f.init)
-        return (_built_options, (type(self), given))
-
-
-def _built_options(cls: type[PackOptions], given: tuple[tuple[str, Any], ...]) -> PackOptions:
-    """Options of class ``cls`` built of the options given (``PackOptions.__reduce__``)."""
-    return cls(**dict(given))
+        given = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return (functools.partial(type(self), **given), ())
 
 
 def bytes_options(options: PackOptions) -> EncodingName | None:

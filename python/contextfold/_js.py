@@ -351,7 +351,7 @@ def _too_deep(field: str, index: int | None) -> MessageValueError:
 
 _END = object()
 
-_DICT_ENTRIES = type(iter({}.items()))
+_DICT_ENTRIES: type[Any] = type(iter({}.items()))
 
 DICT_KEYS_CHANGED = "dictionary keys changed during iteration"
 """What reading a dict raises when the caller's code run meanwhile changed it so that an
@@ -396,14 +396,21 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
     item: Any = value
     while True:
         if (cls := type(item)) is not str and cls is not dict and cls is not list and issubclass(cls, _CONTAINERS):
-            cls = type(item := plain(item))
+            # A dict subclass is walked in place, through its storage (as natively: a
+            # change made meanwhile is seen as it is there); a str or list one as copied.
+            cls = dict if issubclass(cls, dict) else type(item := plain(item))
         if cls is str:
             total += _string_json_len(item)
         elif cls is dict:
             skip = None if visit is None else visit(item)
             if skip is not OPAQUE:
-                total += 2 + 2 * len(item) - (1 if item else 0)
-                frames.append((skip, iter(item.items())))
+                if type(item) is dict:
+                    total += 2 + 2 * len(item) - (1 if item else 0)
+                    frames.append((skip, iter(item.items())))
+                else:  # a subclass, through its storage
+                    size = dict.__len__(item)
+                    total += 2 + 2 * size - (1 if size else 0)
+                    frames.append((skip, iter(dict.items(item))))
         elif cls is list:
             total += 2 + (len(item) - 1 if item else 0)
             frames.append((False, iter(item)))

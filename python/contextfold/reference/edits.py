@@ -121,14 +121,18 @@ def apply_edits(
     step: int,
     responses: bool,
     hidden: range = range(0),
+    known: Sequence[int | None] = (),
 ) -> tuple[list[Any], list[int], list[AppliedEdit]]:
     """``(edited, removed, applied)``: the messages after ``edits`` (removed items left
     out), the input indices of the removed Responses reasoning items, and the edits that
     changed something. ``responses`` says whether the entries are Responses items (else
     OpenAI or Anthropic chat messages, both read); ``step`` is ClearToolUses' step (at
     least 1), ``budget`` its default trigger; the entries in ``hidden`` (what precedes a
-    provider's compaction) are left out, neither counted nor edited."""
+    provider's compaction) are left out, neither counted nor edited; ``known`` gives
+    costs ``cost`` gave the messages already, by index (None: not sized)."""
     given = _State(list(messages), cost, responses, hidden=hidden)  # never edited: what ClearToolUses plans on
+    if known:
+        given.costs = list(known)
     state = _State(list(messages), cost, responses, given, hidden)
     applied: list[AppliedEdit] = []
     for edit in edits:

@@ -566,6 +566,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
     check_pinned(options.pinned, n)
     if (whole := _fits_unedited(t, options, system_tokens)) is not None:
         return whole
+    fitted = list(t.sizes)  # what the fit sized, in the format the edits read (as natively)
     given = t.messages  # what the output holds; t.messages what the edits read
     # Another thread may run at any point of a Python call (and a custom estimator runs
     # mid-call): the edits plan on, and the output is built from, copies of the lists.
@@ -588,6 +589,7 @@ def _pack(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPac
         step=options.step,
         responses=t.responses,
         hidden=range(0) if compaction is None else range(compaction[0], compaction[1]),
+        known=fitted,
     )
     if not applied:
         return _as_given(_fold(t.messages, replace(options, edits=()), system_tokens), t.messages, given)
@@ -642,8 +644,7 @@ def _fits_unedited(t: TranscriptOnDemand, options: PackOptions, system_tokens: i
         return None
     if tokens is None:
         return None
-    n = len(t)
-    return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, options.budget, None, list(range(n)), ())
+    return HandoffPack(list(t.messages), 0, True, tokens + system_tokens, options.budget, None, list(range(len(t))), ())
 
 
 def _fold(messages: Any, options: PackOptions, system_tokens: int) -> HandoffPack:

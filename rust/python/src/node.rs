@@ -149,7 +149,6 @@ impl<'py> DictEntries<'py> {
 
     #[cold]
     fn changed(&mut self, what: &'static str) -> Option<(PyNode<'py>, PyNode<'py>)> {
-        self.left = 0;
         self.pos = pyo3::ffi::Py_ssize_t::MAX;
         keep_raised(crate::borrow::before_python(), pyo3::exceptions::PyRuntimeError::new_err(what));
         None
@@ -164,7 +163,7 @@ impl<'py> Iterator for DictEntries<'py> {
             return None;
         }
         if self.dict.len() != self.size {
-            return self.changed("dictionary changed size during iteration");
+            return self.changed(SIZE_CHANGED);
         }
         let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: a valid dict; PyDict_Next hands out borrowed references, which we turn
@@ -182,6 +181,7 @@ impl<'py> Iterator for DictEntries<'py> {
     }
 }
 
+const SIZE_CHANGED: &str = "dictionary changed size during iteration";
 const KEYS_CHANGED: &str = "dictionary keys changed during iteration";
 
 /// The JSON type of a Python value, by its type flags (no failed casts).
@@ -287,7 +287,8 @@ impl<'py> JsonNode for PyNode<'py> {
             }
             JsonType::Object => {
                 let d = unsafe { v.cast_unchecked::<PyDict>() };
-                View::Object { entries: DictEntries::new(d), len: d.len() }
+                let entries = DictEntries::new(d);
+                View::Object { len: entries.size, entries }
             }
             JsonType::Array => {
                 let l = unsafe { v.cast_unchecked::<PyList>() };

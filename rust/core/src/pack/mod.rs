@@ -244,10 +244,13 @@ where
             Edit::ClearToolUses(clear) => clear.trigger.is_none_or(|trigger| trigger >= options.budget),
             Edit::ClearThinking(_) => false,
         });
+    // First, as the reference checks them: an error the caller's code raises while the
+    // fit reads the entries (kept to be raised when the call ends) must not hide it.
+    options.check_pinned(messages.len())?;
     if over_budget_only {
         let mut t = Transcript::read(messages, &mut sizer, format)?;
         // (An error here is raised below, where the entries are checked in order.)
-        if let (Ok(()), Ok((Some(tokens), _))) = (options.check_pinned(messages.len()), fits_whole(&mut t, options)) {
+        if let Ok((Some(tokens), _)) = fits_whole(&mut t, options) {
             return Ok(Packed::all(messages.len(), tokens + u128::from(options.system_tokens)));
         }
         fitted_sizes = t.sizes_format().map(|format| (format, t.sizes()));
@@ -260,7 +263,6 @@ where
         Some((format, sizes)) if format == responses => sizes,
         _ => Vec::new(),
     };
-    options.check_pinned(messages.len())?;
     // The edits read the whole transcript, each in its own order: every entry is checked
     // first, in order, so the first malformed one is the one named; the plan reads the
     // fields so checked when they were read in its format.
