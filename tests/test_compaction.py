@@ -543,6 +543,17 @@ def test_a_bool_row_id_is_no_keep_from_id() -> None:
     assert cf.scope_to_consolidation([*rows, row(1, "one"), note]) == [note, row(1, "one")]
 
 
+@pytest.mark.parametrize("written", ["5", "5.0", "5e0", "50e-1"])
+def test_a_keep_from_id_is_the_number_the_json_writes(written: str) -> None:
+    # JSON.parse reads each of these as the number 5, which === a row id of 5: another
+    # writer's 5.0 placed the marker on the host and was passed over here (helper-82).
+    rows = [row(i, f"m{i}") for i in range(10)]
+    metadata = f'{{"consolidation":true,"auto":true,"keepFromId":{written}}}'
+    note = {"id": 100, "content": "note", "metadata": metadata}
+    assert cf.scope_to_consolidation([*rows, note]) == [note, *rows[5:]]
+    assert cf.scope_to_consolidation([*rows, {**note, "metadata": metadata.replace(written, "5.5")}]) == rows
+
+
 class CountedRow:
     """A stored row that counts how often its metadata is read."""
 

@@ -137,8 +137,9 @@ def _places_of_ids(rows: list[Any]) -> dict[Any, list[int]]:
 
 
 def _first_place(places: dict[Any, list[int]], keep_from: Any, rows: list[Any], passed_over: set[int]) -> int:
-    """The first row still in scope whose id is ``keep_from``, or -1."""
-    found = places.get(keep_from) if is_int(keep_from) else None
+    """The first row still in scope whose id is ``keep_from``, or -1. A float is the
+    number JSON.parse reads too (``5.0``, ``5e0``: 5)."""
+    found = places.get(keep_from) if is_int(keep_from) or type(keep_from) is float else None
     while found and id(rows[found[-1]]) in passed_over:
         found.pop()  # a marker passed over stays passed over
     return found[-1] if found else -1
