@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict, cast
 
 from ._edits import AppliedEdit, ClearThinking, ClearToolUses, Edit, check_edits, has_exact_fields, iterable_of
 from ._js import (
@@ -38,6 +38,9 @@ from ._js import (
     str_value,
 )
 from .errors import ArgumentError, ArgumentTypeError, EstimatorError, MessageError, MessageTypeError, RequestError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 MESSAGE_OVERHEAD = 4
 """Tokens every message costs on top of its text's estimate (role and framing)."""
@@ -595,12 +598,18 @@ class PackOptions:
         return (functools.partial(type(self), **given), ())
 
 
+def calls_out(counting: Counting) -> TypeIs[Sizers]:
+    """Whether sizing by ``counting`` runs the caller's code: a custom estimator's pair
+    (``MessageSizer::calls_out`` natively)."""
+    return counting is not None and not isinstance(counting, str)
+
+
 def bytes_options(options: PackOptions) -> EncodingName | None:
     """What the bytes path counts with: None (chars/4) or an embedded encoding. A custom
     estimator is refused: it would run Python code in the middle of the native bytes
     path, so neither backend takes one."""
     sizing = options.sizers
-    if sizing is not None and not isinstance(sizing, str):
+    if calls_out(sizing):
         raise ArgumentError(
             "pack_request takes estimate_tokens=None or an encoding name ('o200k_base', 'cl100k_base'), "
             f"not {type(options.estimate_tokens).__name__}: a custom estimator runs with pack_handoff"

@@ -404,13 +404,10 @@ def json_length(value: Any, field: str = "content", index: int | None = None, vi
         elif cls is dict:
             skip = None if visit is None else visit(item)
             if skip is not OPAQUE:
-                if type(item) is dict:
-                    total += 2 + 2 * len(item) - (1 if item else 0)
-                    frames.append((skip, iter(item.items())))
-                else:  # a subclass, through its storage
-                    size = dict.__len__(item)
-                    total += 2 + 2 * size - (1 if size else 0)
-                    frames.append((skip, iter(dict.items(item))))
+                entries = dict.items(item)  # a subclass's too: its own items and len never run
+                size = len(entries)
+                total += 2 + 2 * size - (1 if size else 0)
+                frames.append((skip, iter(entries)))
         elif cls is list:
             total += 2 + (len(item) - 1 if item else 0)
             frames.append((False, iter(item)))

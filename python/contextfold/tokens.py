@@ -105,8 +105,8 @@ def set_count_cache(max_bytes: int) -> None:
     turns it off; the reference evicts its oldest counts while its measured memory is
     above the bound. Each backend has its own cache, and a child made by ``os.fork``
     starts both empty, under the same bounds (natively the parent's tables stay mapped
-    in the child, shared with the parent until either writes them). Counts are identical with the cache on or
-    off.
+    in the child, shared with the parent until either writes them). Counts are
+    identical with the cache on or off.
     The hash: natively XXH3-128 under a secret drawn at random on first use in the
     process, so no text can be written to take another's count; the reference, BLAKE2b
     personalised by the encoding. A wrong count needs two keys equal by chance, about

@@ -21,6 +21,7 @@ from .._contract import (
     PackOptions,
     Sizers,
     add_note,
+    calls_out,
     check_pinned,
     check_system,
     check_tools,
@@ -495,7 +496,7 @@ class _Packer:
         """With ``system_prefix``, the leading system messages are kept whatever happens."""
         t = self.t
         role = t.role
-        tokens = self.t.cost_within(0, end, budget)
+        tokens = t.cost_within(0, end, budget)
         if tokens is not None:
             return History(list(range(end)), None, True, tokens)
         prefix = next((i for i in range(end) if role(i) != "system"), end) if system_prefix else 0
@@ -632,8 +633,7 @@ def _fits_unedited(t: TranscriptOnDemand, options: PackOptions, system_tokens: i
     trigger is at least the budget) and it fits: found as packing finds the fit, reading
     no entry packing would not (``pack_edited``'s shortcut in pack.rs). None otherwise,
     and always with a custom estimator, which sees an entry only once it is checked."""
-    custom = options.sizers is not None and not isinstance(options.sizers, str)
-    if custom or not all(
+    if calls_out(options.sizers) or not all(
         isinstance(edit, ClearToolUses) and (edit.trigger is None or edit.trigger >= options.budget)
         for edit in options.edits
     ):

@@ -148,8 +148,7 @@ impl<'py> DictEntries<'py> {
     }
 
     #[cold]
-    fn changed(&mut self, what: &'static str) -> Option<(PyNode<'py>, PyNode<'py>)> {
-        self.pos = pyo3::ffi::Py_ssize_t::MAX;
+    fn changed(what: &'static str) -> Option<(PyNode<'py>, PyNode<'py>)> {
         keep_raised(crate::borrow::before_python(), pyo3::exceptions::PyRuntimeError::new_err(what));
         None
     }
@@ -159,21 +158,17 @@ impl<'py> Iterator for DictEntries<'py> {
     type Item = (PyNode<'py>, PyNode<'py>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.pos == pyo3::ffi::Py_ssize_t::MAX {
-            return None;
-        }
         if self.dict.len() != self.size {
-            return self.changed(SIZE_CHANGED);
+            return Self::changed(SIZE_CHANGED);
         }
         let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: a valid dict; PyDict_Next hands out borrowed references, which we turn
         // into owned ones before anything can run Python code.
         if unsafe { pyo3::ffi::PyDict_Next(self.dict.as_ptr(), &mut self.pos, &mut k, &mut v) } == 0 {
-            self.pos = pyo3::ffi::Py_ssize_t::MAX;
-            return if self.left == 0 { None } else { self.changed(KEYS_CHANGED) };
+            return if self.left == 0 { None } else { Self::changed(KEYS_CHANGED) };
         }
         if self.left == 0 {
-            return self.changed(KEYS_CHANGED);
+            return Self::changed(KEYS_CHANGED);
         }
         self.left -= 1;
         let py = self.dict.py();
