@@ -393,9 +393,10 @@ struct Block {
 struct Masks {
     quote: u64,
     backslash: u64,
-    control: u64,
-    /// Bytes above 0x7F (the sign bits a movemask gives for free).
-    high: u64,
+    /// Control bytes (an error in a string) and bytes above 0x7F (UTF-8 to check): one
+    /// signed compare finds both, and a string holds either rarely, so a block that does
+    /// is told apart only then ([`high_mask`]).
+    rare: u64,
 }
 
 /// Masks of the bytes that may follow a backslash, and of the two the scan measures.
@@ -420,12 +421,7 @@ fn block_masks(block: &[u8; 64], avx2: bool) -> Masks {
         return unsafe { wide::masks(block) };
     }
     let _ = avx2;
-    Masks {
-        quote: byte_mask(block, b'"'),
-        backslash: byte_mask(block, b'\\'),
-        control: control_mask(block),
-        high: high_mask(block),
-    }
+    Masks { quote: byte_mask(block, b'"'), backslash: byte_mask(block, b'\\'), rare: rare_mask(block) }
 }
 
 /// Bit `i` set when byte `i` of `block` is `n`, the code of the commonest escape (`\n`):
@@ -501,9 +497,9 @@ mod portable {
         block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b == byte) << i))
     }
 
-    /// Bit `i` set when byte `i` of `block` is a control byte (below 0x20).
-    pub(super) fn control_mask(block: &[u8; 64]) -> u64 {
-        block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(b < 0x20) << i))
+    /// Bit `i` set when byte `i` of `block` is a control byte (below 0x20) or above 0x7F.
+    pub(super) fn rare_mask(block: &[u8; 64]) -> u64 {
+        block.iter().enumerate().fold(0, |mask, (i, &b)| mask | (u64::from(!(0x20..=0x7f).contains(&b)) << i))
     }
 
     /// Bit `i` set when byte `i` of `chunk` is whitespace.
@@ -513,14 +509,14 @@ mod portable {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-use portable::{any_byte_mask, byte_mask, control_mask, high_mask, whitespace_mask16};
+use portable::{any_byte_mask, byte_mask, high_mask, rare_mask, whitespace_mask16};
 
 /// The AVX2 versions: two 32-byte compares a block where SSE2 takes four 16-byte ones.
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use super::{EscapeMasks, Masks};
     use std::arch::x86_64::{
-        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
         _mm256_set1_epi8, _mm256_setr_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_slli_epi16,
         _mm256_srli_epi16,
     };
@@ -550,13 +546,11 @@ mod wide {
     #[target_feature(enable = "avx2")]
     pub(super) fn masks(block: &[u8; 64]) -> Masks {
         let v = halves(block);
-        let last_control = _mm256_set1_epi8(0x1f);
+        // Signed, the bytes above 0x7F are negative: below 0x20 are they and the controls.
+        let space = _mm256_set1_epi8(0x20);
         let [lo, hi] = v;
-        let control = bits(
-            _mm256_cmpeq_epi8(_mm256_min_epu8(lo, last_control), lo),
-            _mm256_cmpeq_epi8(_mm256_min_epu8(hi, last_control), hi),
-        );
-        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), control, high: bits(lo, hi) }
+        let rare = bits(_mm256_cmpgt_epi8(space, lo), _mm256_cmpgt_epi8(space, hi));
+        Masks { quote: eq(v, b'"'), backslash: eq(v, b'\\'), rare }
     }
 
     #[inline]
@@ -622,18 +616,18 @@ fn byte_mask(block: &[u8; 64], byte: u8) -> u64 {
     mask
 }
 
-/// Bit `i` set when byte `i` of `block` is a control byte (below 0x20).
+/// Bit `i` set when byte `i` of `block` is a control byte (below 0x20) or above 0x7F.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn control_mask(block: &[u8; 64]) -> u64 {
-    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_set1_epi8};
+fn rare_mask(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{_mm_cmpgt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
     let mut mask = 0u64;
     // SAFETY: as in `byte_mask`.
     unsafe {
-        let last_control = _mm_set1_epi8(0x1f);
+        let space = _mm_set1_epi8(0x20);
         for (k, part) in block.chunks_exact(16).enumerate() {
-            let v = _mm_loadu_si128(part.as_ptr().cast());
-            let hits = _mm_cmpeq_epi8(_mm_min_epu8(v, last_control), v);
+            // Signed, as in `wide::masks`.
+            let hits = _mm_cmpgt_epi8(space, _mm_loadu_si128(part.as_ptr().cast()));
             mask |= u64::from(_mm_movemask_epi8(hits) as u16) << (16 * k);
         }
     }
@@ -1182,16 +1176,25 @@ impl<'a> Scanner<'a> {
     }
 
     /// The masks of the aligned block at `at`, computed once for all the strings in it.
+    /// The masks of the block at `at`, kept for the strings that follow in it.
     #[inline(always)]
     fn masks_at(&mut self, at: usize) -> Masks {
         if self.block.at != at {
-            if self.bytes.len() < at + 64 {
-                self.block.tail = block_at(self.bytes, at);
-            }
-            self.block.masks = block_masks(self.block_bytes(at), self.avx2);
+            self.block.masks = self.fresh_masks(at);
             self.block.at = at;
         }
         self.block.masks
+    }
+
+    /// The masks of the block at `at`, computed (a long string's scan keeps them in
+    /// registers, not in `block`, until it ends).
+    #[inline(always)]
+    fn fresh_masks(&mut self, at: usize) -> Masks {
+        if self.bytes.len() < at + 64 {
+            // The one partial block there is: the tail holds it whoever fills it.
+            self.block.tail = block_at(self.bytes, at);
+        }
+        block_masks(self.block_bytes(at), self.avx2)
     }
 
     /// The aligned block at `at`: read in place (a copy would be stored and read back
@@ -1204,7 +1207,7 @@ impl<'a> Scanner<'a> {
     /// Reads a string from its opening quote: its slot. Escapes are checked and
     /// measured, not decoded (see [`decode`]).
     ///
-    /// One step a 64-byte block: masks of quotes, backslashes and control bytes, the
+    /// One step a 64-byte block: masks of quotes, backslashes and rare bytes, the
     /// escaped bytes from the backslash mask, and the escapes counted by popcount; only
     /// `\u` escapes (rare) are looked at one by one. Blocks are aligned to the input, so
     /// the short strings that share one (keys, roles) share its masks; the first block's
@@ -1216,54 +1219,58 @@ impl<'a> Scanner<'a> {
         let quote = self.pos;
         let first = quote + 1;
         let mut block = first & !63;
-        let mut from_first = u64::MAX << (first & 63);
+        // The first block's bits before the string are cleared.
+        let from_first = u64::MAX << (first & 63);
+        let shared = self.masks_at(block);
+        let mut masks = Masks {
+            quote: shared.quote & from_first,
+            backslash: shared.backslash & from_first,
+            rare: shared.rare & from_first,
+        };
         // Most strings (keys, roles, part types) end in their first block with no
         // backslash, control byte or byte above 0x7F before the closing quote: that quote
         // is the end, and the string is plain ASCII.
-        let masks = self.masks_at(block);
-        let quotes = masks.quote & from_first;
-        let before_quote = (quotes & quotes.wrapping_neg()).wrapping_sub(1);
-        if quotes != 0 && (masks.backslash | masks.control | masks.high) & from_first & before_quote == 0 {
-            let end = block + quotes.trailing_zeros() as usize;
+        let before_quote = (masks.quote & masks.quote.wrapping_neg()).wrapping_sub(1);
+        if masks.quote != 0 && (masks.backslash | masks.rare) & before_quote == 0 {
+            let end = block + masks.quote.trailing_zeros() as usize;
             self.pos = end + 1;
             return Ok(Slot::Str { start: first, end, ascii: true });
         }
         let mut carry = 0u64;
-        let (mut saved, mut json_saved, mut escapes) = (0usize, 0usize, 0u32);
+        // Bytes the escapes save over their decoded text, as UTF-8 (`saved`) and as
+        // `JSON.stringify` writes it (`json_saved`); an escape saves at least one.
+        let (mut saved, mut json_saved) = (0usize, 0usize);
         // The first byte above 0x7F and one past the last (none: `usize::MAX..0`).
         let (mut high_from, mut high_to) = (usize::MAX, 0);
         // Escapes before this position are counted (the second half of a `\u` pair).
         let mut counted = first;
         loop {
-            let masks = self.masks_at(block);
-            let (quotes, backslash, control) =
-                (masks.quote & from_first, masks.backslash & from_first, masks.control & from_first);
-            let (escaped, _) = escaped_bytes(backslash, &mut carry);
-            let ends = quotes & !escaped;
+            let (escaped, _) = escaped_bytes(masks.backslash, &mut carry);
+            let ends = masks.quote & !escaped;
             // Bits before the closing quote (all of them when it is not in this block).
             let inside = (ends & ends.wrapping_neg()).wrapping_sub(1);
             let at = |mask: u64| block + mask.trailing_zeros() as usize;
-            let high = masks.high & from_first & inside;
-            if high != 0 {
-                high_from = high_from.min(at(high));
-                high_to = block + 64 - high.leading_zeros() as usize;
-            }
-            if control & inside != 0 {
-                let control_at = at(control & inside);
-                // An invalid escape before it is the first error, as json.loads reports.
-                let bad = self.bad_codes(block, escaped & inside);
-                if bad != 0 && at(bad) - 1 < control_at {
-                    self.pos = self.escape_error_at(at(bad));
-                    return Err(self.error("an invalid escape"));
+            if masks.rare & inside != 0 {
+                let high = high_mask(self.block_bytes(block)) & masks.rare & inside;
+                if high != 0 {
+                    high_from = high_from.min(at(high));
+                    high_to = block + 64 - high.leading_zeros() as usize;
                 }
-                self.pos = control_at;
-                return Err(self.error("an unescaped control character in a string"));
+                let control = masks.rare & inside & !high;
+                if control != 0 {
+                    let control_at = at(control);
+                    // An invalid escape before it is the first error, as json.loads reports.
+                    let bad = self.bad_codes(block, escaped & inside);
+                    if bad != 0 && at(bad) - 1 < control_at {
+                        self.pos = self.escape_error_at(at(bad));
+                        return Err(self.error("an invalid escape"));
+                    }
+                    self.pos = control_at;
+                    return Err(self.error("an unescaped control character in a string"));
+                }
             }
-            from_first = u64::MAX;
             let codes = escaped & inside;
-            let n = codes.count_ones();
-            escapes += n;
-            saved += n as usize;
+            saved += codes.count_ones() as usize;
             // Most escapes are `\n`, `\\` and `\"` (of the corpus's blocks that hold any,
             // nineteen in twenty hold only these): valid, a UTF-16 unit each, and written
             // as they are. Only a block with another code has its codes classified.
@@ -1324,7 +1331,12 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 self.pos = end + 1;
-                if escapes == 0 {
+                if self.block.at != block {
+                    // A later block's masks, whole: kept for the strings that follow.
+                    self.block.at = block;
+                    self.block.masks = masks;
+                }
+                if saved == 0 {
                     return Ok(Slot::Str { start: first, end, ascii });
                 }
                 self.tape.escaped.push(Escaped {
@@ -1342,6 +1354,7 @@ impl<'a> Scanner<'a> {
                 self.pos = quote;
                 return Err(self.error("an unterminated string"));
             }
+            masks = self.fresh_masks(block);
         }
     }
 }
@@ -1454,7 +1467,7 @@ mod tests {
             for byte in [b'"', b'\\', b'n', b'a', 0x00, 0xff] {
                 prop_assert_eq!(byte_mask(&block, byte), portable::byte_mask(&block, byte));
             }
-            prop_assert_eq!(control_mask(&block), portable::control_mask(&block));
+            prop_assert_eq!(rare_mask(&block), portable::rare_mask(&block));
             prop_assert_eq!(high_mask(&block), portable::high_mask(&block));
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
@@ -1462,7 +1475,7 @@ mod tests {
                 let (wide, n) = unsafe { (wide::masks(&block), wide::byte_mask(&block, b'n')) };
                 let portable_masks = [b'"', b'\\'].map(|byte| portable::byte_mask(&block, byte));
                 prop_assert_eq!([wide.quote, wide.backslash], portable_masks);
-                prop_assert_eq!((wide.control, wide.high), (portable::control_mask(&block), portable::high_mask(&block)));
+                prop_assert_eq!(wide.rare, portable::rare_mask(&block));
                 prop_assert_eq!(n, portable::byte_mask(&block, b'n'));
             }
             prop_assert_eq!(any_byte_mask(&block, &ESCAPE_CODES), portable::any_byte_mask(&block, &ESCAPE_CODES));
