@@ -835,3 +835,45 @@ fn exact_counts_by_source_equal_counts_of_the_text() {
         assert_eq!(first.input_tokens, Some(by_text));
     }
 }
+
+/// Control bytes and bytes above 0x7F in one block, first or later, full or the padded
+/// tail; and a string that ends in a later full block, its masks left to the strings
+/// after it (helper-83's review of the rare-byte mask).
+#[test]
+fn control_and_high_bytes_share_a_block_wherever_it_lies() {
+    let err = |s: &[u8]| {
+        let ours = scan::parse(s, Root::Request, IntDigits::default()).err();
+        assert_eq!(ours, scan::parse_with(s, Root::Request, IntDigits::default(), false).err(), "{s:?}");
+        ours
+    };
+    let control = "an unescaped control character in a string";
+    for pad in 0..200 {
+        let head = format!("[\"{}", "a".repeat(pad));
+        let at = head.len();
+        for (rest, off, expected) in [
+            (&b"\xc3\xa9\x01\"]"[..], 2, control),
+            (b"\x01\xc3\xa9\"]", 0, control),
+            (b"\xe2\x82\xac\\x\x01\"]", 3, "an invalid escape"),
+            (b"\xe2\x82\xac\x01\\x\"]", 3, control),
+            (b"\xc3\xa9\\u12\x01\"]", 3, "an invalid escape"),
+        ] {
+            let mut body = head.clone().into_bytes();
+            body.extend_from_slice(rest);
+            assert_eq!(err(&body), Some(ScanError::Syntax { offset: at + off, expected }), "{body:?}");
+        }
+        let mut body = head.clone().into_bytes();
+        body.extend_from_slice(b"\x01\xff\"]");
+        assert_eq!(err(&body), Some(ScanError::NotUtf8 { offset: at + 1 }));
+        for next in ["\\\\\u{e9}", "\u{1}", "\u{e9}\\n", "ok"] {
+            let text = format!("{head}\u{e9}\",\"{next}\",\"b\"]{}", " ".repeat(130));
+            let ours = parsed(&text);
+            let portable =
+                scan::parse_with(text.as_bytes(), Root::Request, IntDigits::default(), false).map(|t| value(t.node(0)));
+            assert_eq!(ours, portable, "{text:?}");
+            assert_eq!(ours.is_ok(), serde_json::from_str::<Value>(&text).is_ok(), "{text:?}");
+            if let Some(offset) = text.find('\u{1}') {
+                assert_eq!(ours, Err(ScanError::Syntax { offset, expected: control }));
+            }
+        }
+    }
+}
