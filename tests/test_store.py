@@ -641,3 +641,110 @@ def test_redis_live_reads_every_map_in_one_round_trip() -> None:
     counted = cf.RedisCodeMapStore(Counting.from_url(REDIS_URL), prefix=store.prefix)
     assert len(counted.live()) == 20
     assert commands == ["ZRANGEBYSCORE"]  # the maps' HMGETs go as one pipeline
+
+
+def _in_a_child(run: Any, then: Any = None) -> int:
+    """Runs `run` in a child made by os.fork, and `then` in the parent meanwhile: the
+    child's exit status (0 when `run` returned True). A child that hangs is ended by an
+    alarm, so a hang fails, never blocks."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        import signal
+
+        signal.alarm(60)
+        try:
+            os._exit(0 if run() else 1)
+        except BaseException:
+            os._exit(2)
+    if then is not None:
+        then()
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_writes_through_a_connection_of_its_own(tmp_path: Path) -> None:
+    # A child kept using the connection it inherited (SQLite forbids it): once the parent
+    # closed its own, SQLite saw no other connection, saved the write-ahead log into the
+    # file and deleted it, and every write the child made after went into the deleted log.
+    store = cf.SQLiteCodeMapStore(str(tmp_path / "maps.db"))
+    store.write(mapped("main/a.ts"))  # this thread's connection, which the child inherits
+    parent_closed, tell = os.pipe()
+
+    def child() -> bool:
+        os.read(parent_closed, 1)
+        return all(store.write(mapped(f"w{i}/a.ts")) is not None for i in range(20))
+
+    def parent() -> None:
+        store.close()
+        os.write(tell, b".")
+
+    assert _in_a_child(child, parent) == 0
+    written = {m.key for m in cf.SQLiteCodeMapStore(str(tmp_path / "maps.db")).live()}
+    assert written == {"codemap:main"} | {f"codemap:w{i}" for i in range(20)}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_an_in_memory_store_forked_while_a_thread_uses_it_serves_the_child() -> None:
+    # The store's lock, held by a parent thread at the fork, was held in the child by a
+    # thread that is not there: the child's first call waited forever.
+    store = cf.SQLiteCodeMapStore(":memory:")
+    store.write(mapped("src/a.ts"))
+    inside, go_on = threading.Event(), threading.Event()
+
+    def clock() -> float:  # read inside the store's lock
+        if threading.current_thread().name == "user":
+            inside.set()
+            go_on.wait(60)
+        return time.time()
+
+    store._clock = clock  # type: ignore[method-assign]
+    user = threading.Thread(target=store.live, name="user")
+    user.start()
+    inside.wait(60)
+    # Fixed, the fork waits for the store's lock (no thread is inside the store at the
+    # fork); the user thread is let go once the fork asks for it, or at once unfixed.
+    lock = store._lock
+    asked = threading.Event()
+
+    class AnnouncedLock:
+        def acquire(self, *args: Any) -> bool:
+            if threading.current_thread() is threading.main_thread():
+                asked.set()
+            return bool(lock.acquire(*args))
+
+        def release(self) -> None:
+            lock.release()
+
+        def __enter__(self) -> bool:
+            return self.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.release()
+
+    store._lock = AnnouncedLock()  # type: ignore[assignment]
+    releaser = threading.Thread(target=lambda: (asked.wait(60), go_on.set()))
+    releaser.start()
+    status = _in_a_child(lambda: [m.key for m in store.live()] == ["codemap:src"])
+    go_on.set()
+    user.join(60)
+    releaser.join(60)
+    assert status == 0
+    assert [m.key for m in store.live()] == ["codemap:src"]
+
+
+def test_a_relative_sqlite_path_names_the_file_it_named_when_opened(tmp_path: Path, monkeypatch: Any) -> None:
+    # Each thread connects when it first uses the store: a relative path was resolved
+    # against the working directory of that moment, another file.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    store = cf.SQLiteCodeMapStore("maps.db")
+    store.write(mapped("src/a.ts"))
+    monkeypatch.chdir(tmp_path / "b")
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append([m.key for m in store.live()]))
+    thread.start()
+    thread.join(60)
+    assert seen == [["codemap:src"]]
+    assert not (tmp_path / "b" / "maps.db").exists()

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.parse
 import warnings
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -142,7 +143,10 @@ class CodeMapStore(ABC):
 
 class SQLiteCodeMapStore(CodeMapStore):
     """Maps in SQLite (a file path, or ``":memory:"``). Safe across threads and processes:
-    every write is one ``BEGIN IMMEDIATE`` transaction.
+    every write is one ``BEGIN IMMEDIATE`` transaction. A relative path names the file it
+    names when the store is made. A child made by ``os.fork`` connects afresh (SQLite
+    forbids using a connection across a fork); an in-memory store is copied into it as
+    it was between two calls (a fork waits for a call another thread is making).
 
     Opening never writes to an existing database, so a read-only file serves recall
     (writes to it raise :class:`StoreError`), its unsaved writes included: when they wait
@@ -167,10 +171,14 @@ class SQLiteCodeMapStore(CodeMapStore):
         if "\0" in path:
             raise ArgumentError(f"path holds a NUL at index {path.index(chr(0))}")
         self.path = path
+        # Each thread connects when it first uses the store, maybe after a chdir.
+        self._file = path if path == ":memory:" else os.path.abspath(path)
         self.read_only = False
         self._local = threading.local()
         self._lock = threading.RLock()  # a signal handler may close() mid-call on the same thread
         self._shared = self._open() if path == ":memory:" else None
+        if self._shared is not None:
+            _IN_MEMORY.add(self)
         with self._sqlite_errors():
             try:
                 made = self._made()
@@ -204,7 +212,7 @@ class SQLiteCodeMapStore(CodeMapStore):
         elif self.read_only:
             db = self._read_only_connection()
         else:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db = sqlite3.connect(self._file, timeout=30, isolation_level=None)
         db.text_factory = bytes  # decoded row by row, so one bad row cannot fail a whole read
         return db
 
@@ -212,22 +220,33 @@ class SQLiteCodeMapStore(CodeMapStore):
         """A reader of a file it cannot open to write (where SQLite can read the write-ahead
         log, the plain connection already reads it): the file as immutable, which never
         reads the log, so refused when the log may hold writes not yet saved into it."""
-        log = f"{self.path}-wal"
+        log = f"{self._file}-wal"
         if os.path.exists(log) and os.path.getsize(log) > _WAL_HEADER:
             raise StoreError(
                 f"code-map store {self.path}: the database is read-only and {log} may hold writes not yet "
                 f"saved into it, which only a reader that can make {self.path}-shm reads"
             )
-        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro&immutable=1"
+        uri = f"file:{urllib.parse.quote(self._file)}?mode=ro&immutable=1"
         return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
 
     def _connection(self) -> _Locked:
         if self._shared is not None:
             return _Locked(self._shared, self._lock)
-        db = getattr(self._local, "db", None)
+        db = self._own_connection()
         if db is None:
             db = self._local.db = self._open()
+            self._local.pid = os.getpid()
         return _Locked(db, None)
+
+    def _own_connection(self) -> sqlite3.Connection | None:
+        """The calling thread's connection, None when it has none in this process. One a
+        forked child inherited is the parent's: SQLite must not use it there, and closing
+        it could delete the write-ahead log under the parent, so it is kept, never used."""
+        db = getattr(self._local, "db", None)
+        if db is not None and self._local.pid != os.getpid():
+            _INHERITED.append(db)
+            db = self._local.db = None
+        return db
 
     @contextmanager
     def _sqlite_errors(self) -> Iterator[None]:
@@ -247,7 +266,7 @@ class SQLiteCodeMapStore(CodeMapStore):
             with self._lock:  # a thread using it finishes first (freed under it, it crashed)
                 self._shared.close()
             return
-        db = getattr(self._local, "db", None)
+        db = self._own_connection()
         if db is not None:
             db.close()
             self._local.db = None
@@ -294,6 +313,45 @@ class SQLiteCodeMapStore(CodeMapStore):
         self._writable()
         with self._sqlite_errors(), self._connection() as db:
             return int(db.execute("DELETE FROM codemaps WHERE written < ?", (self._cutoff(self._clock()),)).rowcount)
+
+
+_IN_MEMORY: weakref.WeakSet[SQLiteCodeMapStore] = weakref.WeakSet()
+"""The in-memory stores, whose one connection a lock guards across a fork."""
+
+_INHERITED: list[sqlite3.Connection] = []
+"""Connections a forked child inherited: kept, so that no collection closes them there."""
+
+_HELD: list[SQLiteCodeMapStore] = []
+"""The in-memory stores whose locks a fork holds."""
+
+
+def _hold_in_memory_stores() -> None:
+    # No thread is inside an in-memory store at the fork: its connection (SQLite's own
+    # mutex included) reaches the child between two calls.
+    _HELD[:] = list(_IN_MEMORY)
+    for store in _HELD:
+        store._lock.acquire()
+
+
+def _release_in_memory_stores() -> None:
+    for store in reversed(_HELD):
+        store._lock.release()
+    _HELD.clear()
+
+
+def _unlock_in_memory_stores_in_child() -> None:
+    # The fork's thread holds each lock in the child: fresh ones, held by no one.
+    for store in _HELD:
+        store._lock = threading.RLock()
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(
+        before=_hold_in_memory_stores,
+        after_in_parent=_release_in_memory_stores,
+        after_in_child=_unlock_in_memory_stores_in_child,
+    )
 
 
 class _Locked:
