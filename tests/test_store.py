@@ -123,6 +123,18 @@ def test_invalidate_refuses_a_bare_path(make_store: object) -> None:
     assert cf.consolidated_files(store.get("codemap:src") or "") == ["src/a.ts", "src/b.ts"]
 
 
+@pytest.mark.parametrize("maps", [0, 1])
+def test_invalidate_names_a_changed_path_that_is_no_str(make_store: object, maps: int) -> None:
+    # It named no index ("path: expected str"), and on a store with no map checked nothing.
+    store = make_store()  # type: ignore[operator]
+    if maps:
+        store.write(mapped("src/a.ts", "src/b.ts"))
+    with pytest.raises(cf.ArgumentTypeError, match=r"^changed_paths\[1\]: expected str, got int"):
+        store.invalidate(["src/a.ts", 3])
+    with pytest.raises(cf.ArgumentTypeError, match=r"^paths\[1\]: expected str, got int"):
+        cf.without_consolidated_files("h\n- src/a.ts", ["src/b.ts", 3])
+
+
 def test_a_map_a_store_cannot_hold_is_refused_by_field(make_store: object) -> None:
     # A lone surrogate (a task cut mid-emoji by a JavaScript host) cannot be UTF-8: the
     # write raised the codec's bare UnicodeEncodeError.

@@ -130,10 +130,10 @@ class ConsolidatedMemory:
     content: str
 
 
-def _texts(name: str, items: Any) -> list[str]:
+def _texts(name: str, items: Any, what: str = "str") -> list[str]:
     """``items`` read once as plain strs (an iterator is not used up by a second walk),
-    each checked: ``name[i]: expected str``."""
-    return [_text(f"{name}[{i}]", item) for i, item in enumerate(iterable_of(name, items, "str"))]
+    each checked: ``name[i]: expected str`` (``name must be an iterable of {what}``)."""
+    return [_text(f"{name}[{i}]", item) for i, item in enumerate(iterable_of(name, items, what))]
 
 
 def consolidated_key(area: str) -> str:
@@ -319,7 +319,7 @@ def consolidated_files(content: str) -> list[str]:
 def without_consolidated_files(content: str, paths: Iterable[str]) -> str | None:
     """The map with ``paths`` taken out (compared canonically, case-insensitively), for a
     store whose files changed since; None when no entry is left."""
-    drop = {canonical_path(p).lower() for p in iterable_of("paths", paths, "paths")}
+    drop = {canonical_path(p).lower() for p in _texts("paths", paths, "paths")}
     lines = []
     left = 0
     for line in _text("content", content).split("\n"):

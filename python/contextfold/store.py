@@ -27,13 +27,14 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from ._edits import iterable_of, text_field
+from ._edits import text_field
 from ._js import is_str
 from .codemap import (
     CONSOLIDATED_KEY_PREFIX,
     MAX_RECALLED_MAPS,
     ConsolidatedMemory,
     _text,
+    _texts,
     areas_named_in,
     areas_of_paths_in,
     consolidated_area,
@@ -130,7 +131,7 @@ class CodeMapStore(ABC):
         lists them (compared canonically, case-insensitively); a map left with no file is
         deleted. A map that lists none of them (or no file at all) is left as it is.
         Returns how many maps changed."""
-        paths = list(iterable_of("changed_paths", changed_paths, "paths"))
+        paths = _texts("changed_paths", changed_paths, "paths")
         changed = 0
         for memory in self.live():
             listed = consolidated_files(memory.content)
