@@ -103,6 +103,7 @@ opaque_parts = st.lists(
         st.builds(lambda d: {"type": "image", "source": {"type": "base64", "data": d}}, text),
         st.builds(lambda d: {"type": "document", "source": {"data": d}}, text),
         st.builds(lambda u: {"type": "input_image", "image_url": u}, text),
+        st.builds(lambda u: {"type": "computer_screenshot", "image_url": u}, text),
         st.builds(lambda t, s: {"type": "thinking", "thinking": t, "signature": s}, text, text),
         st.builds(lambda d: {"type": "redacted_thinking", "data": d}, text),
         st.dictionaries(text, json_values, max_size=3),
@@ -134,7 +135,8 @@ def test_provider_sizing_of_opaque_blocks(message: dict[str, Any]) -> None:
     assert same("message_tokens", message, sizers(_chars_per_token, 1_600), 1_600) == provider
     same("message_tokens", message, "o200k_base", 1_600)
     if not any(
-        isinstance(p, dict) and p.get("type") in ("image_url", "image", "document", "input_image")
+        isinstance(p, dict)
+        and p.get("type") in ("image_url", "image", "document", "input_image", "computer_screenshot")
         for p in message["content"]
     ):
         assert provider <= seed

@@ -349,6 +349,19 @@ def test_provider_sizing_counts_an_image_flat(backend: str, block: dict[str, Any
     assert cf.message_tokens(message) == math.ceil(len(compact_json(message["content"])) / 4) + 4 > 90_000
 
 
+def test_provider_sizing_counts_a_computer_use_screenshot_flat(backend: str) -> None:
+    # The Agents SDK's computer tool answers with this output: sized by its base64, each
+    # screenshot cost about 75,000 tokens where a provider bills one image (helper-85).
+    item = {
+        "type": "computer_call_output",
+        "call_id": "c1",
+        "output": {"type": "computer_screenshot", "image_url": f"data:image/png;base64,{PIXELS}"},
+    }
+    # {"type":"computer_call_output","call_id":"c1","output":} is 56 units: 14 tokens, + 4.
+    assert cf.message_tokens(item, sizing="provider") == 14 + 4 + 1_600
+    assert cf.message_tokens(item) > 90_000
+
+
 def test_provider_sizing_leaves_signatures_and_encrypted_reasoning_out(backend: str) -> None:
     signature = "S" * 4_000
     thinking = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": signature}]}

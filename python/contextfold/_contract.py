@@ -266,8 +266,11 @@ it keeps; OpenAI 1,105 for a 1024 × 1024 image at high detail), so a screenshot
 estimate stays on the safe side."""
 
 
-OPAQUE_BLOCKS = frozenset({"image_url", "file", "image", "document", "input_image", "input_file"})
-"""Block types provider sizing sizes as a flat ``image_tokens``."""
+OPAQUE_BLOCKS = frozenset(
+    {"image_url", "file", "image", "document", "input_image", "input_file", "computer_screenshot"}
+)
+"""Block types provider sizing sizes as a flat ``image_tokens`` (``computer_screenshot``: a
+Responses computer-use call's output)."""
 LEFT_OUT = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content"}
 """The entry provider sizing measures each block type without."""
 

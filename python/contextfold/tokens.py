@@ -136,7 +136,8 @@ def message_tokens(
 
     ``sizing="provider"`` does not size opaque payloads by their length: an image or
     document block (OpenAI ``image_url``/``file`` parts, Anthropic ``image``/``document``
-    blocks, Responses ``input_image``/``input_file`` parts) costs a flat ``image_tokens``
+    blocks, Responses ``input_image``/``input_file`` parts and the ``computer_screenshot``
+    a computer-use call's output holds) costs a flat ``image_tokens``
     (default 1,600: what a provider bills for a large image) instead of its JSON, and a
     ``thinking`` block's ``signature``, a ``redacted_thinking`` block's ``data`` and a
     ``reasoning`` item's ``encrypted_content`` cost nothing (the entry is left out; its

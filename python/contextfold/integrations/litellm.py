@@ -251,7 +251,7 @@ class ContextfoldHook(CustomLogger):
 
     def settings(self) -> dict[str, Any]:
         """The settings in force (checked): the arguments over ``callback_settings.contextfold``,
-        ``sizing`` resolved (``"provider"`` unless a ``tokenizer`` counts exactly)."""
+        ``sizing`` resolved (``"provider"`` unless given, whatever counts the text)."""
         return self._settings
 
     def window_for(self, model: str) -> int | None:

@@ -23,8 +23,10 @@ use crate::tokens::{estimate_units, message_units_with, CharsPerToken, MessageSi
 /// the estimate stays on the safe side for a screenshot.
 pub const DEFAULT_IMAGE_TOKENS: u64 = 1_600;
 
-/// Block types sized as a flat `image_tokens`.
-const OPAQUE_BLOCKS: [&str; 6] = ["image_url", "file", "image", "document", "input_image", "input_file"];
+/// Block types sized as a flat `image_tokens` (`computer_screenshot`: a Responses
+/// computer-use call's output).
+const OPAQUE_BLOCKS: [&str; 7] =
+    ["image_url", "file", "image", "document", "input_image", "input_file", "computer_screenshot"];
 
 /// How messages are sized when no custom estimator is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
