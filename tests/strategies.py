@@ -69,8 +69,11 @@ def turns(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 @st.composite
 def transcripts(draw: st.DrawFn, max_turns: int = 30) -> list[dict[str, Any]]:
-    """A transcript: optional leading system messages, then turns."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": draw(text)} for _ in range(draw(st.integers(0, 2)))]
+    """A transcript: optional leading system (or developer) messages, then turns."""
+    out: list[dict[str, Any]] = [
+        {"role": draw(st.sampled_from(["system", "developer"])), "content": draw(text)}
+        for _ in range(draw(st.integers(0, 2)))
+    ]
     for turn in draw(st.lists(turns(), max_size=max_turns)):
         out.extend(turn)
     return out

@@ -7,7 +7,7 @@ import copy
 import enum
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import contextfold as cf
@@ -20,6 +20,13 @@ from hypothesis import strategies as st
 from .conftest import anthropic_corpus, examples, native_required, openai_corpus
 from .offline_tiktoken import tiktoken_encoding
 from .strategies import item_transcripts, text, transcripts
+
+
+def system_prefix(roles: Iterable[str]) -> int:
+    """How many leading messages are the system prefix (``developer`` counts as ``system``,
+    docs/packing.md)."""
+    listed = list(roles)
+    return next((i for i, role in enumerate(listed) if role not in ("system", "developer")), len(listed))
 
 
 def msg(role: str, tag: str) -> dict[str, Any]:
@@ -62,7 +69,7 @@ def check_contract(
     ]
     assert all(a is messages[i] for a, i in zip(body, kept, strict=True))
     # 2. leading system messages kept first
-    prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), n)
+    prefix = system_prefix(m["role"] for m in messages)
     assert kept[:prefix] == list(range(prefix))
     volatile = n  # the volatile tail: the trailing <run-state> messages after the last pin
     while volatile > max(pinned, default=-1) + 1 and cf.is_volatile_tail(messages[volatile - 1]):
@@ -141,7 +148,7 @@ def check_greedy_cut(
     kept = set(pack.kept)
     tail_kept = volatile < len(messages) and volatile in kept
     room = budget - (cf.tokens_of(messages[volatile:], estimate_tokens=estimate) if tail_kept else 0)
-    prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    prefix = system_prefix(m["role"] for m in messages)
     dropped = [i for i in range(prefix, volatile) if i not in kept]
     if not dropped:
         return  # only the volatile tail went
@@ -412,11 +419,11 @@ def test_argument_forms_agree(kwargs: dict[str, Any], monkeypatch: pytest.Monkey
 
 
 def item_role(item: dict[str, Any]) -> str:
-    """The role an item plays: a message item's role (developer as system), calls and
-    reasoning as the assistant, outputs as tool results, anything else none."""
+    """The role an item plays: a message item's role, calls and reasoning as the
+    assistant, outputs as tool results, anything else none."""
     kind = item.get("type", "message")
     if kind == "message":
-        return "system" if item["role"] == "developer" else str(item["role"])
+        return str(item["role"])
     if kind == "reasoning" or kind.endswith("_call"):
         return "assistant"
     return "tool" if kind.endswith("_call_output") else ""
@@ -432,7 +439,7 @@ def check_item_contract(items: list[dict[str, Any]], budget: int, pack: cf.Hando
         return
     assert kept == sorted(kept) and len(set(kept)) == len(kept) and pack.dropped == n - len(kept)
     roles = [item_role(m) for m in items]
-    prefix = next((i for i, r in enumerate(roles) if r != "system"), n)
+    prefix = system_prefix(roles)
     assert kept[:prefix] == list(range(prefix))
     body = [m for k, m in enumerate(pack.messages) if not (pack.note is not None and k == prefix)]
     assert all(a is items[i] for a, i in zip(body, kept, strict=True))
@@ -889,7 +896,7 @@ def check_chunked_cut(messages: list[dict[str, Any]], budget: int, pack: cf.Hand
     if not pack.fits or pack.dropped == 0:
         return
     volatile = volatile_from(messages, [])
-    prefix = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    prefix = system_prefix(m["role"] for m in messages)
     kept = set(pack.kept)
     if all(i in kept for i in range(prefix, volatile)):
         return  # the history was kept whole: only the volatile tail went
@@ -997,3 +1004,22 @@ def test_anthropic_shape_on_generated_transcripts(
         assert pack.tokens <= budget
     if system_tokens > budget:
         assert not pack.fits  # the prompt alone over budget: nothing fits
+
+
+@pytest.mark.parametrize("cut", ["greedy", "chunked"])
+def test_a_leading_developer_message_is_kept_as_the_system_prompt(backend: str, cut: str) -> None:
+    # OpenAI's chat API takes `developer` for `system` (o-series and later models): read
+    # as any other message, a gateway folded the instruction into the note (helper-85).
+    convo: list[dict[str, Any]] = [
+        {"role": "developer", "content": "Never run rm -rf."},
+        {"role": "system", "content": "Answer briefly."},
+    ]
+    for i in range(30):
+        convo += [{"role": "user", "content": f"q{i} " * 100}, {"role": "assistant", "content": f"a{i} " * 100}]
+    convo.append({"role": "user", "content": "latest"})
+    pack = cf.pack_handoff(convo, target_context_tokens=1_500, cut=cut)
+    assert pack.messages[:2] == convo[:2] and pack.kept[:2] == [0, 1]
+    assert pack.messages[-1] is convo[-1] and pack.dropped > 0
+    # Where it does not lead, it is a message like any other.
+    middle = [convo[2], convo[0], *convo[3:]]
+    assert 1 not in cf.pack_handoff(middle, target_context_tokens=1_500, cut=cut).kept

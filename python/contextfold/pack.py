@@ -105,7 +105,8 @@ def pack_handoff(
 ) -> HandoffPack:
     """Pack ``messages`` into ``target_context_tokens - reserve_output_tokens`` tokens.
 
-    Under budget the transcript comes back unchanged. Otherwise: leading system messages,
+    Under budget the transcript comes back unchanged. Otherwise: leading system messages
+    (``developer`` counts as ``system``, as OpenAI's APIs take it),
     the latest directive and ``pinned`` turns (with their tool exchanges) are kept; the
     newest whole segments fill the rest (``cut="greedy"``), or the tail starts at fixed
     cut points every ``chunk_tokens`` (default ``budget // 4``) so the packed prefix stays

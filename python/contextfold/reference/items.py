@@ -15,6 +15,15 @@ from .._contract import content_and_calls, role_of, where
 from .._js import entry, has_entry, is_str, plain, str_value
 from ..errors import MessageTypeError
 
+_SYSTEM_ROLES = {"developer": "system"}
+"""OpenAI's ``developer`` is its ``system`` for newer models, in chat and Responses."""
+
+
+def rules_role(role: str) -> str:
+    """The role the packing rules see in a message's ``role`` (``message.rs``'s ``role_named``)."""
+    return _SYSTEM_ROLES.get(role, role)
+
+
 MESSAGE = "message"
 CALL = "call"
 OUTPUT = "output"
@@ -65,7 +74,7 @@ def check_item(item: Any, index: int | None = None) -> tuple[str, str]:
     if kind == MESSAGE:
         role = role_of(item, index)
         content_and_calls(item, index)
-        return ("system" if role == "developer" else role), kind
+        return rules_role(role), kind
     call_id = entry(item, "call_id", "")  # absent: nothing to check
     if kind in (CALL, OUTPUT) and not is_str(call_id):
         got = type(call_id).__name__
@@ -85,6 +94,5 @@ def peek_item(item: Any) -> tuple[str, str]:
         type_ = str_value(entry(item, "type"))
         kind = OTHER if type_ is None else _kind(type_)
     if kind == MESSAGE:
-        role = str_value(entry(item, "role")) or ""
-        return ("system" if role == "developer" else role), kind
+        return rules_role(str_value(entry(item, "role")) or ""), kind
     return _ROLES[kind], kind

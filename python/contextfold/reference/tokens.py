@@ -16,7 +16,7 @@ from .._contract import (
 from .._js import Visit, entry, is_list, json_length, listed, str_value, utf16_len
 from ..errors import ArgumentError, MessageTypeError
 from .count_cache import exact_count, resolved
-from .items import MESSAGE, check_item, marks_responses, peek_item
+from .items import MESSAGE, check_item, marks_responses, peek_item, rules_role
 from .provider import provider_sizer
 
 if TYPE_CHECKING:  # numpy is imported on first use: most callers never need it
@@ -77,7 +77,7 @@ class TranscriptOnDemand:
         if self.responses:
             return peek_item(self.messages[i])[0]
         m = self.messages[i]
-        return (str_value(entry(m, "role")) or "") if issubclass(type(m), dict) else ""
+        return rules_role(str_value(entry(m, "role")) or "") if issubclass(type(m), dict) else ""
 
     def peek(self, i: int) -> tuple[str, str]:
         """``(role, kind)``, read leniently."""
@@ -86,7 +86,7 @@ class TranscriptOnDemand:
     def check(self, i: int) -> tuple[str, str]:
         """``(role, kind)``, checked."""
         m = self.messages[i]
-        return check_item(m, i) if self.responses else (checked_role(m, i), MESSAGE)
+        return check_item(m, i) if self.responses else (rules_role(checked_role(m, i)), MESSAGE)
 
     def tokens(self, i: int) -> int:
         size = self.sizes[i]

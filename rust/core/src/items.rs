@@ -90,12 +90,7 @@ pub fn check_item<N: JsonNode>(item: &N) -> Result<Checked<N>, CoreError> {
         },
     };
     if kind == Item::Message {
-        let developer = fields.role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer"));
-        let mut checked = check_fields(fields)?;
-        if developer {
-            checked.role = Role::System;
-        }
-        return Ok(checked);
+        return check_fields(fields);
     }
     let call_id = match kind {
         Item::Call | Item::Output => match item.get(Key::CallId) {
@@ -155,13 +150,10 @@ pub fn peek_kind<N: JsonNode>(item: &N) -> (Item, Role, Option<N>) {
     }
 }
 
-/// The role an item of `kind` plays, a message's read from its `role` field (`developer`
-/// as system; not a str: [`Role::Other`]).
+/// The role an item of `kind` plays, a message's read from its `role` field (not a str:
+/// [`Role::Other`]).
 fn lenient_role<N: JsonNode>(kind: Item, role: Option<N>) -> Role {
     match kind {
-        Item::Message if role.as_ref().and_then(JsonNode::as_text).is_some_and(|r| r.eq_ascii("developer")) => {
-            Role::System
-        }
         Item::Message => role_or_other(role),
         Item::Call | Item::Reasoning => Role::Assistant,
         Item::Output => Role::Tool,

@@ -33,7 +33,7 @@ pub enum Role {
     User,
     Assistant,
     Tool,
-    /// Any other string (`developer`, `function`, …): kept and sized, never special.
+    /// Any other string (`function`, …): kept and sized, never special.
     Other,
 }
 
@@ -86,7 +86,8 @@ fn role_named<N: JsonNode>(role: &N) -> Option<Role> {
         Role::Assistant
     } else if text.eq_ascii("tool") {
         Role::Tool
-    } else if text.eq_ascii("system") {
+    } else if text.eq_ascii("system") || text.eq_ascii("developer") {
+        // OpenAI's `developer` is its `system` for newer models, in chat and Responses.
         Role::System
     } else {
         Role::Other
