@@ -297,3 +297,26 @@ def test_a_shape_other_than_the_conversions_fails_when_the_processor_is_built() 
         pai.history_processor(max_tokens=100, shape="openai")
     with pytest.raises(cf.ArgumentError, match="pydantic-ai packs its messages"):
         pai.async_history_processor(max_tokens=100, shape="responses")
+
+
+def test_a_built_in_tools_call_and_return_are_sized_as_sent() -> None:
+    # A provider-run tool (web search, code execution) comes back as a part of its own kind
+    # holding a list, and its call holds args: each was sized as an empty text, so a
+    # history far over the window was kept whole and reported fitting (helper-85).
+    import pydantic_ai.messages as pm
+
+    call_part = getattr(pm, "NativeToolCallPart", None) or pm.BuiltinToolCallPart
+    return_part = getattr(pm, "NativeToolReturnPart", None) or pm.BuiltinToolReturnPart
+    found = [{"title": f"result {i}", "content": "lorem ipsum " * 500} for i in range(20)]
+    response = ModelResponse(
+        parts=[
+            call_part(tool_name="web_search", args={"query": "ipsum " * 400}, tool_call_id="b1"),
+            return_part(tool_name="web_search", content=found, tool_call_id="b1"),
+            TextPart("found it"),
+        ]
+    )
+    call, returned = pai.to_dicts([response])[0]["content"][:2]
+    assert len(call["text"]) > 2_400 and json.loads(returned["text"]) == found
+    history = [ModelRequest(parts=[UserPromptPart("search")]), response, ModelRequest(parts=[UserPromptPart("next")])]
+    packed, pack = pai.pack(history, max_tokens=1_000)
+    assert response not in packed and pack.dropped == 2 and pack.fits

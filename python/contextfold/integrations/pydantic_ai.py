@@ -16,7 +16,8 @@ Each ``ModelRequest`` / ``ModelResponse`` becomes one Anthropic-shape dict for
 :func:`contextfold.pack_handoff`: a response's ``TextPart`` → a text block, ``ToolCallPart``
 → a ``tool_use`` block (id, name, arguments as given); a request's ``ToolReturnPart`` (and a
 ``RetryPromptPart`` naming a tool) → a ``tool_result`` block, ``UserPromptPart`` and
-``SystemPromptPart`` → text blocks; other parts → a block of their kind with their text;
+``SystemPromptPart`` → text blocks; other parts → a block of their kind with their text (a
+built-in tool's return: its content as sent; its call: its arguments' JSON);
 a message of text blocks only is one string (its texts joined by a blank line).
 A request holding a ``SystemPromptPart`` counts as a system message, so at the front it is
 always kept. A response with tool calls and the request answering them form one segment,
@@ -134,11 +135,16 @@ def _user_item(item: Any) -> str:
 
 
 def _other_block(part: Any) -> dict[str, Any]:
-    content = getattr(part, "content", "")
-    return {
-        "type": str(getattr(part, "part_kind", type(part).__name__)),
-        "text": content if isinstance(content, str) else "",
-    }
+    """Any other part as a block of its kind, sized by the text it is sent as: a built-in
+    (provider-run) tool's return by its content's text, its call by its args' JSON."""
+    if callable(getattr(part, "model_response_str", None)):
+        text = part.model_response_str()
+    elif callable(getattr(part, "args_as_json_str", None)):
+        text = part.args_as_json_str()
+    else:
+        content = getattr(part, "content", "")
+        text = content if isinstance(content, str) else ""
+    return {"type": str(getattr(part, "part_kind", type(part).__name__)), "text": text}
 
 
 def _edited_message(original: Any, converted: dict[str, Any], edited: dict[str, Any]) -> ModelMessage:
