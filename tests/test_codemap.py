@@ -200,8 +200,35 @@ def test_paths(backend: str) -> None:
         cf.rank_by_count(["a", 1])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize(
+    ("path", "root", "expected"),
+    [
+        # A drive root compares case-insensitively as any drive folder does (it compared
+        # case-sensitively once its slash was stripped to "C:").
+        ("c:\\src\\a.ts", "C:\\", "src/a.ts"),
+        ("C:/src/a.ts", "c:/", "src/a.ts"),
+        # Case folded as Python's str.lower folds it, on both backends: the final sigma, and
+        # a letter newer Unicode tables case but the interpreter's may not.
+        ("c:/ΑΣ/x", "C:/ας", "x"),
+        ("C:/ας/x", "C:/ΑΣ", "x"),
+        ("C:/ΑΣ/x", "c:/ασ", "x" if "ΑΣ".lower() == "ασ" else None),
+        ("C:/\ua7cb/x", "C:/\u0264", "x" if "\ua7cb".lower() == "\u0264" else None),
+        # Cut where the root's folder ends, not at the root's length: U+0130 lowers to two
+        # characters (it cut an absolute "/src/a.ts", or lost the "s").
+        ("c:/i\u0307/src/a.ts", "C:/\u0130", "src/a.ts"),
+        ("C:/\u0130/src/a.ts", "c:/i\u0307", "src/a.ts"),
+        ("C:/\u0130x/src/a.ts", "c:/i\u0307", None),
+    ],
+)
+def test_drive_paths_fold_case_as_python_does(backend: str, path: str, root: str, expected: str | None) -> None:
+    assert cf.repo_path(path, root) == expected
+
+
 PATHY = st.lists(
-    st.sampled_from([*"ab./\\ C:c.-_\ufeff\x1cé😀", "\ud800", "..", "node_modules", "dist", "yarn.lock"]), max_size=12
+    st.sampled_from(
+        [*"ab./\\ C:c.-_\ufeff\x1cé😀ΣσςİI\ua7cb", "i\u0307", "\ud800", "..", "node_modules", "dist", "yarn.lock"]
+    ),
+    max_size=12,
 ).map("".join)
 
 

@@ -41,20 +41,32 @@ def canonical_path(path: str) -> str:
     return _DOT_SLASH.sub(r"\1", _SLASHES.sub("/", p))
 
 
+def _folded_cut(p: str, base: str) -> int | None:
+    """Where ``p`` goes on past its leading folder that equals ``base`` but for case (as
+    ``str.lower`` folds both), or None. A lower-cased text is at least as long and at most
+    twice as long (only U+0130 grows), so only the slashes that close such a prefix are tried."""
+    folded = base.lower()
+    for j in range(-(-len(folded) // 2), min(len(folded), len(p) - 1) + 1):
+        if p[j] == "/" and p[:j].lower() == folded:
+            return j + 1
+    return None
+
+
 def repo_path(path: str, root: str | None = None) -> str | None:
     """The path relative to ``root``, or None when it is not a repo file worth mapping."""
     p = canonical_path(path)
     if p.startswith("/") or _DRIVE.match(p):
-        base = canonical_path(root).rstrip("/") if root else ""
+        whole_root = canonical_path(root) if root else ""
+        base = whole_root.rstrip("/")
         if not base:
             return None
-        if _DRIVE.match(base):
-            under = p.lower().startswith(base.lower() + "/")
+        if _DRIVE.match(whole_root):  # "C:/" too, its slash stripped
+            cut = _folded_cut(p, base)
         else:
-            under = p.startswith(base + "/")
-        if not under:
+            cut = len(base) + 1 if p.startswith(base + "/") else None
+        if cut is None:
             return None
-        p = p[len(base) + 1 :]
+        p = p[cut:]
     segments = p.split("/")
     if not p or ".." in segments:
         return None

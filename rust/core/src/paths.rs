@@ -76,45 +76,63 @@ pub fn canonical(raw: &[u32]) -> Vec<u32> {
     out
 }
 
-fn lower(s: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(s.len());
-    for &c in s {
-        match char::from_u32(c) {
-            Some(ch) => out.extend(ch.to_lowercase().map(u32::from)),
-            None => out.push(c),
-        }
-    }
-    out
-}
-
 fn equals(segment: &[u32], name: &str) -> bool {
     segment.len() == name.chars().count() && segment.iter().zip(name.chars()).all(|(&a, b)| a == u32::from(b))
 }
 
-/// The path relative to `root`, or `None` when it is not a repo file worth mapping.
-/// Drive paths compare case-insensitively, as their filesystems do.
-pub fn repo_path(raw: &[u32], root: Option<&[u32]>) -> Option<Vec<u32>> {
+/// The path relative to `root`, or `Ok(None)` when it is not a repo file worth mapping.
+/// Drive paths compare case-insensitively, as their filesystems do: a root's folder is
+/// the path's leading folder when `lower` (the host's lower-casing, so that every backend
+/// folds alike; it may fail) makes them equal.
+///
+/// # Errors
+/// What `lower` returns.
+pub fn repo_path<E>(
+    raw: &[u32],
+    root: Option<&[u32]>,
+    mut lower: impl FnMut(&[u32]) -> Result<Vec<u32>, E>,
+) -> Result<Option<Vec<u32>>, E> {
     let mut p = canonical(raw);
     if p.first() == Some(&SLASH) || is_drive(&p) {
-        let mut base = root.map(canonical).unwrap_or_default();
-        while base.last() == Some(&SLASH) {
-            base.pop();
+        let whole_root = root.map(canonical).unwrap_or_default();
+        let mut base = whole_root.as_slice();
+        while let [head @ .., SLASH] = base {
+            base = head;
         }
         if base.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let under = if is_drive(&base) {
-            let (lp, mut lb) = (lower(&p), lower(&base));
-            lb.push(SLASH);
-            lp.starts_with(&lb)
+        // `C:/` too, its slash stripped.
+        let cut = if is_drive(&whole_root) {
+            folded_cut(&p, base, &mut lower)?
         } else {
-            p.len() > base.len() && p.starts_with(&base) && p.get(base.len()) == Some(&SLASH)
+            (p.len() > base.len() && p.starts_with(base) && p.get(base.len()) == Some(&SLASH)).then_some(base.len() + 1)
         };
-        if !under {
-            return None;
-        }
-        p = p.get(base.len() + 1..)?.to_vec();
+        let Some(rest) = cut.and_then(|cut| p.get(cut..)) else { return Ok(None) };
+        p = rest.to_vec();
     }
+    Ok(relative_repo_file(p))
+}
+
+/// Where `p` goes on past its leading folder that equals `base` but for case (as `lower`
+/// folds both), or `None`. A lower-cased text is at least as long and at most twice as
+/// long (only U+0130 grows), so only the slashes that close such a prefix are tried.
+fn folded_cut<E>(
+    p: &[u32],
+    base: &[u32],
+    lower: &mut impl FnMut(&[u32]) -> Result<Vec<u32>, E>,
+) -> Result<Option<usize>, E> {
+    let folded = lower(base)?;
+    for j in folded.len().div_ceil(2)..=folded.len() {
+        if p.get(j) == Some(&SLASH) && lower(p.get(..j).unwrap_or_default())? == folded {
+            return Ok(Some(j + 1));
+        }
+    }
+    Ok(None)
+}
+
+/// `p` (relative, canonical) when it is a repo file worth mapping.
+fn relative_repo_file(p: Vec<u32>) -> Option<Vec<u32>> {
     if p.is_empty() {
         return None;
     }
@@ -159,10 +177,19 @@ mod tests {
         }
     }
 
+    /// Rust's lower-casing, for the tests (the binding folds as Python's `str.lower`).
+    fn lower(s: &[u32]) -> Result<Vec<u32>, std::convert::Infallible> {
+        Ok(text(s).to_lowercase().chars().map(u32::from).collect())
+    }
+
     #[test]
     fn repo_relative_resolution() {
         let root = cp("C:\\code\\repo");
-        let rp = |raw: &str, root: Option<&[u32]>| repo_path(&cp(raw), root).map(|p| text(&p));
+        let rp = |raw: &str, root: Option<&[u32]>| repo_path(&cp(raw), root, lower).unwrap().map(|p| text(&p));
+        // A drive root compares as any drive folder; a cut where the root's folder ends.
+        assert_eq!(rp("c:\\src\\a.ts", Some(&cp("C:\\"))), Some("src/a.ts".into()));
+        assert_eq!(rp("c:/i\u{307}/src/a.ts", Some(&cp("C:/\u{130}"))), Some("src/a.ts".into()));
+        assert_eq!(rp("C:/\u{130}/src/a.ts", Some(&cp("c:/i\u{307}"))), Some("src/a.ts".into()));
         assert_eq!(rp("C:\\code\\repo\\src\\a.ts", Some(&root)), Some("src/a.ts".into()));
         assert_eq!(rp("/c/CODE/repo/src/a.ts", Some(&root)), Some("src/a.ts".into()));
         assert_eq!(rp("/abs/a.ts", None), None);

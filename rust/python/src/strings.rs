@@ -171,9 +171,19 @@ pub fn repo_path<'py>(
     path: &Bound<'py, PyString>,
     root: Option<&Bound<'py, PyString>>,
 ) -> PyResult<Option<Bound<'py, PyString>>> {
+    let py = path.py();
     let root = root.map(code_points);
-    match contextfold_core::paths::repo_path(&code_points(path), root.as_deref()) {
-        Some(p) => from_code_points(path.py(), &p).map(Some),
+    // Drive paths fold case as the reference does: ASCII here, anything else by Python's
+    // own `str.lower` (its Unicode tables, the final sigma), not by Rust's.
+    let lower = |s: &[u32]| -> PyResult<Vec<u32>> {
+        if s.iter().all(|&c| c < 0x80) {
+            return Ok(s.iter().map(|&c| if (0x41..=0x5A).contains(&c) { c + 0x20 } else { c }).collect());
+        }
+        let lowered = from_code_points(py, s)?.call_method0(pyo3::intern!(py, "lower"))?;
+        Ok(code_points(lowered.cast::<PyString>()?))
+    };
+    match contextfold_core::paths::repo_path(&code_points(path), root.as_deref(), lower)? {
+        Some(p) => from_code_points(py, &p).map(Some),
         None => Ok(None),
     }
 }
