@@ -372,6 +372,17 @@ def test_a_path_holding_a_line_break_is_never_mapped(backend: str, brk: str) -> 
     assert "secrets" not in mapped.content
 
 
+def test_a_path_that_reads_back_as_a_note_is_never_mapped(backend: str) -> None:
+    # `- docs/c (v2)` reads back as docs/c with the note "v2", and `- docs/notes (deleted)`
+    # as a deletion: a file read once (written without a note of its own) came back under
+    # another name, or took a listed file out of the map at the next merge (helper-84).
+    read = ["docs/notes (deleted)", "docs/a.md", "docs/b.md", "docs/c (v2)", "docs/d (1).md", "docs/e (f (g))"]
+    mapped = cf.consolidate({"read": read})
+    assert mapped is not None
+    assert cf.consolidated_files(mapped.content) == ["docs/a.md", "docs/b.md", "docs/d (1).md", "docs/e (f (g))"]
+    assert "(v2)" not in mapped.content and "notes" not in mapped.content
+
+
 def test_texts_and_lists_of_the_wrong_type_are_named(backend: str) -> None:
     with pytest.raises(cf.ArgumentTypeError, match="items must be an iterable of str, got NoneType"):
         cf.rank_by_count(None)  # type: ignore[arg-type]

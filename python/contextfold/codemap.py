@@ -224,7 +224,8 @@ def consolidate(
 
     ``snapshot`` is a :class:`~contextfold.WorkingMemorySnapshot` or a mapping with its
     keys. Paths are made repo-relative to ``root`` and filtered (:func:`repo_path`; one
-    holding a line break, or one UTF-8 cannot hold, is skipped too) before anything is
+    holding a line break, one UTF-8 cannot hold, or one ending in `` (…)``, which would read
+    back as another path and a note, is skipped too) before anything is
     counted; a lone surrogate in the task is written as U+FFFD. At most 12
     changed/read files are listed; files the run deleted follow as ``(deleted)`` lines,
     which :func:`merge_consolidated` applies as removals. ``at`` dates the map (UTC; a naive datetime is read as UTC).
@@ -236,8 +237,13 @@ def consolidate(
         # A map holds one entry a line: a path with a line break in it (one its readers'
         # `.` stops at, U+2028 and U+2029 too) would write two. One UTF-8 cannot hold (a
         # name os.listdir decoded with surrogate escapes) would make the map unstorable.
+        # One ending in ` (…)` reads back as another path and a note (`(deleted)` too).
         paths = (repo_path(raw, root) for raw in items)
-        return [p for p in paths if p and not _LINE_BREAK.search(p) and (p.isascii() or _writable(p))]
+        return [
+            p
+            for p in paths
+            if p and not _LINE_BREAK.search(p) and (p.isascii() or _writable(p)) and _entries(f"- {p}") == [(p, None)]
+        ]
 
     deleted = _unique(kept(lists["deleted"]))
     deleted_set = set(deleted)
