@@ -617,3 +617,17 @@ def test_the_windows_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     for i in range(3_000):
         hook.window_for(f"model-{i}")
     assert len(hook._windows) <= 1_024
+
+
+def test_the_drop_ins_take_litellms_message_objects() -> None:
+    # A reply's `response.choices[0].message` appended to the history is a litellm Message,
+    # which LiteLLM's own token_counter and trim_messages take: the drop-ins refused it
+    # ("message 1: expected a dict, got Message"; helper-85).
+    reply = litellm.Message(role="assistant", content="hello there " * 10)
+    history = [{"role": "user", "content": "hi " * 30}, reply, {"role": "user", "content": "again"}]
+    as_dicts = [history[0], reply.model_dump(), history[2]]
+    assert cfl.token_counter(model="gpt-4o", messages=history) == cfl.token_counter(model="gpt-4o", messages=as_dicts)
+    kept = cfl.trim_messages(history, model="gpt-4o", max_tokens=1_000)
+    assert len(kept) == 3 and all(a is b for a, b in zip(kept, history, strict=True))
+    trimmed = cfl.trim_messages(history, model="gpt-4o", max_tokens=30)
+    assert trimmed[-1] is history[-1] and reply not in trimmed

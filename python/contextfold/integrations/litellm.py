@@ -468,7 +468,7 @@ def token_counter(
     estimate: Estimator | None = _tokenizer_estimator(custom_tokenizer) or encoding
     total = 0
     if messages is not None:
-        sized: Any = list(messages)
+        sized: Any = _message_dicts(list(messages))
         total += cf.tokens_of(sized, estimate_tokens=estimate, sizing="provider", image_tokens=image_tokens)
         total += REPLY_PRIMING if count_response_tokens is False else 0  # LiteLLM's own test
     if text is not None:
@@ -490,7 +490,8 @@ def trim_messages(
     LiteLLM's model map; a model LiteLLM does not know, with no ``max_tokens``, leaves the
     messages as they are and returns just them (as LiteLLM does). Unlike LiteLLM's, tool calls stay with their
     results, the latest user message is kept, the dropped middle becomes one note, and the
-    returned list holds the caller's own message objects. Sized as :func:`token_counter`
+    returned list holds the caller's own message objects (a LiteLLM ``Message``, as a reply's
+    ``choices[0].message`` is, read as the dict it dumps to). Sized as :func:`token_counter`
     sizes them for ``model``: in its encoding (:func:`model_encoding`), else by
     ⌈UTF-16 length / 4⌉, images a flat ``DEFAULT_IMAGE_TOKENS`` each (not their base64),
     the reply's priming included. With ``return_response_tokens``, returns
@@ -510,13 +511,26 @@ def trim_messages(
         max_tokens = int(share)
     else:
         max_tokens = whole("max_tokens", max_tokens)
+    sized = _message_dicts(messages)
     pack = cf.pack_handoff(
-        messages,
+        sized,
         target_context_tokens=max(max_tokens - REPLY_PRIMING, 0),
         shape="openai",
         sizing="provider",
         estimate_tokens=encoding,
     )
+    packed = pack.messages
+    if sized is not messages:  # the caller's own Message objects back, the note as a dict
+        given = {id(dumped): message for dumped, message in zip(sized, messages, strict=True)}
+        packed = [given.get(id(m), m) for m in packed]
     if return_response_tokens:
-        return pack.messages, max_tokens - pack.tokens - REPLY_PRIMING
-    return pack.messages
+        return packed, max_tokens - pack.tokens - REPLY_PRIMING
+    return packed
+
+
+def _message_dicts(messages: Any) -> Any:
+    """``messages`` with each LiteLLM ``Message`` (a reply's ``choices[0].message``, which
+    LiteLLM's own functions take) as the dict it dumps to; anything else as it is."""
+    if not isinstance(messages, list) or not any(isinstance(m, litellm.Message) for m in messages):
+        return messages
+    return [m.model_dump() if isinstance(m, litellm.Message) else m for m in messages]
