@@ -207,6 +207,7 @@ def test_paths(backend: str) -> None:
         # case-sensitively once its slash was stripped to "C:").
         ("c:\\src\\a.ts", "C:\\", "src/a.ts"),
         ("C:/src/a.ts", "c:/", "src/a.ts"),
+        ("c:/src/a.ts", "C:", "src/a.ts"),
         # Case folded as Python's str.lower folds it, on both backends: the final sigma, and
         # a letter newer Unicode tables case but the interpreter's may not.
         ("c:/ΑΣ/x", "C:/ας", "x"),

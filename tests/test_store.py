@@ -697,6 +697,31 @@ def test_a_forked_child_writes_through_a_connection_of_its_own(tmp_path: Path) -
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_childs_writes_outlive_the_parent_closing_after_it_connected(tmp_path: Path) -> None:
+    # SQLite's per-process lock table came with the fork: while the inherited connection
+    # stayed open, the child's fresh one took no lock of its own, and the parent closing
+    # its last connection saved and deleted the write-ahead log under the child (helper-86).
+    store = cf.SQLiteCodeMapStore(str(tmp_path / "maps.db"))
+    store.write(mapped("main/a.ts"))
+    (child_wrote, tell_parent), (parent_closed, tell_child) = os.pipe(), os.pipe()
+
+    def child() -> bool:
+        first = store.write(mapped("first/a.ts")) is not None
+        os.write(tell_parent, b".")
+        os.read(parent_closed, 1)
+        return first and all(store.write(mapped(f"w{i}/a.ts")) is not None for i in range(20))
+
+    def parent() -> None:
+        os.read(child_wrote, 1)
+        store.close()
+        os.write(tell_child, b".")
+
+    assert _in_a_child(child, parent) == 0
+    written = {m.key for m in cf.SQLiteCodeMapStore(str(tmp_path / "maps.db")).live()}
+    assert written == {"codemap:main", "codemap:first"} | {f"codemap:w{i}" for i in range(20)}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
 def test_an_in_memory_store_forked_while_a_thread_uses_it_serves_the_child() -> None:
     # The store's lock, held by a parent thread at the fork, was held in the child by a
     # thread that is not there: the child's first call waited forever.

@@ -23,7 +23,7 @@ import warnings
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from typing import Any
 
@@ -146,8 +146,9 @@ class SQLiteCodeMapStore(CodeMapStore):
     """Maps in SQLite (a file path, or ``":memory:"``). Safe across threads and processes:
     every write is one ``BEGIN IMMEDIATE`` transaction. A relative path names the file it
     names when the store is made. A child made by ``os.fork`` connects afresh (SQLite
-    forbids using a connection across a fork); an in-memory store is copied into it as
-    it was between two calls (a fork waits for a call another thread is making).
+    forbids using a connection across a fork: the child closes the ones it inherited); an
+    in-memory store is copied into it as it was between two calls (a fork waits for a call
+    another thread is making).
 
     Opening never writes to an existing database, so a read-only file serves recall
     (writes to it raise :class:`StoreError`), its unsaved writes included: when they wait
@@ -178,8 +179,8 @@ class SQLiteCodeMapStore(CodeMapStore):
         self._local = threading.local()
         self._lock = threading.RLock()  # a signal handler may close() mid-call on the same thread
         self._shared = self._open() if path == ":memory:" else None
-        if self._shared is not None:
-            _IN_MEMORY.add(self)
+        with _FORKING:
+            _STORES[id(self)] = self
         with self._sqlite_errors():
             try:
                 made = self._made()
@@ -233,21 +234,10 @@ class SQLiteCodeMapStore(CodeMapStore):
     def _connection(self) -> _Locked:
         if self._shared is not None:
             return _Locked(self._shared, self._lock)
-        db = self._own_connection()
+        db = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = self._open()
-            self._local.pid = os.getpid()
         return _Locked(db, None)
-
-    def _own_connection(self) -> sqlite3.Connection | None:
-        """The calling thread's connection, None when it has none in this process. One a
-        forked child inherited is the parent's: SQLite must not use it there, and closing
-        it could delete the write-ahead log under the parent, so it is kept, never used."""
-        db = getattr(self._local, "db", None)
-        if db is not None and self._local.pid != os.getpid():
-            _INHERITED.append(db)
-            db = self._local.db = None
-        return db
 
     @contextmanager
     def _sqlite_errors(self) -> Iterator[None]:
@@ -267,7 +257,7 @@ class SQLiteCodeMapStore(CodeMapStore):
             with self._lock:  # a thread using it finishes first (freed under it, it crashed)
                 self._shared.close()
             return
-        db = self._own_connection()
+        db = getattr(self._local, "db", None)
         if db is not None:
             db.close()
             self._local.db = None
@@ -316,43 +306,70 @@ class SQLiteCodeMapStore(CodeMapStore):
             return int(db.execute("DELETE FROM codemaps WHERE written < ?", (self._cutoff(self._clock()),)).rowcount)
 
 
-_IN_MEMORY: weakref.WeakSet[SQLiteCodeMapStore] = weakref.WeakSet()
-"""The in-memory stores, whose one connection a lock guards across a fork."""
+_STORES: weakref.WeakValueDictionary[int, SQLiteCodeMapStore] = weakref.WeakValueDictionary()
+"""The live SQLite stores, by identity (a subclass may define equality)."""
 
-_INHERITED: list[sqlite3.Connection] = []
-"""Connections a forked child inherited: kept, so that no collection closes them there."""
+_FORKING = threading.Lock()
+"""Held from before a fork until after it (and while a store is registered): forks on two
+threads take turns, and the stores a fork holds are the ones registered."""
 
-_HELD: list[SQLiteCodeMapStore] = []
-"""The in-memory stores whose locks a fork holds."""
-
-
-def _hold_in_memory_stores() -> None:
-    # No thread is inside an in-memory store at the fork: its connection (SQLite's own
-    # mutex included) reaches the child between two calls.
-    _HELD[:] = list(_IN_MEMORY)
-    for store in _HELD:
-        store._lock.acquire()
+_FORK_HELD = threading.local()
+"""``locks``: what the calling thread's fork in progress holds (a thread's own, so a fork
+interrupted on one thread gives back only what it took)."""
 
 
-def _release_in_memory_stores() -> None:
-    for store in reversed(_HELD):
-        store._lock.release()
-    _HELD.clear()
+def _held_for_fork() -> list[Any]:
+    locks: list[Any] | None = getattr(_FORK_HELD, "locks", None)
+    if locks is None:
+        locks = _FORK_HELD.locks = []
+    return locks
 
 
-def _unlock_in_memory_stores_in_child() -> None:
-    # The fork's thread holds each lock in the child: fresh ones, held by no one.
-    for store in _HELD:
-        store._lock = threading.RLock()
-    _HELD.clear()
+def _before_fork() -> None:
+    # No thread is inside an in-memory store at the fork: its one connection (SQLite's
+    # own mutex included) reaches the child between two calls. A lock is recorded once
+    # taken; an interruption (Ctrl-C) gives back what was taken, and the fork goes on.
+    held = _held_for_fork()
+    try:
+        _FORKING.acquire()
+        held.append(_FORKING)
+        for store in list(_STORES.values()):
+            if store._shared is not None:
+                store._lock.acquire()
+                held.append(store._lock)
+    except BaseException:
+        _after_fork_in_parent()
+        raise
+
+
+def _after_fork_in_parent() -> None:
+    held = _held_for_fork()
+    while held:
+        held.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    """The child's only thread holds each lock the fork took: fresh ones instead. Each file
+    store's connection the forking thread made is closed: SQLite's per-process lock table
+    came with it, and while it is open a fresh connection takes no lock of its own, so a
+    parent closing its last connection saved and deleted the write-ahead log under the
+    child's writes (the other threads' connections CPython drops with their threads)."""
+    global _FORKING
+    _FORKING = threading.Lock()
+    _FORK_HELD.locks = []
+    for store in list(_STORES.values()):
+        if store._shared is not None:
+            store._lock = threading.RLock()
+            continue
+        db = getattr(store._local, "db", None)
+        if db is not None:
+            store._local.db = None
+            with suppress(sqlite3.Error):
+                db.close()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
-    os.register_at_fork(
-        before=_hold_in_memory_stores,
-        after_in_parent=_release_in_memory_stores,
-        after_in_child=_unlock_in_memory_stores_in_child,
-    )
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 class _Locked:

@@ -43,12 +43,17 @@ def canonical_path(path: str) -> str:
 
 def _folded_cut(p: str, base: str) -> int | None:
     """Where ``p`` goes on past its leading folder that equals ``base`` but for case (as
-    ``str.lower`` folds both), or None. A lower-cased text is at least as long and at most
-    twice as long (only U+0130 grows), so only the slashes that close such a prefix are tried."""
+    ``str.lower`` folds both), or None. A character lower-cases to as many characters alone
+    as in a text (U+0130 to two), so the one prefix whose lower case is as long as
+    ``base``'s is found by lengths, and compared once."""
     folded = base.lower()
-    for j in range(-(-len(folded) // 2), min(len(folded), len(p) - 1) + 1):
-        if p[j] == "/" and p[:j].lower() == folded:
-            return j + 1
+    j = grown = 0
+    while j + grown < len(folded) and j < len(p):
+        if not p[j].isascii():
+            grown += len(p[j].lower()) - 1
+        j += 1
+    if j + grown == len(folded) and p[j : j + 1] == "/" and p[:j].lower() == folded:
+        return j + 1
     return None
 
 
@@ -56,11 +61,10 @@ def repo_path(path: str, root: str | None = None) -> str | None:
     """The path relative to ``root``, or None when it is not a repo file worth mapping."""
     p = canonical_path(path)
     if p.startswith("/") or _DRIVE.match(p):
-        whole_root = canonical_path(root) if root else ""
-        base = whole_root.rstrip("/")
+        base = canonical_path(root).rstrip("/") if root else ""
         if not base:
             return None
-        if _DRIVE.match(whole_root):  # "C:/" too, its slash stripped
+        if _DRIVE.match(base + "/"):  # "C:/" and "C:" too
             cut = _folded_cut(p, base)
         else:
             cut = len(base) + 1 if p.startswith(base + "/") else None

@@ -94,19 +94,19 @@ pub fn repo_path<E>(
 ) -> Result<Option<Vec<u32>>, E> {
     let mut p = canonical(raw);
     if p.first() == Some(&SLASH) || is_drive(&p) {
-        let whole_root = root.map(canonical).unwrap_or_default();
-        let mut base = whole_root.as_slice();
-        while let [head @ .., SLASH] = base {
-            base = head;
+        let mut base = root.map(canonical).unwrap_or_default();
+        while base.last() == Some(&SLASH) {
+            base.pop();
         }
         if base.is_empty() {
             return Ok(None);
         }
-        // `C:/` too, its slash stripped.
-        let cut = if is_drive(&whole_root) {
-            folded_cut(&p, base, &mut lower)?
+        // `C:/` and `C:` too.
+        let cut = if is_drive(&[base.as_slice(), &[SLASH]].concat()) {
+            folded_cut(&p, &base, &mut lower)?
         } else {
-            (p.len() > base.len() && p.starts_with(base) && p.get(base.len()) == Some(&SLASH)).then_some(base.len() + 1)
+            (p.len() > base.len() && p.starts_with(&base) && p.get(base.len()) == Some(&SLASH))
+                .then_some(base.len() + 1)
         };
         let Some(rest) = cut.and_then(|cut| p.get(cut..)) else { return Ok(None) };
         p = rest.to_vec();
@@ -115,20 +115,25 @@ pub fn repo_path<E>(
 }
 
 /// Where `p` goes on past its leading folder that equals `base` but for case (as `lower`
-/// folds both), or `None`. A lower-cased text is at least as long and at most twice as
-/// long (only U+0130 grows), so only the slashes that close such a prefix are tried.
+/// folds both), or `None`. A character lower-cases to as many characters alone as in a
+/// text (U+0130 to two), so the one prefix whose lower case is as long as `base`'s is
+/// found by lengths, and compared once.
 fn folded_cut<E>(
     p: &[u32],
     base: &[u32],
     lower: &mut impl FnMut(&[u32]) -> Result<Vec<u32>, E>,
 ) -> Result<Option<usize>, E> {
     let folded = lower(base)?;
-    for j in folded.len().div_ceil(2)..=folded.len() {
-        if p.get(j) == Some(&SLASH) && lower(p.get(..j).unwrap_or_default())? == folded {
-            return Ok(Some(j + 1));
+    let (mut j, mut grown) = (0, 0);
+    while j + grown < folded.len() {
+        let Some(&c) = p.get(j) else { break };
+        if c >= 0x80 {
+            grown += lower(&[c])?.len().saturating_sub(1);
         }
+        j += 1;
     }
-    Ok(None)
+    let prefix = p.get(..j).unwrap_or_default();
+    Ok((j + grown == folded.len() && p.get(j) == Some(&SLASH) && lower(prefix)? == folded).then_some(j + 1))
 }
 
 /// `p` (relative, canonical) when it is a repo file worth mapping.
