@@ -344,7 +344,8 @@ pub fn packing(nodes: &[Node<'_, '_>], t: &[V], sizes: &[u64], scale: u64, rng: 
         ensure!(p.kept == (0..n).collect::<Vec<_>>() && p.note.is_none() && p.fits, "under budget but changed: {ctx}");
         return Ok(());
     }
-    let prefix = (0..n).find(|&i| role(i) != "system").unwrap_or(n);
+    // `developer` counts as `system` (docs/packing.md).
+    let prefix = (0..n).find(|&i| !matches!(role(i), "system" | "developer")).unwrap_or(n);
     ensure!(p.kept.get(..prefix) == Some(&(0..prefix).collect::<Vec<_>>()[..]), "leading systems: {ctx}");
     // The volatile tail: the trailing run of run-state messages after the last pin.
     let last_pin = pinned.iter().max().map_or(0, |&q| q + 1);
