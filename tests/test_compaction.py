@@ -53,6 +53,38 @@ def test_chunks_lose_nothing() -> None:
     ]
 
 
+def test_summarize_never_clips_a_message_of_the_first_chunk_away() -> None:
+    # Chunks are sized without the roles and blank lines the call reads, and the first one
+    # was clipped as it came: a long role cut the chunk's last message off, and a note came
+    # back for history it never read (helper-87).
+    role = "r" * 30
+    messages = [{"role": role, "content": "first"}, {"role": role, "content": "SECRET_LAST"}]
+    assert cf.summary_chunks(messages, 16) == cf.summary_chunks(messages, 13) == [messages]
+    inputs: list[str] = []
+
+    async def complete(req: dict[str, Any]) -> str:
+        inputs.append(req["user"])
+        return "note"
+
+    assert run(cf.summarize_transcript(complete, messages, None, 16)) == "note"
+    assert len(inputs) == 2 and "first" in inputs[0] and "SECRET_LAST" in inputs[1]
+    assert not any(text.endswith("[…clipped]") for text in inputs)
+    # At 13 tokens the second message never fits beside a note: no note, not one that
+    # skipped it.
+    assert run(cf.summarize_transcript(complete, messages, None, 13)) is None
+
+
+def test_a_note_that_leaves_no_room_for_the_next_message_gives_none() -> None:
+    # A summariser answering more than a call holds: the next message, larger than a call
+    # itself, was clipped away behind the note, and the note came back (helper-87).
+    messages = [{"role": "user", "content": "a"}, {"role": "user", "content": "SECRET" + "x" * 1_000}]
+
+    async def complete(req: dict[str, Any]) -> str:
+        return "N" * 600
+
+    assert run(cf.summarize_transcript(complete, messages, None, 100)) is None
+
+
 def test_summarize_folds_each_chunk_onto_the_note() -> None:
     inputs: list[dict[str, Any]] = []
 
@@ -393,9 +425,11 @@ def test_a_summary_that_is_no_str_is_refused_by_name(answer: Any) -> None:
     assert state.compact_memo is None
 
 
-def test_a_memo_that_is_no_compact_memo_is_refused_by_name() -> None:
-    # A (note, end) tuple raised a bare AttributeError on covered_end.
-    state = cf.WorkingTranscriptState(long(100), ("note", 3))  # type: ignore[arg-type]
+@pytest.mark.parametrize("length", [1, 100])
+def test_a_memo_that_is_no_compact_memo_is_refused_by_name(length: int) -> None:
+    # A (note, end) tuple raised a bare AttributeError on covered_end; beside a transcript
+    # that fits, it was thrown away unchecked (helper-87).
+    state = cf.WorkingTranscriptState(long(length), ("note", 3))  # type: ignore[arg-type]
     for call in (
         lambda: run(cf.build_working_transcript(state, "sys", never)),
         lambda: cf.still_in_working_context(state, state.transcript[-1]),

@@ -173,12 +173,12 @@ async def build_working_transcript(
     check_callable("summarize", summarize)
     check_callable("on_folded", on_folded, optional=True)
     system: Message = {"role": "system", "content": system_prompt}
+    memo = _live_memo(state, convo)  # checked before the state is changed
     if _fits_verbatim(convo):
         state.compact_memo = None
         return [system, *windowed(convo)]
     # Every outcome is read from the messages before the summariser is awaited (below): a
     # role the run changes meanwhile would move a tail or a directive.
-    memo = _live_memo(state, convo)
     if memo is None:
         fallback = [system, *windowed(convo)]
     else:
@@ -258,17 +258,21 @@ def _clip(text: str, budget: int) -> str:
     return utf16_cut(text, limit) + _CLIPPED if utf16_len(text) > limit else text
 
 
-def _beside(note: Message, chunk: list[Message], budget: int) -> tuple[list[Message], list[Message]]:
-    """The messages of ``chunk`` that go into one call after ``note`` unclipped, and the
-    rest, for the next call. A message larger than a whole call (a chunk of its own) goes
-    as it is, to be clipped; nothing goes when even the first message does not fit."""
+def _beside(note: Message | None, chunk: list[Message], budget: int) -> tuple[list[Message], list[Message]]:
+    """The messages of ``chunk`` that go into one call unclipped (after ``note``, the note
+    so far, when there is one), and the rest, for the next call: chunks are sized without
+    the roles and blank lines a call reads. A message that alone overflows the call goes
+    as it is, to be clipped: the first of the history, or one larger than a whole call
+    (a chunk of its own) after a note that leaves room for some of it; else nothing goes
+    when even the first message does not fit."""
     limit = budget * 4
-    used = utf16_len(render_for_summary([note]))
+    used = -2 if note is None else utf16_len(render_for_summary([note]))
+    room = used + 2 < limit
     for k, m in enumerate(chunk):
         used += 2 + utf16_len(render_for_summary([m]))  # each after a blank line
         if used > limit:
-            if len(chunk) == 1 and message_tokens(m) > budget:
-                return chunk, []
+            if k == 0 and (note is None or (len(chunk) == 1 and room and message_tokens(m) > budget)):
+                return chunk[:1], chunk[1:]
             return chunk[:k], chunk[k:]
     return chunk, []
 
@@ -282,9 +286,11 @@ async def summarize_transcript(
     """A note for ``messages``: one ``complete`` call per chunk of ``budget`` tokens, each
     folding the next chunk onto the note so far. None when any call fails or answers
     nothing (the caller then falls back), never a note that skipped part of the history.
-    One message longer than a whole call reads is clipped, with a marker. The note so far
-    shares its call's budget: a chunk that would not fit beside it unclipped goes over
-    more calls, and when the note leaves no room for the next message the result is None
+    One message longer than a whole call reads is clipped, with a marker (so is the first
+    message when it alone, with its role, overflows the call). Chunks are sized without the
+    roles and blank lines a call reads, and the note so far shares its call's budget: a
+    chunk that would not fit unclipped goes over more calls, and when the note leaves no
+    room for the next message the result is None
     (the chunks and calls are SPEC §7's whenever nothing would be clipped). ``budget`` is at
     least 1 and ``complete`` must be callable (:class:`~contextfold.ArgumentError` and
     :class:`~contextfold.ArgumentTypeError` otherwise)."""
@@ -296,18 +302,15 @@ async def summarize_transcript(
     note: str | None = None
     pending = chunks[::-1]  # the next chunk last
     while pending:
-        chunk = pending.pop()
-        given = chunk
-        if note is not None:
-            # Clipping the note and the chunk together cut the chunk's last messages,
-            # and the note then covered less than the history it stood for.
-            carried = {"role": "assistant", "content": note}
-            chunk, rest = _beside(carried, chunk, budget)
-            if not chunk:
-                return None
-            if rest:
-                pending.append(rest)
-            given = [carried, *chunk]
+        # Clipping a call's text cut its last messages, and the note then covered less
+        # than the history it stood for: a chunk goes over as many calls as it needs.
+        carried = None if note is None else {"role": "assistant", "content": note}
+        chunk, rest = _beside(carried, pending.pop(), budget)
+        if not chunk:
+            return None
+        if rest:
+            pending.append(rest)
+        given = chunk if carried is None else [carried, *chunk]
         request: dict[str, Any] = {
             "system": TRANSCRIPT_SUMMARY_PROMPT,
             "user": _clip(render_for_summary(given), budget),
