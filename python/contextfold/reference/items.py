@@ -15,13 +15,11 @@ from .._contract import content_and_calls, role_of, where
 from .._js import entry, has_entry, is_str, plain, str_value
 from ..errors import MessageTypeError
 
-_SYSTEM_ROLES = {"developer": "system"}
-"""OpenAI's ``developer`` is its ``system`` for newer models, in chat and Responses."""
-
 
 def rules_role(role: str) -> str:
-    """The role the packing rules see in a message's ``role`` (``message.rs``'s ``role_named``)."""
-    return _SYSTEM_ROLES.get(role, role)
+    """The role the packing rules see in a message's ``role`` (``message.rs``'s
+    ``role_named``): OpenAI's ``developer`` is its ``system`` for newer models."""
+    return "system" if role == "developer" else role
 
 
 MESSAGE = "message"

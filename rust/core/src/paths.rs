@@ -101,8 +101,8 @@ pub fn repo_path<E>(
         if base.is_empty() {
             return Ok(None);
         }
-        // `C:/` and `C:` too.
-        let cut = if is_drive(&[base.as_slice(), &[SLASH]].concat()) {
+        // `C:/` and `C:` too (trailing slashes stripped).
+        let cut = if is_drive(&base) || matches!(base.as_slice(), [d, COLON] if is_ascii_letter(*d)) {
             folded_cut(&p, &base, &mut lower)?
         } else {
             (p.len() > base.len() && p.starts_with(&base) && p.get(base.len()) == Some(&SLASH))
