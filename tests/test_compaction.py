@@ -102,6 +102,33 @@ def test_summarize_folds_each_chunk_onto_the_note() -> None:
     assert inputs[-1]["signal"] == "abort-token"
 
 
+def test_a_plain_function_summarises_as_an_async_one_does() -> None:
+    # The seed awaits what the summariser returns, and JavaScript's await takes a plain
+    # value as it is: a synchronous summariser worked there, and here every call read as a
+    # failed one (summarize_transcript gave None) or raised a bare TypeError.
+    inputs: list[dict[str, Any]] = []
+
+    def complete(req: dict[str, Any]) -> str:
+        inputs.append(req)
+        return f"note {len(inputs)}"
+
+    async def completed(req: dict[str, Any]) -> str:
+        return complete(req)
+
+    out = run(cf.summarize_transcript(complete, long(40), None, 1_000))
+    calls = len(inputs)
+    assert calls > 1 and out == f"note {calls}"
+    assert run(cf.summarize_transcript(completed, long(40), None, 1_000)) == f"note {2 * calls}"
+
+    def summarize(msgs: list[dict[str, Any]]) -> str:
+        return f"summary of {len(msgs)}"
+
+    state = cf.WorkingTranscriptState(long(100))
+    out = run(cf.build_working_transcript(state, "sys", summarize))
+    memo = state.compact_memo
+    assert memo is not None and memo.note.endswith(f"summary of {memo.covered_end}") and out[1]["content"] == memo.note
+
+
 def test_the_note_so_far_never_clips_a_chunk_it_goes_with() -> None:
     # The note shares its call's budget: clipped together, a full chunk lost its last
     # messages and the note went on as if it covered them.

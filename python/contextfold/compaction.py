@@ -9,8 +9,10 @@ summarises only the previous note plus the messages since it, so a long run is n
 re-summarised from scratch. :func:`summarize_transcript` calls any LLM chunk by chunk, so
 no single call can overflow the summariser's own window.
 
-``complete`` is any ``async`` callable taking ONE dict ``{"system", "user", "max_tokens"[,
-"signal"]}`` and returning the text (or None): a three-line adapter fits the OpenAI,
+``complete`` is any callable taking ONE dict ``{"system", "user", "max_tokens"[,
+"signal"]}`` and returning the text (or None), or an awaitable of it (an ``async``
+function; a plain one is taken too, as JavaScript's ``await`` takes a plain value): a
+three-line adapter fits the OpenAI,
 Anthropic or LiteLLM SDKs, e.g. for OpenAI::
 
     async def complete(req):
@@ -21,6 +23,7 @@ Anthropic or LiteLLM SDKs, e.g. for OpenAI::
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,8 +77,8 @@ _NOTE_HEADER = "Summary of the conversation so far (the earlier turns, compresse
 _CLIPPED = "\n[…clipped]"
 
 Message = dict[str, Any]
-Summarize = Callable[[list[Message]], Awaitable[str | None]]
-Complete = Callable[[dict[str, Any]], Awaitable[str | None]]
+Summarize = Callable[[list[Message]], Awaitable[str | None] | str | None]
+Complete = Callable[[dict[str, Any]], Awaitable[str | None] | str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +161,8 @@ async def build_working_transcript(
       the memo is cleared.
     - A held note whose remainder fits is reused as it is.
     - Otherwise the held note plus exactly the messages since it are folded, by
-      ``summarize``, into a new note up to a token-sized tail; the live directive is
+      ``summarize`` (a callable returning the note, or an awaitable of it),
+      into a new note up to a token-sized tail; the live directive is
       re-injected right before the tail when the note covers it, and ``on_folded`` hears of
       it. Nothing new to fold: ``summarize`` is not called and the held note is kept. No
       summary (None or empty): the held note is kept, else the oldest turns are dropped.
@@ -193,7 +197,7 @@ async def build_working_transcript(
         return fallback
     held = [] if memo is None else [{"role": "assistant", "content": memo.note}]
     plan = fold_plan(convo, end)
-    summary = await summarize([*held, *convo[start:end]])
+    summary = await _answer(summarize, [*held, *convo[start:end]])
     if summary is not None and not is_str(summary):
         raise ArgumentTypeError(f"summarize must return a str or None, got {type(summary).__name__}")
     if not summary:
@@ -203,6 +207,13 @@ async def build_working_transcript(
     if on_folded is not None:
         on_folded(TranscriptFold(end - start, note, end))
     return assembled(system_prompt, convo, note, plan)
+
+
+async def _answer(call: Callable[[Any], Any], argument: Any) -> Any:
+    """What ``call`` answers for ``argument``: awaited when it is awaitable, else as it is
+    (the seed awaits its summariser, and JavaScript's ``await`` takes a plain value so)."""
+    answer = call(argument)
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 def render_for_summary(messages: Sequence[Message]) -> str:
@@ -319,7 +330,7 @@ async def summarize_transcript(
         if signal is not None:
             request["signal"] = signal
         try:
-            answer = await complete(request)
+            answer = await _answer(complete, request)
         except Exception:  # any failure of the model call reads as "no summary"
             return None
         text = js_trim(answer or "") if is_str(answer) or answer is None else ""
