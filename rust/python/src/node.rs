@@ -327,8 +327,12 @@ impl<'py> JsonNode for PyNode<'py> {
         // finds one sooner than a hash lookup, and never runs Python code.
         let (mut pos, mut kp, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: PyDict_Next hands out borrowed references, valid while nothing runs
-        // Python code; the value's is turned into an owned one at once.
-        while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } != 0 {
+        // Python code; the value's is turned into an owned one at once. Nothing changes
+        // the dict meanwhile, so the walk ends at its size (no call to find the end).
+        for _ in 0..dict.len() {
+            if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } == 0 {
+                break;
+            }
             // Any other key may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(kp) } == 0 {
                 return looked_up(caller_code(), dict, wanted);
@@ -346,6 +350,8 @@ impl<'py> JsonNode for PyNode<'py> {
             return out;
         }
         let py = self.0.py();
+        // SAFETY: checked to be a dict just above.
+        let entries = unsafe { self.0.cast_unchecked::<PyDict>() }.len();
         let known = [
             (key(py, Key::Role).as_ptr(), Key::Role),
             (key(py, Key::Content).as_ptr(), Key::Content),
@@ -354,8 +360,12 @@ impl<'py> JsonNode for PyNode<'py> {
         ];
         let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
-        // valid while the dict is not mutated, which nothing does while we hold the GIL.
-        while unsafe { pyo3::ffi::PyDict_Next(self.0.as_ptr(), &mut pos, &mut k, &mut v) } != 0 {
+        // valid while the dict is not mutated, which nothing does while we hold the GIL
+        // (so the walk ends at its size, with no call to find the end).
+        for _ in 0..entries {
+            if unsafe { pyo3::ffi::PyDict_Next(self.0.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+                break;
+            }
             // A key that is not an exact str (a str subclass with its own hash, an object
             // equal to "role") may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
