@@ -357,6 +357,7 @@ pub(super) fn parse_with(input: &[u8], root: Root, int_digits: IntDigits, avx2: 
         root,
         avx2,
         block: Block { at: usize::MAX, masks: Masks::default(), tail: [b' '; 64] },
+        item_runs: [0; PREDICTED_DEPTHS],
     };
     // A text the scan accepts is UTF-8: outside strings it took only ASCII, and it checked
     // every string that holds a byte above 0x7F. A text it refuses may hold invalid UTF-8
@@ -381,7 +382,14 @@ struct Scanner<'a> {
     avx2: bool,
     /// The last 64-byte block masked, kept for the next string in it.
     block: Block,
+    /// By depth: the whitespace run from a newline before the last item that started
+    /// there (after `[`, `{` or `,`), 0 for none. See [`Scanner::skip_item_ws`].
+    item_runs: [u8; PREDICTED_DEPTHS],
 }
+
+/// Depths whose item runs [`Scanner::skip_item_ws`] predicts: an indented body's
+/// deepest lines are far shallower.
+const PREDICTED_DEPTHS: usize = 32;
 
 /// An input block (64-byte aligned) and its masks.
 struct Block {
@@ -857,6 +865,39 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// [`Scanner::skip_ws`] where an item or member starts (after `[`, `{` or `,`), in an
+    /// indented body (`INDENTED`) from a prediction. Such a body puts the same run (a
+    /// newline and the depth's indent) before each item at a depth, so the run is taken
+    /// to be as long as the last one there, and checked beside: the next read needs only
+    /// the predicted end, not the 16-byte scan that finds the real one, which sat on the
+    /// chain of dependent loads through the body (an eighth of the time of packing an
+    /// indented body, for 6% of its instructions). A wrong guess is mended at once, and
+    /// learnt. A body that is not indented is scanned without it (inline, the prediction
+    /// cost compact JSON 3% more instructions and time; out of line, it gained nothing).
+    #[inline(always)]
+    fn skip_item_ws<const INDENTED: bool>(&mut self) {
+        if !INDENTED || self.peek() != Some(b'\n') {
+            return self.skip_ws();
+        }
+        let depth = self.stack.len();
+        let start = self.pos;
+        let predicted = usize::from(self.item_runs.get(depth).copied().unwrap_or(0));
+        self.pos = start + predicted;
+        if predicted == 0 || whitespace_end(self.bytes, start) != self.pos {
+            self.mend_item_run(depth, start);
+        }
+    }
+
+    /// Skips the item run from `start` as it is, and takes it as the prediction at `depth`.
+    #[cold]
+    #[inline(never)]
+    fn mend_item_run(&mut self, depth: usize, start: usize) {
+        self.pos = whitespace_end(self.bytes, start);
+        if let Some(run) = self.item_runs.get_mut(depth) {
+            *run = u8::try_from(self.pos - start).unwrap_or(0);
+        }
+    }
+
     #[cold]
     fn error(&self, expected: &'static str) -> ScanError {
         ScanError::Syntax { offset: self.pos, expected }
@@ -867,14 +908,27 @@ impl<'a> Scanner<'a> {
         self.tape.slots.len() - 1
     }
 
-    /// [`Scanner::run`], compiled for AVX2 when the CPU has it.
+    /// [`Scanner::run`], compiled for AVX2 when the CPU has it, and for an indented body
+    /// when the first bracket is followed by a newline (see [`Scanner::skip_item_ws`]).
     fn scan(&mut self) -> Result<(), ScanError> {
+        let first = self.bytes.iter().skip(self.pos).position(|&b| !is_whitespace(b)).map_or(0, |at| self.pos + at);
+        let indented = matches!(self.bytes.get(first..first + 2), Some(b"{\n" | b"[\n"));
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: `avx2` is only true when the CPU was detected to have these features.
-            return unsafe { self.run_avx2() };
+            return unsafe {
+                if indented {
+                    self.run_avx2::<true>()
+                } else {
+                    self.run_avx2::<false>()
+                }
+            };
         }
-        self.run()
+        if indented {
+            self.run::<true>()
+        } else {
+            self.run::<false>()
+        }
     }
 
     /// The whole scan compiled with AVX2, POPCNT and BMI1: the mask builders inline
@@ -882,12 +936,12 @@ impl<'a> Scanner<'a> {
     /// trailing-zero counts are one instruction each instead of bit tricks.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt,bmi1")]
-    fn run_avx2(&mut self) -> Result<(), ScanError> {
-        self.run()
+    fn run_avx2<const INDENTED: bool>(&mut self) -> Result<(), ScanError> {
+        self.run::<INDENTED>()
     }
 
     #[inline(always)]
-    fn run(&mut self) -> Result<(), ScanError> {
+    fn run<const INDENTED: bool>(&mut self) -> Result<(), ScanError> {
         self.skip_ws();
         if self.pos >= self.bytes.len() {
             return Err(ScanError::Empty);
@@ -943,7 +997,7 @@ impl<'a> Scanner<'a> {
                         maybe_duplicates: false,
                     });
                     self.pos += 1;
-                    self.skip_ws();
+                    self.skip_item_ws::<INDENTED>();
                     let close = if object { b'}' } else { b']' };
                     if self.peek() == Some(close) {
                         self.close()?;
@@ -979,7 +1033,7 @@ impl<'a> Scanner<'a> {
                 match self.peek() {
                     Some(b',') => {
                         self.pos += 1;
-                        self.skip_ws();
+                        self.skip_item_ws::<INDENTED>();
                         if object {
                             self.key()?;
                         }

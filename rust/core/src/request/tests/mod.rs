@@ -447,6 +447,26 @@ fn whitespace_runs_are_skipped_wherever_they_end() {
 }
 
 #[test]
+fn indented_bodies_deeper_than_the_predicted_depths_read_as_written() {
+    // 40 arrays deep, each line indented by its depth (past `PREDICTED_DEPTHS`, nothing is
+    // predicted), and a last item indented 300 columns (a run too long to remember).
+    let depth = 40;
+    let mut text = String::new();
+    for d in 0..depth {
+        text += &format!("{}[\n", " ".repeat(2 * d));
+    }
+    text += &format!("{}1,\n{}2\n", " ".repeat(2 * depth), " ".repeat(300));
+    for d in (0..depth).rev() {
+        text += &format!("{}]\n", " ".repeat(2 * d));
+    }
+    let mut expected = json!([1, 2]);
+    for _ in 1..depth {
+        expected = json!([expected]);
+    }
+    assert_eq!(parsed(&text), Ok(expected));
+}
+
+#[test]
 fn a_tape_leaves_its_buffers_to_the_next_parse_on_its_thread_unless_they_are_large() {
     let body = br#"{"messages": [{"role": "user", "content": "line\nline"}]}"#;
     let first = scan::parse(body, Root::Request, IntDigits::default()).unwrap();
@@ -481,6 +501,33 @@ proptest! {
         // The portable scan reads the same values (the AVX2 one is the default here).
         let portable = scan::parse_with(text.as_bytes(), Root::Request, IntDigits::default(), false).unwrap();
         prop_assert_eq!(value(portable.node(0)), as_doubles(&v));
+    }
+
+    // An indented body whose lines are indented irregularly now and then (shallower,
+    // deeper, past 255 columns, with a tab or a carriage return): each item's run is
+    // predicted from the last at its depth (`skip_item_ws`), and a wrong guess is mended.
+    #[test]
+    fn irregularly_indented_bodies_read_as_written(
+        v in any_value(),
+        shifts in proptest::collection::vec(prop_oneof![8 => Just(0i32), 2 => -3i32..4, 1 => Just(300), 1 => Just(-1000)], 1..40),
+    ) {
+        let root = json!({"v": v, "w": [v.clone(), [[[v]]]]});
+        let pretty = serde_json::to_string_pretty(&root).unwrap();
+        let lines = pretty.split('\n').enumerate().map(|(i, line)| {
+            let body = line.trim_start_matches(' ');
+            let indent = (line.len() - body.len()) as i32;
+            let run = match shifts[i % shifts.len()] {
+                -1000 => "\t\r ".to_string(),
+                shift => " ".repeat((indent + shift).max(0) as usize),
+            };
+            format!("{run}{body}")
+        });
+        let text = lines.collect::<Vec<_>>().join("\n");
+        prop_assert!(text.trim_start().starts_with("{\n"), "not read as indented");
+        for avx2 in [true, false] {
+            let tape = scan::parse_with(text.as_bytes(), Root::Request, IntDigits::default(), avx2 && std::arch::is_x86_feature_detected!("avx2")).unwrap();
+            prop_assert_eq!(value(tape.node(0)), as_doubles(&root));
+        }
     }
 
     #[test]
