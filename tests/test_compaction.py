@@ -4,6 +4,8 @@ replaying the longest corpus transcripts turn by turn."""
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import types
 from typing import Any
 
 import contextfold as cf
@@ -127,6 +129,39 @@ def test_a_plain_function_summarises_as_an_async_one_does() -> None:
     out = run(cf.build_working_transcript(state, "sys", summarize))
     memo = state.compact_memo
     assert memo is not None and memo.note.endswith(f"summary of {memo.covered_end}") and out[1]["content"] == memo.note
+
+
+class _ClaimsAFuture:
+    """Claims to be a Future (isinstance believes it); ``await`` does not."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return asyncio.Future
+
+
+class _RegisteredAwaitable:
+    """Registered as an Awaitable, with no ``__await__``."""
+
+
+collections.abc.Awaitable.register(_RegisteredAwaitable)
+
+
+@pytest.mark.parametrize("answer", [_ClaimsAFuture, _RegisteredAwaitable])
+def test_an_answer_await_would_refuse_is_a_plain_one(answer: type) -> None:
+    # inspect.isawaitable believed these (a __class__ that lies, Awaitable.register), and
+    # the await raised a bare TypeError (helper-88).
+    assert run(cf.summarize_transcript(lambda _req: answer(), long(40))) is None
+    state = cf.WorkingTranscriptState(long(100))
+    with pytest.raises(cf.ArgumentTypeError, match=f"summarize must return a str or None, got {answer.__name__}"):
+        run(cf.build_working_transcript(state, "sys", lambda _msgs: answer()))
+
+    @types.coroutine
+    def generated(text: str) -> Any:
+        yield from ()
+        return text
+
+    # A generator-based coroutine is awaited.
+    assert run(cf.summarize_transcript(lambda _req: generated("note"), long(40))) == "note"
 
 
 def test_the_note_so_far_never_clips_a_chunk_it_goes_with() -> None:

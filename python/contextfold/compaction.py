@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from types import GeneratorType
 from typing import Any
 
 from ._contract import check_callable, named_at, read_items, role_of, whole
@@ -210,10 +211,23 @@ async def build_working_transcript(
 
 
 async def _answer(call: Callable[[Any], Any], argument: Any) -> Any:
-    """What ``call`` answers for ``argument``: awaited when it is awaitable, else as it is
-    (the seed awaits its summariser, and JavaScript's ``await`` takes a plain value so)."""
+    """What ``call`` answers for ``argument``: awaited when ``await`` takes it, else as it
+    is (the seed awaits its summariser, and JavaScript's ``await`` takes a plain value
+    so). Awaited once: an awaitable that gives another is its answer, as Python's
+    ``await`` has it (JavaScript's would wait for that one too)."""
     answer = call(argument)
-    return await answer if inspect.isawaitable(answer) else answer
+    return await answer if _awaitable(answer) else answer
+
+
+def _awaitable(value: Any) -> bool:
+    """Whether ``await`` takes ``value``, as ``await`` decides it: by its type (a
+    coroutine, a future, any ``__await__``) or a ``types.coroutine`` generator.
+    ``inspect.isawaitable`` believes a ``__class__`` that lies and ``Awaitable.register``,
+    and the ``await`` then raised a bare TypeError."""
+    kind = type(value)
+    if kind is GeneratorType:
+        return bool(value.gi_code.co_flags & inspect.CO_ITERABLE_COROUTINE)
+    return getattr(kind, "__await__", None) is not None
 
 
 def render_for_summary(messages: Sequence[Message]) -> str:
