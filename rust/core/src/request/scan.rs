@@ -383,7 +383,8 @@ struct Scanner<'a> {
     /// The last 64-byte block masked, kept for the next string in it.
     block: Block,
     /// By depth: the whitespace run from a newline before the last item that started
-    /// there (after `[`, `{` or `,`), 0 for none. See [`Scanner::skip_item_ws`].
+    /// there (after `[`, `{` or `,`); 0 for none learnt yet, or for a run past 255 bytes
+    /// (not remembered). See [`Scanner::skip_item_ws`].
     item_runs: [u8; PREDICTED_DEPTHS],
 }
 
@@ -883,18 +884,20 @@ impl<'a> Scanner<'a> {
         let start = self.pos;
         let predicted = usize::from(self.item_runs.get(depth).copied().unwrap_or(0));
         self.pos = start + predicted;
-        if predicted == 0 || whitespace_end(self.bytes, start) != self.pos {
-            self.mend_item_run(depth, start);
+        let end = whitespace_end(self.bytes, start);
+        if predicted == 0 || end != self.pos {
+            self.mend_item_run(depth, start, end);
         }
     }
 
-    /// Skips the item run from `start` as it is, and takes it as the prediction at `depth`.
+    /// Ends the item run from `start` where it ends (`end`), and takes it as the
+    /// prediction at `depth`.
     #[cold]
     #[inline(never)]
-    fn mend_item_run(&mut self, depth: usize, start: usize) {
-        self.pos = whitespace_end(self.bytes, start);
+    fn mend_item_run(&mut self, depth: usize, start: usize, end: usize) {
+        self.pos = end;
         if let Some(run) = self.item_runs.get_mut(depth) {
-            *run = u8::try_from(self.pos - start).unwrap_or(0);
+            *run = u8::try_from(end - start).unwrap_or(0);
         }
     }
 
@@ -911,8 +914,8 @@ impl<'a> Scanner<'a> {
     /// [`Scanner::run`], compiled for AVX2 when the CPU has it, and for an indented body
     /// when the first bracket is followed by a newline (see [`Scanner::skip_item_ws`]).
     fn scan(&mut self) -> Result<(), ScanError> {
-        let first = self.bytes.iter().skip(self.pos).position(|&b| !is_whitespace(b)).map_or(0, |at| self.pos + at);
-        let indented = matches!(self.bytes.get(first..first + 2), Some(b"{\n" | b"[\n"));
+        self.pos = whitespace_end(self.bytes, self.pos);
+        let indented = matches!(self.bytes.get(self.pos..self.pos + 2), Some(b"{\n" | b"[\n"));
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: `avx2` is only true when the CPU was detected to have these features.
