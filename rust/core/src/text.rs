@@ -101,17 +101,17 @@ struct Scan {
     astral: usize,
 }
 
-/// [`Scan::escape_extra`] of Latin-1 text (which holds no surrogate and nothing astral).
-/// A short one, most often a key or an id, is tested 8 bytes a step for a byte JSON
-/// escapes, and only a word holding one is counted byte by byte: a lookup a byte cost
-/// twice as much, and the vector loop's setup more still.
-fn latin1_escape_extra(bytes: &[u8]) -> usize {
+/// [`Scan::escape_extra`] of one-byte text: Latin-1, or UTF-8, whose bytes above 0x7F
+/// JSON never escapes (neither holds a surrogate). A short one, most often a key or an
+/// id, is tested 8 bytes a step for a byte JSON escapes, and only a word holding one is
+/// counted byte by byte: a lookup a byte cost twice as much, and the vector loop's setup
+/// more still.
+#[inline(always)]
+fn byte_escape_extra(bytes: &[u8]) -> usize {
     if bytes.len() >= SHORT {
         return scan(bytes).map_or(0, |s| s.escape_extra);
     }
-    let counted = |word: &[u8]| -> usize {
-        word.iter().map(|&c| ESCAPE_EXTRA.get(usize::from(c)).map_or(0, |&e| usize::from(e))).sum()
-    };
+    let counted = |word: &[u8]| word.iter().map(|&c| escape_extra_of(usize::from(c))).sum::<usize>();
     let words = bytes.chunks_exact(8);
     let rest = words.remainder();
     let mut extra = 0;
@@ -121,6 +121,13 @@ fn latin1_escape_extra(bytes: &[u8]) -> usize {
         }
     }
     extra + counted(rest)
+}
+
+/// [`ascii_escape_extra`] of any code point, by table (inlined, so that a byte's lookup
+/// needs no bounds check).
+#[inline(always)]
+fn escape_extra_of(c: usize) -> usize {
+    ESCAPE_EXTRA.get(c).map_or(0, |&e| usize::from(e))
 }
 
 /// Whether any byte of `word` is one JSON escapes: below 0x20, `"` or `\` (each test
@@ -149,7 +156,7 @@ where
             if (c & 0xFFFF_F800) == 0xD800 {
                 return None;
             }
-            out.escape_extra += ESCAPE_EXTRA.get(c as usize).map_or(0, |&e| usize::from(e));
+            out.escape_extra += escape_extra_of(c as usize);
             out.astral += usize::from(c > 0xFFFF);
         }
         return Some(out);
@@ -201,7 +208,7 @@ impl Text<'_> {
     /// non-ASCII kept, `"` `\` and control characters escaped, lone surrogates as `\udxxx`.
     pub fn json_len(&self) -> usize {
         let body = match *self {
-            Text::Latin1(b) => b.len() + latin1_escape_extra(b),
+            Text::Latin1(b) => b.len() + byte_escape_extra(b),
             Text::Ucs2(u) => match scan(u) {
                 Some(s) => u.len() + s.escape_extra,
                 None => measured(u.iter().map(|&c| u32::from(c))),
@@ -211,7 +218,7 @@ impl Text<'_> {
                 None => measured(u.iter().copied()),
             },
             // UTF-8 holds no surrogate, and only ASCII bytes are escaped.
-            Text::Utf8(s) => Text::Utf8(s).utf16_len() + scan(s.as_bytes()).map_or(0, |s| s.escape_extra),
+            Text::Utf8(s) => Text::Utf8(s).utf16_len() + byte_escape_extra(s.as_bytes()),
         };
         body + 2
     }
@@ -555,8 +562,9 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        // Short Latin-1 text of every length around the word size and the short-text
-        // bound, its bytes mostly plain and now and then one JSON escapes, anywhere.
+        // Short one-byte text (Latin-1, and the same as UTF-8) of every length around the
+        // word size and the short-text bound, its bytes mostly plain and now and then one
+        // JSON escapes, anywhere.
         #[test]
         fn latin1_json_length_is_json_text_length(
             bytes in proptest::collection::vec(
@@ -566,6 +574,7 @@ mod tests {
         ) {
             let text: String = bytes.iter().map(|&b| char::from(b)).collect();
             prop_assert_eq!(Text::Latin1(&bytes).json_len(), json_len_reference(&text));
+            prop_assert_eq!(Text::Utf8(&text).json_len(), json_len_reference(&text));
         }
 
         // Pairs that share a prefix of any length, so every word and tail position decides.

@@ -884,8 +884,9 @@ impl<'a> Scanner<'a> {
         let start = self.pos;
         let predicted = usize::from(self.item_runs.get(depth).copied().unwrap_or(0));
         self.pos = start + predicted;
+        // Nothing learnt (0) never matches: the run holds the newline at least.
         let end = whitespace_end(self.bytes, start);
-        if predicted == 0 || end != self.pos {
+        if end != self.pos {
             self.mend_item_run(depth, start, end);
         }
     }
@@ -943,9 +944,9 @@ impl<'a> Scanner<'a> {
         self.run::<INDENTED>()
     }
 
+    /// The scan from the first value ([`Scanner::scan`] skipped the whitespace before it).
     #[inline(always)]
     fn run<const INDENTED: bool>(&mut self) -> Result<(), ScanError> {
-        self.skip_ws();
         if self.pos >= self.bytes.len() {
             return Err(ScanError::Empty);
         }
