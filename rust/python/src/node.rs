@@ -325,9 +325,14 @@ impl<'py> JsonNode for PyNode<'py> {
         }
         // A message has a handful of keys, `role` usually first: a walk over its entries
         // finds one sooner than a hash lookup, and never runs Python code.
-        // SAFETY: nothing below runs Python code while the walk lends (the lookup ends it),
-        // and the value is turned into an owned reference at once.
-        for (kp, v) in unsafe { LentEntries::of(dict) } {
+        let (mut pos, mut kp, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: PyDict_Next hands out borrowed references, valid while nothing runs
+        // Python code; the value's is turned into an owned one at once. Nothing changes
+        // the dict meanwhile, so the walk ends at its size (no call to find the end).
+        for _ in 0..dict.len() {
+            if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut kp, &mut v) } == 0 {
+                break;
+            }
             // Any other key may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(kp) } == 0 {
                 return looked_up(caller_code(), dict, wanted);
@@ -346,16 +351,21 @@ impl<'py> JsonNode for PyNode<'py> {
         }
         let py = self.0.py();
         // SAFETY: checked to be a dict just above.
-        let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
+        let entries = unsafe { self.0.cast_unchecked::<PyDict>() }.len();
         let known = [
             (key(py, Key::Role).as_ptr(), Key::Role),
             (key(py, Key::Content).as_ptr(), Key::Content),
             (key(py, Key::ToolCalls).as_ptr(), Key::ToolCalls),
             (key(py, Key::Type).as_ptr(), Key::Type),
         ];
-        // SAFETY: nothing below runs Python code while the walk lends (the lookup ends it),
-        // and each value kept is turned into an owned reference at once.
-        for (k, v) in unsafe { LentEntries::of(dict) } {
+        let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
+        // valid while the dict is not mutated, which nothing does while we hold the GIL
+        // (so the walk ends at its size, with no call to find the end).
+        for _ in 0..entries {
+            if unsafe { pyo3::ffi::PyDict_Next(self.0.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+                break;
+            }
             // A key that is not an exact str (a str subclass with its own hash, an object
             // equal to "role") may or may not be found by a lookup: leave it to the dict.
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
@@ -392,41 +402,15 @@ impl<'py> JsonNode for PyNode<'py> {
 /// Whether every key of `dict` is an exact `str`: then no key's code runs as it is
 /// copied, or looked up by a str.
 pub fn keys_are_exact_strs(dict: &Bound<'_, PyDict>) -> bool {
-    // SAFETY: the keys are only type-checked, which runs no Python code.
-    unsafe { LentEntries::of(dict) }.all(|(key, _)| unsafe { pyo3::ffi::PyUnicode_CheckExact(key) } != 0)
-}
-
-/// A dict's entries as the borrowed pointers `PyDict_Next` lends, as many as the dict
-/// holds when the walk begins: nothing changes it meanwhile, so no call is spent finding
-/// the end.
-struct LentEntries<'a> {
-    dict: *mut pyo3::ffi::PyObject,
-    pos: pyo3::ffi::Py_ssize_t,
-    left: usize,
-    lent_from: std::marker::PhantomData<&'a PyDict>,
-}
-
-impl<'a> LentEntries<'a> {
-    /// # Safety
-    /// No Python code may run, and the dict must not change, while the walk and what it
-    /// lent are in use.
-    #[inline(always)]
-    unsafe fn of(dict: &'a Bound<'_, PyDict>) -> Self {
-        LentEntries { dict: dict.as_ptr(), pos: 0, left: dict.len(), lent_from: std::marker::PhantomData }
+    let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a dict; PyDict_Next lends references, only read here, and nothing runs
+    // Python code meanwhile.
+    while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+        if unsafe { pyo3::ffi::PyUnicode_CheckExact(key) } == 0 {
+            return false;
+        }
     }
-}
-
-impl Iterator for LentEntries<'_> {
-    type Item = (*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject);
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<Self::Item> {
-        self.left = self.left.checked_sub(1)?;
-        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: a dict, unchanged since the walk began (see `of`).
-        let found = unsafe { pyo3::ffi::PyDict_Next(self.dict, &mut self.pos, &mut key, &mut value) };
-        (found != 0).then_some((key, value))
-    }
+    true
 }
 
 /// Dicts of at most this many entries are searched by a walk over them (see `get`);
