@@ -981,6 +981,57 @@ def test_assemble_compacted_reads_the_transcript_once(backend: str) -> None:
     assert out == want and len(out) > 2
 
 
+class _GivesACompactionOnCompare:
+    """A key that hashes as "role" does, so a lookup of "role" compares it: each compare
+    after the first gives ``victim`` an Anthropic compaction block for content (and says
+    the key is not "role")."""
+
+    def __init__(self, victim: dict[str, Any]) -> None:
+        self.victim = victim
+        self.compares = 0
+
+    def __hash__(self) -> int:
+        return hash("role")
+
+    def __eq__(self, other: object) -> bool:
+        self.compares += 1
+        if self.compares > 1:
+            self.victim["content"] = [{"type": "compaction", "content": "all so far: " + "s " * 40}]
+        return False
+
+
+def _agent_run(n: int) -> list[dict[str, Any]]:
+    # One request, then the agent's turns: every role back to it is read to find it.
+    return [{"role": "user", "content": "the request"}] + [
+        {"role": "assistant", "content": f"step {i} " * 40} for i in range(1, n)
+    ]
+
+
+def _compacted_mid_call(victim: int, meddler: int) -> list[dict[str, Any]]:
+    messages = _agent_run(24)
+    messages[meddler] = {_GivesACompactionOnCompare(messages[victim]): "?", **messages[meddler]}
+    return messages
+
+
+@pytest.mark.parametrize("meddler", [2, 12, 20])
+@pytest.mark.parametrize("victim", [1, 5, 11, 17, 22])
+def test_a_compaction_a_key_compare_makes_mid_call_is_found_as_the_reference_finds_it(
+    victim: int, meddler: int
+) -> None:
+    """Natively the fold remembers whether each message's content is a list as it reads
+    its role, so the check for a provider compaction skips the rest: a key's ``__eq__``
+    (run as a role is looked up) that turns a message read before into a compaction
+    makes it forget them, and the compaction is found as the reference finds it."""
+    native_required()
+    budget = sum(cf.message_tokens(m) for m in _agent_run(24)) // 3
+    # (With the shape named, nothing reads every message to find one before the fold.)
+    options = cf.PackOptions(target_context_tokens=budget, shape="openai")
+    native, python = (
+        impl.pack_handoff(_compacted_mid_call(victim, meddler), options, {}) for impl in (cf._native, cf.reference)
+    )
+    assert (native.kept, native.tokens, native.note) == (python.kept, python.tokens, python.note)
+
+
 _MEDDLE_IN_A_FRESH_INTERPRETER = """
     import gc, sys
     import contextfold as cf

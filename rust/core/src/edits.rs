@@ -664,6 +664,10 @@ impl<'p, N: JsonNode + Clone> JsonNode for Edited<'p, N> {
         }
     }
 
+    fn foreign_code_runs() -> u64 {
+        N::foreign_code_runs()
+    }
+
     fn type_name(&self) -> String {
         match self {
             Edited::Str(_) => "str".to_owned(),

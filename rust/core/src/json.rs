@@ -177,6 +177,19 @@ pub trait JsonNode: Sized {
         }
     }
 
+    /// `role` and `content` of an object, read together: a binding may stop its walk over
+    /// the object once it has both.
+    fn role_and_content(&self) -> (Option<Self>, Option<Self>) {
+        (self.get(Key::Role), self.get(Key::Content))
+    }
+
+    /// How many reads of values so far may have run code that changes values already
+    /// read (a Python dict key's `__eq__`): what was read of a value is still what it
+    /// holds while this count stays the same. Values nothing changes: 0.
+    fn foreign_code_runs() -> u64 {
+        0
+    }
+
     /// The value's type name, for error messages.
     fn type_name(&self) -> String;
 

@@ -8,6 +8,8 @@
 //! checks an entry when it sizes it or lists it in a note, so its cost follows what it
 //! keeps (SPEC §5, last paragraph).
 
+use std::cell::Cell;
+
 use crate::error::CoreError;
 use crate::items::{check_item, entry_marks_responses, marks_responses, peek_item, peek_kind, Format};
 use crate::json::{JsonNode, JsonType, Key};
@@ -28,6 +30,8 @@ pub struct Transcript<'m, N, S> {
     responses: Option<bool>,
     /// Sizes taken elsewhere, and whether of the entries read as Responses items.
     assumed: Option<(bool, Vec<Option<u64>>)>,
+    /// Chat messages' roles and content kinds, when read on demand.
+    glances: Glances,
 }
 
 impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
@@ -54,7 +58,8 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             None => (check_items(messages)?, true),
         };
         let sizes = Sizes::new(messages.len());
-        Ok(Self { messages, checked, sizes, sizer, responses: Some(responses), assumed: None })
+        let glances = Glances::new::<N>(0);
+        Ok(Self { messages, checked, sizes, sizer, responses: Some(responses), assumed: None, glances })
     }
 
     /// Takes the entries to be read on demand, as `format` says ([`Format::Auto`]: the
@@ -70,7 +75,10 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             Format::Responses => Some(true),
         };
         let sizes = Sizes::new(messages.len());
-        Ok(Self { messages, checked: Vec::new(), sizes, sizer, responses, assumed: None })
+        // A caller's estimator runs its code between reads: what a glance read may be gone.
+        let remembered = if responses == Some(true) || sizer.calls_out() { 0 } else { messages.len() };
+        let glances = Glances::new::<N>(remembered);
+        Ok(Self { messages, checked: Vec::new(), sizes, sizer, responses, assumed: None, glances })
     }
 
     /// Takes `sizes` (by index; `None`: not known) as what sizing these entries read as
@@ -187,6 +195,15 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         checked.map_err(|e| e.at(i))
     }
 
+    /// Whether chat message `i`'s content is a list, when a walk over it for its role
+    /// found out and nothing can have changed it since (else `None`: not known).
+    pub fn content_is_list(&self, i: usize) -> Option<bool> {
+        if self.is_responses() {
+            return None;
+        }
+        self.glances.current::<N>().get(i)?.get().map(|glance| glance.list)
+    }
+
     /// Hints that message `i` will be read soon (see [`JsonNode::prefetch`]).
     pub fn prefetch(&self, i: usize) {
         if let Some(m) = self.messages.get(i) {
@@ -239,6 +256,53 @@ impl Sizes {
     }
 }
 
+/// What one walk over a chat message read on demand finds: its role and whether its
+/// content is a list. Folding reads every role back to the directive, and the check for
+/// a provider compaction every content (a tenth of packing the corpus, where two
+/// messages of 1,800 have list content): one walk serves both, remembered while nothing
+/// can have changed a message since (not with a caller's estimator; forgotten whenever a
+/// read ran the caller's code, [`JsonNode::foreign_code_runs`]).
+struct Glances {
+    /// By index, once read; empty when none are remembered.
+    slots: Box<[Cell<Option<Glance>>]>,
+    /// [`JsonNode::foreign_code_runs`] when the slots were last known current.
+    runs: Cell<u64>,
+}
+
+impl Glances {
+    fn new<N: JsonNode>(messages: usize) -> Self {
+        Glances { slots: (0..messages).map(|_| Cell::new(None)).collect(), runs: Cell::new(N::foreign_code_runs()) }
+    }
+
+    /// The slots, emptied first when a read has run the caller's code since they were
+    /// filled.
+    fn current<N: JsonNode>(&self) -> &[Cell<Option<Glance>>] {
+        let runs = N::foreign_code_runs();
+        if runs != self.runs.get() {
+            self.runs.set(runs);
+            self.slots.iter().for_each(|slot| slot.set(None));
+        }
+        &self.slots
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Glance {
+    role: Role,
+    list: bool,
+}
+
+impl Glance {
+    /// Reads `m` into `slot`.
+    fn take<N: JsonNode>(slot: &Cell<Option<Glance>>, m: &N) -> Glance {
+        let (role, content) = m.role_and_content();
+        let glance =
+            Glance { role: role_or_other(role), list: content.is_some_and(|c| c.json_type() == JsonType::Array) };
+        slot.set(Some(glance));
+        glance
+    }
+}
+
 /// Checks chat messages; with `detect`, `None` when any entry marks the transcript as
 /// Responses items (seen before any error is raised, as if detected first).
 fn check_chat<N: JsonNode>(messages: &[N], detect: bool) -> Result<Option<Vec<Checked<N>>>, CoreError> {
@@ -276,7 +340,10 @@ impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
             return c.role;
         }
         match self.messages.get(i) {
-            Some(m) if !self.is_responses() => role_or_other(m.get(Key::Role)),
+            Some(m) if !self.is_responses() => match self.glances.current::<N>().get(i) {
+                Some(slot) => slot.get().unwrap_or_else(|| Glance::take(slot, m)).role,
+                None => role_or_other(m.get(Key::Role)),
+            },
             Some(m) => peek_kind(m).1,
             None => Role::Other,
         }
@@ -306,6 +373,43 @@ mod tests {
     use crate::error::Problem;
     use crate::tokens::CharsPerToken;
     use serde_json::{json, Value};
+
+    #[test]
+    fn a_role_read_on_demand_tells_whether_the_content_is_a_list() {
+        let list = [json!({"role": "user", "content": "x"}), json!({"content": [{"type": "text"}], "role": "tool"})];
+        let refs: Vec<&Value> = list.iter().collect();
+        let t = Transcript::read(&refs, CharsPerToken, Format::Chat).unwrap();
+        assert_eq!((t.content_is_list(0), t.content_is_list(1)), (None, None));
+        assert_eq!((t.role(0), t.role(1)), (Role::User, Role::Tool));
+        assert_eq!((t.content_is_list(0), t.content_is_list(1)), (Some(false), Some(true)));
+        // Items, or a sizer that runs the caller's code between reads: nothing remembered.
+        let items = Transcript::read(&refs, CharsPerToken, Format::Responses).unwrap();
+        let _ = items.role(1);
+        assert_eq!(items.content_is_list(1), None);
+        let calls_out = Transcript::read(&refs, CallsOut, Format::Chat).unwrap();
+        assert_eq!(calls_out.role(1), Role::Tool);
+        assert_eq!(calls_out.content_is_list(1), None);
+    }
+
+    struct CallsOut;
+
+    impl MessageSizer<&Value> for CallsOut {
+        fn message_tokens(&mut self, _: Option<usize>, _: &&Value, _: &Checked<&Value>) -> Result<u64, CoreError> {
+            Ok(1)
+        }
+
+        fn system_tokens(&mut self, _: &Checked<&Value>) -> Result<u64, CoreError> {
+            Ok(1)
+        }
+
+        fn text_tokens(&mut self, _: &str) -> Result<u64, CoreError> {
+            Ok(1)
+        }
+
+        fn calls_out(&self) -> bool {
+            true
+        }
+    }
 
     #[test]
     fn the_first_malformed_message_is_named() {

@@ -15,6 +15,7 @@
 use pyo3::ffi;
 use std::cell::Cell;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The items, and whether a reference to each is held. Boxed so its address, which
 /// the thread's registry keeps, stays put when the snapshot moves.
@@ -46,9 +47,13 @@ impl Items {
 thread_local! {
     /// The snapshot of this thread that holds no references yet, if any.
     static BORROWING: Cell<*const Items> = const { Cell::new(std::ptr::null()) };
-    /// How many reads on this thread have run, or may have run, the caller's own code.
-    static CALLER_CODE: Cell<u64> = const { Cell::new(0) };
 }
+
+/// How many reads have run, or may have run, the caller's own code, on any thread (code
+/// another thread runs can change values as well). Process-wide, as it is read once a
+/// message while packing: a thread-local's address is looked up by a call into the
+/// dynamic loader each time, from a shared library.
+static CALLER_CODE: AtomicU64 = AtomicU64::new(0);
 
 /// Registers `items` as this thread's borrowing snapshot (at most one borrows).
 pub fn register(items: &Items) {
@@ -87,14 +92,14 @@ pub fn before_python() -> MayRunPython {
 /// change values the call has read already. It runs with the leave [`before_python`]
 /// gave, which this takes and hands back.
 pub fn runs_caller_code(leave: MayRunPython) -> MayRunPython {
-    CALLER_CODE.set(CALLER_CODE.get().wrapping_add(1));
+    CALLER_CODE.fetch_add(1, Ordering::Relaxed);
     leave
 }
 
-/// How many reads on this thread have noted [`runs_caller_code`] so far: a call that finds
-/// the same count before and after ran none of the caller's code in between.
+/// How many reads have noted [`runs_caller_code`] so far: a call that finds the same count
+/// before and after ran none of the caller's code in between.
 pub fn caller_code_runs() -> u64 {
-    CALLER_CODE.get()
+    CALLER_CODE.load(Ordering::Relaxed)
 }
 
 /// The cyclic garbage collector paused while this lives (and restored as it was found).

@@ -1,6 +1,7 @@
 //! [`PyNode`]: the core's accessor trait over a borrowed Python value.
 
 use crate::borrow::MayRunPython;
+use contextfold_core::text::holds_at;
 use contextfold_core::{JsonNode, JsonType, Key, MessageFields, Problem, Text, View};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -385,6 +386,42 @@ impl<'py> JsonNode for PyNode<'py> {
         out
     }
 
+    fn role_and_content(&self) -> (Option<Self>, Option<Self>) {
+        if !PyDict::is_type_of(&self.0) {
+            return (None, None);
+        }
+        // SAFETY: checked to be a dict just above.
+        let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
+        if dict.len() > SCANNED_ENTRIES {
+            return (self.get(Key::Role), self.get(Key::Content));
+        }
+        let (mut role, mut content) = (None, None);
+        let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: as in `message_fields`; the walk ends once both are found.
+        for _ in 0..dict.len() {
+            if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+                break;
+            }
+            if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
+                return (self.get(Key::Role), self.get(Key::Content));
+            }
+            let slot = match unsafe { key_named(k) } {
+                Some(Key::Role) => &mut role,
+                Some(Key::Content) => &mut content,
+                _ => continue,
+            };
+            *slot = Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
+            if role.is_some() && content.is_some() {
+                break;
+            }
+        }
+        (role, content)
+    }
+
+    fn foreign_code_runs() -> u64 {
+        crate::borrow::caller_code_runs()
+    }
+
     fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch only hints; any address is allowed.
@@ -454,12 +491,16 @@ unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
 ///
 /// # Safety
 /// `k` must be a valid pointer to an exact `str`.
+#[inline(always)]
 unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
-    match unsafe { ascii_bytes(k) }? {
-        b"role" => Some(Key::Role),
-        b"content" => Some(Key::Content),
-        b"tool_calls" => Some(Key::ToolCalls),
-        b"type" => Some(Key::Type),
+    // (A byte-string match cost 32 instructions a key, a third of walking one.)
+    let bytes = unsafe { ascii_bytes(k) }?;
+    let is = |at: usize, word: &[u8; 4]| holds_at(bytes, at, word);
+    match bytes.len() {
+        4 if is(0, b"role") => Some(Key::Role),
+        4 if is(0, b"type") => Some(Key::Type),
+        7 if is(0, b"cont") && is(3, b"tent") => Some(Key::Content),
+        10 if is(0, b"tool") && is(4, b"_cal") && is(6, b"alls") => Some(Key::ToolCalls),
         _ => None,
     }
 }

@@ -437,7 +437,14 @@ fn newest_compaction<N: JsonNode, S: MessageSizer<N>>(
 ) -> Option<(usize, Segment)> {
     let n = t.len();
     let responses = t.is_responses();
-    let found = t.messages().iter().rposition(|m| is_compaction(m, responses))?;
+    // A message whose content is known not to be a list holds no compaction block.
+    let found = t
+        .messages()
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|&(i, m)| t.content_is_list(i) != Some(false) && is_compaction(m, responses))?
+        .0;
     let prefix = (0..n).find(|&i| t.role(i) != Role::System).unwrap_or(n);
     if found < prefix {
         return None;
@@ -455,7 +462,9 @@ fn newest_compaction<N: JsonNode, S: MessageSizer<N>>(
 ///
 /// Performance: a chat message's `content` alone is read (one lookup, a list's blocks
 /// only when it is one): an over-budget chat transcript, and every transcript edits run
-/// on, is walked whole for this, though folding reads only the messages it keeps.
+/// on, is walked whole for this, though folding reads only the messages it keeps. The
+/// fold reads every role back to the directive, and with it whether the content is a
+/// list ([`Transcript::content_is_list`]): those messages are not read again.
 fn is_compaction<N: JsonNode>(entry: &N, responses: bool) -> bool {
     if responses && entry.get(Key::Type).and_then(|k| k.as_text().map(|k| k.eq_ascii("compaction"))) == Some(true) {
         return true;
