@@ -982,16 +982,16 @@ def test_assemble_compacted_reads_the_transcript_once(backend: str) -> None:
 
 
 class _GivesACompactionOnCompare:
-    """A key that hashes as "role" does, so a lookup of "role" compares it: each compare
-    after the first gives ``victim`` an Anthropic compaction block for content (and says
-    the key is not "role")."""
+    """A key that hashes as ``like`` does, so a lookup of ``like`` compares it: each
+    compare after the first gives ``victim`` an Anthropic compaction block for content
+    (and says the key is not ``like``)."""
 
-    def __init__(self, victim: dict[str, Any]) -> None:
-        self.victim = victim
+    def __init__(self, like: str, victim: dict[str, Any]) -> None:
+        self.like, self.victim = like, victim
         self.compares = 0
 
     def __hash__(self) -> int:
-        return hash("role")
+        return hash(self.like)
 
     def __eq__(self, other: object) -> bool:
         self.compares += 1
@@ -1007,29 +1007,38 @@ def _agent_run(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _compacted_mid_call(victim: int, meddler: int) -> list[dict[str, Any]]:
+def _compacted_mid_call(like: str, victim: int, meddler: int, first: bool) -> tuple[list[dict[str, Any]], Any]:
     messages = _agent_run(24)
-    messages[meddler] = {_GivesACompactionOnCompare(messages[victim]): "?", **messages[meddler]}
-    return messages
+    key = _GivesACompactionOnCompare(like, messages[victim])
+    # First, or after the role (a walk over the message has then read the role).
+    role, *rest = messages[meddler].items()
+    messages[meddler] = dict([(key, "?"), role, *rest] if first else [role, (key, "?"), *rest])
+    return messages, key
 
 
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("like", ["role", "content"])
 @pytest.mark.parametrize("meddler", [2, 12, 20])
 @pytest.mark.parametrize("victim", [1, 5, 11, 17, 22])
 def test_a_compaction_a_key_compare_makes_mid_call_is_found_as_the_reference_finds_it(
-    victim: int, meddler: int
+    victim: int, meddler: int, like: str, first: bool
 ) -> None:
     """Natively the fold remembers whether each message's content is a list as it reads
     its role, so the check for a provider compaction skips the rest: a key's ``__eq__``
-    (run as a role is looked up) that turns a message read before into a compaction
-    makes it forget them, and the compaction is found as the reference finds it."""
+    (run as a role or content is looked up) that turns a message read before into a
+    compaction leaves what was read before stale, and the compaction is found as the
+    reference finds it; nor does reading a role look up a content the reference does not
+    (a compare more, which here makes a compaction the reference never sees)."""
     native_required()
     budget = sum(cf.message_tokens(m) for m in _agent_run(24)) // 3
     # (With the shape named, nothing reads every message to find one before the fold.)
     options = cf.PackOptions(target_context_tokens=budget, shape="openai")
-    native, python = (
-        impl.pack_handoff(_compacted_mid_call(victim, meddler), options, {}) for impl in (cf._native, cf.reference)
-    )
-    assert (native.kept, native.tokens, native.note) == (python.kept, python.tokens, python.note)
+    seen = []
+    for impl in (cf._native, cf.reference):
+        messages, key = _compacted_mid_call(like, victim, meddler, first)
+        pack = impl.pack_handoff(messages, options, {})
+        seen.append((pack.kept, pack.tokens, pack.note, key.compares))
+    assert seen[0] == seen[1]
 
 
 _MEDDLE_IN_A_FRESH_INTERPRETER = """

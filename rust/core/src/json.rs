@@ -177,10 +177,11 @@ pub trait JsonNode: Sized {
         }
     }
 
-    /// `role` and `content` of an object, read together: a binding may stop its walk over
-    /// the object once it has both.
-    fn role_and_content(&self) -> (Option<Self>, Option<Self>) {
-        (self.get(Key::Role), self.get(Key::Content))
+    /// `role` of an object and, read in the same walk (a binding may stop it once it has
+    /// both), its `content`: the outer `None` when not read, where reading it could run
+    /// code that reading `role` alone would not (a Python key's `__eq__`).
+    fn role_and_content(&self) -> (Option<Self>, Option<Option<Self>>) {
+        (self.get(Key::Role), Some(self.get(Key::Content)))
     }
 
     /// How many reads of values so far may have run code that changes values already

@@ -58,7 +58,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
             None => (check_items(messages)?, true),
         };
         let sizes = Sizes::new(messages.len());
-        let glances = Glances::new::<N>(0);
+        let glances = Glances::new(0);
         Ok(Self { messages, checked, sizes, sizer, responses: Some(responses), assumed: None, glances })
     }
 
@@ -77,7 +77,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         let sizes = Sizes::new(messages.len());
         // A caller's estimator runs its code between reads: what a glance read may be gone.
         let remembered = if responses == Some(true) || sizer.calls_out() { 0 } else { messages.len() };
-        let glances = Glances::new::<N>(remembered);
+        let glances = Glances::new(remembered);
         Ok(Self { messages, checked: Vec::new(), sizes, sizer, responses, assumed: None, glances })
     }
 
@@ -201,7 +201,7 @@ impl<'m, N: JsonNode, S: MessageSizer<N>> Transcript<'m, N, S> {
         if self.is_responses() {
             return None;
         }
-        self.glances.current::<N>().get(i)?.get().map(|glance| glance.list)
+        self.glances.current::<N>(i)?.list
     }
 
     /// Hints that message `i` will be read soon (see [`JsonNode::prefetch`]).
@@ -259,47 +259,43 @@ impl Sizes {
 /// What one walk over a chat message read on demand finds: its role and whether its
 /// content is a list. Folding reads every role back to the directive, and the check for
 /// a provider compaction every content (a tenth of packing the corpus, where two
-/// messages of 1,800 have list content): one walk serves both, remembered while nothing
-/// can have changed a message since (not with a caller's estimator; forgotten whenever a
-/// read ran the caller's code, [`JsonNode::foreign_code_runs`]).
-struct Glances {
-    /// By index, once read; empty when none are remembered.
-    slots: Box<[Cell<Option<Glance>>]>,
-    /// [`JsonNode::foreign_code_runs`] when the slots were last known current.
-    runs: Cell<u64>,
-}
-
-impl Glances {
-    fn new<N: JsonNode>(messages: usize) -> Self {
-        Glances { slots: (0..messages).map(|_| Cell::new(None)).collect(), runs: Cell::new(N::foreign_code_runs()) }
-    }
-
-    /// The slots, emptied first when a read has run the caller's code since they were
-    /// filled.
-    fn current<N: JsonNode>(&self) -> &[Cell<Option<Glance>>] {
-        let runs = N::foreign_code_runs();
-        if runs != self.runs.get() {
-            self.runs.set(runs);
-            self.slots.iter().for_each(|slot| slot.set(None));
-        }
-        &self.slots
-    }
-}
+/// messages of 1,800 have list content): one walk serves both. Remembered while nothing
+/// can have changed a message since: not with a caller's estimator, and each only while
+/// no read has run the caller's code since it was taken ([`JsonNode::foreign_code_runs`];
+/// a read that runs it, as a Python key's `__eq__` does, leaves its own glance stale).
+struct Glances(Box<[Cell<Option<Glance>>]>);
 
 #[derive(Clone, Copy)]
 struct Glance {
     role: Role,
-    list: bool,
+    /// `None`: not read (reading it could have run the caller's code).
+    list: Option<bool>,
+    /// [`JsonNode::foreign_code_runs`] before it was taken.
+    runs: u64,
 }
 
-impl Glance {
-    /// Reads `m` into `slot`.
-    fn take<N: JsonNode>(slot: &Cell<Option<Glance>>, m: &N) -> Glance {
+impl Glances {
+    fn new(messages: usize) -> Self {
+        Glances((0..messages).map(|_| Cell::new(None)).collect())
+    }
+
+    /// Entry `i`'s glance if still current, else `None` (also when none are remembered).
+    fn current<N: JsonNode>(&self, i: usize) -> Option<Glance> {
+        self.0.get(i)?.get().filter(|glance| glance.runs == N::foreign_code_runs())
+    }
+
+    /// Entry `i`'s glance, taken now unless current (`None` when none are remembered).
+    fn take<N: JsonNode>(&self, i: usize, m: &N) -> Option<Glance> {
+        let slot = self.0.get(i)?;
+        if let Some(glance) = self.current::<N>(i) {
+            return Some(glance);
+        }
+        let runs = N::foreign_code_runs();
         let (role, content) = m.role_and_content();
-        let glance =
-            Glance { role: role_or_other(role), list: content.is_some_and(|c| c.json_type() == JsonType::Array) };
+        let list = content.map(|content| content.is_some_and(|c| c.json_type() == JsonType::Array));
+        let glance = Glance { role: role_or_other(role), list, runs };
         slot.set(Some(glance));
-        glance
+        Some(glance)
     }
 }
 
@@ -340,8 +336,8 @@ impl<N: JsonNode, S: MessageSizer<N>> SizedMessages for Transcript<'_, N, S> {
             return c.role;
         }
         match self.messages.get(i) {
-            Some(m) if !self.is_responses() => match self.glances.current::<N>().get(i) {
-                Some(slot) => slot.get().unwrap_or_else(|| Glance::take(slot, m)).role,
+            Some(m) if !self.is_responses() => match self.glances.take(i, m) {
+                Some(glance) => glance.role,
                 None => role_or_other(m.get(Key::Role)),
             },
             Some(m) => peek_kind(m).1,

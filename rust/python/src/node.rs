@@ -386,14 +386,15 @@ impl<'py> JsonNode for PyNode<'py> {
         out
     }
 
-    fn role_and_content(&self) -> (Option<Self>, Option<Self>) {
+    fn role_and_content(&self) -> (Option<Self>, Option<Option<Self>>) {
         if !PyDict::is_type_of(&self.0) {
-            return (None, None);
+            return (None, Some(None));
         }
         // SAFETY: checked to be a dict just above.
         let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
+        // A lookup may run a key's `__eq__`: `role` alone is looked up, as `get` would.
         if dict.len() > SCANNED_ENTRIES {
-            return (self.get(Key::Role), self.get(Key::Content));
+            return (self.get(Key::Role), None);
         }
         let (mut role, mut content) = (None, None);
         let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
@@ -403,7 +404,7 @@ impl<'py> JsonNode for PyNode<'py> {
                 break;
             }
             if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
-                return (self.get(Key::Role), self.get(Key::Content));
+                return (self.get(Key::Role), None);
             }
             let slot = match unsafe { key_named(k) } {
                 Some(Key::Role) => &mut role,
@@ -415,7 +416,7 @@ impl<'py> JsonNode for PyNode<'py> {
                 break;
             }
         }
-        (role, content)
+        (role, Some(content))
     }
 
     fn foreign_code_runs() -> u64 {
