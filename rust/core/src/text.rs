@@ -545,6 +545,7 @@ impl<'o> Snippet<'o> {
                     self.out.push(' ');
                     self.pending_space = false;
                 }
+                // (Printable ASCII and spaces: UTF-8 as they are, never the default.)
                 self.out.push_str(std::str::from_utf8(seen.get(..fits).unwrap_or_default()).unwrap_or_default());
                 self.used += pending + fits;
             }

@@ -49,10 +49,12 @@ thread_local! {
     static BORROWING: Cell<*const Items> = const { Cell::new(std::ptr::null()) };
 }
 
-/// How many reads have run, or may have run, the caller's own code, on any thread (code
-/// another thread runs can change values as well). Process-wide, as it is read once a
-/// message while packing: a thread-local's address is looked up by a call into the
-/// dynamic loader each time, from a shared library.
+/// How many reads of this crate have run, or may have run, the caller's own code, on any
+/// thread (what another thread's reads run can change values as well; other Python code
+/// another thread runs while an exact count has the GIL released is not counted: a
+/// message it changes mid-call is read before or after the change). Process-wide, as it
+/// is read once a message while packing: a thread-local's address is looked up by a call
+/// into the dynamic loader each time, from a shared library.
 static CALLER_CODE: AtomicU64 = AtomicU64::new(0);
 
 /// Registers `items` as this thread's borrowing snapshot (at most one borrows).

@@ -350,40 +350,23 @@ impl<'py> JsonNode for PyNode<'py> {
         if !PyDict::is_type_of(&self.0) {
             return out;
         }
-        let py = self.0.py();
         // SAFETY: checked to be a dict just above.
-        let entries = unsafe { self.0.cast_unchecked::<PyDict>() }.len();
-        let known = [
-            (key(py, Key::Role).as_ptr(), Key::Role),
-            (key(py, Key::Content).as_ptr(), Key::Content),
-            (key(py, Key::ToolCalls).as_ptr(), Key::ToolCalls),
-            (key(py, Key::Type).as_ptr(), Key::Type),
-        ];
-        let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: `self.0` is a dict; PyDict_Next hands out borrowed references that stay
-        // valid while the dict is not mutated, which nothing does while we hold the GIL
-        // (so the walk ends at its size, with no call to find the end).
-        for _ in 0..entries {
-            if unsafe { pyo3::ffi::PyDict_Next(self.0.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
-                break;
-            }
-            // A key that is not an exact str (a str subclass with its own hash, an object
-            // equal to "role") may or may not be found by a lookup: leave it to the dict.
-            if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
-                return self.looked_up_fields();
-            }
-            let which = known.iter().find(|(p, _)| *p == k).map(|(_, key)| *key).or_else(|| unsafe { key_named(k) });
-            let slot = match which {
-                Some(Key::Role) => &mut out.role,
-                Some(Key::Content) => &mut out.content,
-                Some(Key::ToolCalls) => &mut out.tool_calls,
-                Some(Key::Type) => &mut out.kind,
-                _ => continue,
+        let dict = unsafe { self.0.cast_unchecked::<PyDict>() };
+        let walked = walk_message_keys(dict, |key, value| {
+            let slot = match key {
+                Key::Role => &mut out.role,
+                Key::Content => &mut out.content,
+                Key::ToolCalls => &mut out.tool_calls,
+                _ => &mut out.kind,
             };
-            // SAFETY: `v` is a valid borrowed reference (see above); we take a new one.
-            *slot = Some(PyNode(unsafe { Bound::from_borrowed_ptr(py, v) }));
+            *slot = Some(value);
+            true
+        });
+        if walked {
+            out
+        } else {
+            self.looked_up_fields()
         }
-        out
     }
 
     fn role_and_content(&self) -> (Option<Self>, Option<Option<Self>>) {
@@ -397,26 +380,19 @@ impl<'py> JsonNode for PyNode<'py> {
             return (self.get(Key::Role), None);
         }
         let (mut role, mut content) = (None, None);
-        let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: as in `message_fields`; the walk ends once both are found.
-        for _ in 0..dict.len() {
-            if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
-                break;
+        let walked = walk_message_keys(dict, |key, value| {
+            match key {
+                Key::Role => role = Some(value),
+                Key::Content => content = Some(value),
+                _ => {}
             }
-            if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
-                return (self.get(Key::Role), None);
-            }
-            let slot = match unsafe { key_named(k) } {
-                Some(Key::Role) => &mut role,
-                Some(Key::Content) => &mut content,
-                _ => continue,
-            };
-            *slot = Some(PyNode(unsafe { Bound::from_borrowed_ptr(dict.py(), v) }));
-            if role.is_some() && content.is_some() {
-                break;
-            }
+            role.is_none() || content.is_none()
+        });
+        if walked {
+            (role, Some(content))
+        } else {
+            (self.get(Key::Role), None)
         }
-        (role, Some(content))
     }
 
     fn foreign_code_runs() -> u64 {
@@ -435,6 +411,36 @@ impl<'py> JsonNode for PyNode<'py> {
     fn type_name(&self) -> String {
         type_name_of(caller_code(), &self.0)
     }
+}
+
+/// Walks `dict`'s entries, handing `take` each of the four message keys met (`role`,
+/// `content`, `tool_calls`, `type`, told by their text) with its value, until `take`
+/// says it has what it wants. `false` when a key is
+/// not an exact str: a str subclass with its own hash, or an object equal to "role", may
+/// or may not be found by a lookup, which the caller then leaves to the dict.
+#[inline(always)]
+fn walk_message_keys<'py>(dict: &Bound<'py, PyDict>, mut take: impl FnMut(Key, PyNode<'py>) -> bool) -> bool {
+    let py = dict.py();
+    let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: PyDict_Next hands out borrowed references that stay valid while the dict
+    // is not mutated, which nothing does while we hold the GIL and run no Python code
+    // (so the walk ends at its size, with no call to find the end).
+    for _ in 0..dict.len() {
+        if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+            break;
+        }
+        if unsafe { pyo3::ffi::PyUnicode_CheckExact(k) } == 0 {
+            return false;
+        }
+        // SAFETY: `k` is an exact str; `v` a valid borrowed reference (see above), of
+        // which we take a new one.
+        if let Some(which) = unsafe { key_named(k) } {
+            if !take(which, PyNode(unsafe { Bound::from_borrowed_ptr(py, v) })) {
+                break;
+            }
+        }
+    }
+    true
 }
 
 /// Whether every key of `dict` is an exact `str`: then no key's code runs as it is
@@ -494,7 +500,9 @@ unsafe fn spells(k: *mut pyo3::ffi::PyObject, name: &str) -> bool {
 /// `k` must be a valid pointer to an exact `str`.
 #[inline(always)]
 unsafe fn key_named(k: *mut pyo3::ffi::PyObject) -> Option<Key> {
-    // (A byte-string match cost 32 instructions a key, a third of walking one.)
+    // Told apart by length, then by four-byte words, the last one ending where the key
+    // does (overlapping the one before). A byte-string match cost 32 instructions a key,
+    // a third of walking one.
     let bytes = unsafe { ascii_bytes(k) }?;
     let is = |at: usize, word: &[u8; 4]| holds_at(bytes, at, word);
     match bytes.len() {
