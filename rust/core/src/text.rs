@@ -490,10 +490,10 @@ impl<'o> Snippet<'o> {
     pub fn push(&mut self, part: Text<'_>) -> bool {
         // One loop per representation: the common Latin-1 and UTF-8 cases decode nothing.
         match part {
-            Text::Latin1(b) => self.push_latin1(b),
+            Text::Latin1(b) => self.push_runs(b, |at| b.get(at).map(|&c| (char::from(c), 1))),
             Text::Ucs2(u) => self.push_chars(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{FFFD}'))),
             Text::Ucs4(_) => self.push_chars(char::decode_utf16(part.utf16_units()).map(|r| r.unwrap_or('\u{FFFD}'))),
-            Text::Utf8(s) => self.push_chars(s.chars()),
+            Text::Utf8(s) => self.push_runs(s.as_bytes(), |at| s.get(at..)?.chars().next().map(|c| (c, c.len_utf8()))),
         }
     }
 
@@ -507,27 +507,31 @@ impl<'o> Snippet<'o> {
         self.feed(chars)
     }
 
-    /// [`Snippet::push`] of Latin-1 text: each run of printable ASCII and single spaces
-    /// (most of a note's text: words) is appended at once, as far as it fits; any other
-    /// byte is fed as a char. (Fed a char at a time, a note line cost 28 instructions a
-    /// character.)
-    fn push_latin1(&mut self, mut bytes: &[u8]) -> bool {
+    /// [`Snippet::push`] of one-byte text (Latin-1, or UTF-8), its `bytes`: each run of
+    /// printable ASCII and single spaces (most of a note's text: words) is appended at
+    /// once, as far as it fits; any other character (`char_at` an offset: the character
+    /// there and its length in bytes) is fed alone. (Fed a character at a time, a note
+    /// line cost 28 instructions a character.)
+    fn push_runs(&mut self, bytes: &[u8], char_at: impl Fn(usize) -> Option<(char, usize)>) -> bool {
         if self.full {
             return false;
         }
         self.pending_space |= !self.is_empty();
-        while let Some(&first) = bytes.first() {
+        let mut at = 0;
+        while let Some(&first) = bytes.get(at) {
             if !first.is_ascii_graphic() {
-                if !self.feed(std::iter::once(char::from(first))) {
+                let Some((c, len)) = char_at(at) else { break };
+                if !self.feed(std::iter::once(c)) {
                     return false;
                 }
-                bytes = bytes.get(1..).unwrap_or_default();
+                at += len;
                 continue;
             }
             // A unit a byte, after the pending space's; read one byte past the room.
             let pending = usize::from(self.pending_space);
             let room = self.max_units.saturating_sub(self.used + pending);
-            let seen = bytes.get(..room.saturating_add(1)).unwrap_or(bytes);
+            let rest = bytes.get(at..).unwrap_or_default();
+            let seen = rest.get(..room.saturating_add(1)).unwrap_or(rest);
             let mut run = 1;
             while let Some(&c) = seen.get(run) {
                 // A space stays in the run only between two printable characters.
@@ -554,7 +558,7 @@ impl<'o> Snippet<'o> {
                 self.full = true;
                 return false;
             }
-            bytes = bytes.get(run..).unwrap_or_default();
+            at += run;
         }
         true
     }
@@ -780,13 +784,14 @@ mod tests {
         assert_eq!(snippet([Text::Utf8("")], 80), "");
     }
 
-    proptest::proptest! {
-        /// Latin-1 parts, whose runs of printable ASCII are appended at once, give what
-        /// feeding their characters one by one gives: the cut, the spaces, the mark.
+    proptest! {
+        /// One-byte parts (Latin-1, and the same characters as UTF-8), whose runs of
+        /// printable ASCII are appended at once, give what feeding their characters one
+        /// by one gives: the cut, the spaces, the mark.
         #[test]
-        fn a_latin1_snippet_is_its_characters_snippet(
-            parts in proptest::collection::vec(
-                proptest::collection::vec(proptest::sample::select(b"ab  Z~!\t\n\x0b\x1c\x85\xa0\xe9\x00".to_vec()), 0..40),
+        fn a_one_byte_snippet_is_its_characters_snippet(
+            parts in prop::collection::vec(
+                prop::collection::vec(prop::sample::select(b"ab  Z~!\t\n\x0b\x1c\x85\xa0\xe9\x00".to_vec()), 0..40),
                 0..4,
             ),
             max_units in 0usize..50,
@@ -799,7 +804,9 @@ mod tests {
                 }
                 out
             };
-            proptest::prop_assert_eq!(snippet(parts.iter().map(|p| Text::Latin1(p)), max_units), by_chars.split_at(2).1);
+            let utf8: Vec<String> = parts.iter().map(|p| p.iter().map(|&c| char::from(c)).collect()).collect();
+            prop_assert_eq!(snippet(parts.iter().map(|p| Text::Latin1(p)), max_units), by_chars.split_at(2).1);
+            prop_assert_eq!(snippet(utf8.iter().map(|p| Text::Utf8(p)), max_units), by_chars.split_at(2).1);
         }
     }
 }

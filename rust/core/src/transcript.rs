@@ -287,10 +287,10 @@ impl Glances {
     /// Entry `i`'s glance, taken now unless current (`None` when none are remembered).
     fn take<N: JsonNode>(&self, i: usize, m: &N) -> Option<Glance> {
         let slot = self.0.get(i)?;
-        if let Some(glance) = self.current::<N>(i) {
+        let runs = N::foreign_code_runs();
+        if let Some(glance) = slot.get().filter(|glance| glance.runs == runs) {
             return Some(glance);
         }
-        let runs = N::foreign_code_runs();
         let (role, content) = m.role_and_content();
         let list = content.map(|content| content.is_some_and(|c| c.json_type() == JsonType::Array));
         let glance = Glance { role: role_or_other(role), list, runs };

@@ -415,9 +415,9 @@ impl<'py> JsonNode for PyNode<'py> {
 
 /// Walks `dict`'s entries, handing `take` each of the four message keys met (`role`,
 /// `content`, `tool_calls`, `type`, told by their text) with its value, until `take`
-/// says it has what it wants. `false` when a key is
-/// not an exact str: a str subclass with its own hash, or an object equal to "role", may
-/// or may not be found by a lookup, which the caller then leaves to the dict.
+/// says it has what it wants. `false` when a key is not an exact str: a str subclass
+/// with its own hash, or an object equal to "role", may or may not be found by a lookup,
+/// which the caller then leaves to the dict.
 #[inline(always)]
 fn walk_message_keys<'py>(dict: &Bound<'py, PyDict>, mut take: impl FnMut(Key, PyNode<'py>) -> bool) -> bool {
     let py = dict.py();
